@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A channel moves whole frames over a byte stream (a pipe, a socketpair, a
+ * TCP socket).  It is the seam where the data plane's sealing (AEAD) and the
+ * ssh tunnel slot in: callers see frames, never bytes.
+ *
+ * One thread may receive while any number send: qft_chan_send serialises
+ * senders on `wlock` so frames never interleave.  Receiving is not locked;
+ * only one thread may call qft_chan_recv on a channel.
+ *
+ * Error convention: 0 or a negative errno.  qft_chan_recv returns -EPIPE
+ * on a clean end of stream at a frame boundary, -EBADMSG on a header that
+ * fails qft_hdr_decode (too long), -ENOSYS on an unknown opcode, -EIO on a
+ * stream cut inside a frame, or the errno of the failed read.
+ */
+#ifndef QFT_CHAN_H
+#define QFT_CHAN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "msg.h"
+
+struct qft_chan {
+	int rfd;
+	int wfd;
+	pthread_mutex_t wlock;   /* serialises writes to wfd */
+	int werr;                /* guarded by wlock: sticky send error */
+};
+
+int qft_chan_init(struct qft_chan *c, int rfd, int wfd);
+/* Closes both descriptors (once, even if they are the same). */
+void qft_chan_destroy(struct qft_chan *c);
+/* Shuts the stream down so that a blocked receiver wakes with -EPIPE. */
+void qft_chan_shutdown(struct qft_chan *c);
+
+/* Sends one encoded frame (as built by qft_msg_encode). */
+int qft_chan_send(struct qft_chan *c, const void *frame, size_t len);
+/* Encodes and sends *m, using `scratch` as the encoding buffer. */
+int qft_chan_send_msg(struct qft_chan *c, struct qbuf *scratch,
+		      const struct qft_msg *m);
+/*
+ * Receives one frame into `in` (replacing its contents) and decodes its
+ * header into *h.  The payload is in->data[QFT_HDR_SIZE..in->len).
+ */
+int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h);
+
+#endif /* QFT_CHAN_H */

@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Table-driven message codec.  Each opcode lists the fields of its request
+ * and of its successful reply; encode and decode walk the same list, so the
+ * two directions cannot drift apart, and every field kind is validated in
+ * exactly one place (decode_field).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "msg.h"
+
+enum fld {
+	FLD_END = 0,
+	FLD_MAGIC, FLD_VERSION, FLD_FEATURES,
+	FLD_HANDLE, FLD_PATH, FLD_NAME, FLD_PATH2, FLD_NAME2, FLD_TARGET,
+	FLD_XNAME, FLD_OPFLAGS, FLD_MODE, FLD_UID, FLD_GID, FLD_VALID,
+	FLD_RDEV, FLD_SIZE, FLD_OFFSET, FLD_LENGTH, FLD_COUNT, FLD_ATIME,
+	FLD_MTIME, FLD_DATA, FLD_ATTR, FLD_STATFS,
+};
+
+#define MAX_FIELDS 10
+
+struct op_desc {
+	const char *name;
+	uint8_t req[MAX_FIELDS];   /* FLD_END-terminated */
+	uint8_t rep[MAX_FIELDS];
+	uint32_t req_flags;        /* known bits of opflags in requests */
+	uint32_t rep_flags;        /* ... and in replies */
+	uint64_t max_length;       /* bound on the `length` field */
+	bool handle_optional;      /* handle may be 0 (SETATTR by path) */
+};
+
+static const struct op_desc ops[QFT_OP__COUNT] = {
+	[QFT_OP_HELLO] = { "HELLO",
+		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES },
+		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES } },
+	[QFT_OP_LSTAT] = { "LSTAT", { FLD_PATH }, { FLD_ATTR } },
+	[QFT_OP_FSTAT] = { "FSTAT", { FLD_HANDLE }, { FLD_ATTR } },
+	[QFT_OP_SETATTR] = { "SETATTR",
+		{ FLD_HANDLE, FLD_PATH, FLD_VALID, FLD_MODE, FLD_UID, FLD_GID,
+		  FLD_SIZE, FLD_ATIME, FLD_MTIME },
+		{ FLD_ATTR }, .handle_optional = true },
+	[QFT_OP_OPENDIR] = { "OPENDIR", { FLD_HANDLE, FLD_PATH }, { 0 } },
+	[QFT_OP_READDIR] = { "READDIR",
+		{ FLD_HANDLE, FLD_OFFSET, FLD_LENGTH, FLD_OPFLAGS },
+		{ FLD_OPFLAGS, FLD_DATA },
+		QFT_READDIR_KNOWN, QFT_READDIR_EOF, QFT_MAX_READDIR },
+	[QFT_OP_MKDIR] = { "MKDIR", { FLD_PATH, FLD_NAME, FLD_MODE },
+		{ FLD_ATTR } },
+	[QFT_OP_RMDIR] = { "RMDIR", { FLD_PATH, FLD_NAME }, { 0 } },
+	[QFT_OP_UNLINK] = { "UNLINK", { FLD_PATH, FLD_NAME }, { 0 } },
+	[QFT_OP_CREATE] = { "CREATE",
+		{ FLD_HANDLE, FLD_PATH, FLD_NAME, FLD_OPFLAGS, FLD_MODE },
+		{ FLD_ATTR }, QFT_O_KNOWN },
+	[QFT_OP_OPEN] = { "OPEN", { FLD_HANDLE, FLD_PATH, FLD_OPFLAGS },
+		{ FLD_ATTR }, QFT_O_KNOWN },
+	[QFT_OP_READ] = { "READ", { FLD_HANDLE, FLD_OFFSET, FLD_LENGTH },
+		{ FLD_DATA }, 0, 0, QFT_MAX_DATA },
+	[QFT_OP_WRITE] = { "WRITE", { FLD_HANDLE, FLD_OFFSET, FLD_DATA },
+		{ FLD_COUNT } },
+	[QFT_OP_FLUSH] = { "FLUSH", { FLD_HANDLE, FLD_OPFLAGS }, { 0 },
+		QFT_FLUSH_KNOWN },
+	[QFT_OP_FSYNC] = { "FSYNC", { FLD_HANDLE, FLD_OPFLAGS }, { 0 },
+		QFT_FSYNC_KNOWN },
+	[QFT_OP_CLOSE] = { "CLOSE", { FLD_HANDLE }, { 0 } },
+	[QFT_OP_RENAME] = { "RENAME",
+		{ FLD_PATH, FLD_NAME, FLD_PATH2, FLD_NAME2, FLD_OPFLAGS },
+		{ 0 }, QFT_RENAME_KNOWN },
+	[QFT_OP_SYMLINK] = { "SYMLINK", { FLD_PATH, FLD_NAME, FLD_TARGET },
+		{ FLD_ATTR } },
+	[QFT_OP_READLINK] = { "READLINK", { FLD_PATH }, { FLD_TARGET } },
+	[QFT_OP_LINK] = { "LINK", { FLD_PATH, FLD_PATH2, FLD_NAME2 },
+		{ FLD_ATTR } },
+	[QFT_OP_STATFS] = { "STATFS", { FLD_PATH }, { FLD_STATFS } },
+	[QFT_OP_FALLOCATE] = { "FALLOCATE",
+		{ FLD_HANDLE, FLD_OPFLAGS, FLD_OFFSET, FLD_LENGTH }, { 0 },
+		QFT_FALLOC_KNOWN, 0, INT64_MAX },
+	[QFT_OP_GETXATTR] = { "GETXATTR", { FLD_PATH, FLD_XNAME, FLD_LENGTH },
+		{ FLD_COUNT, FLD_DATA }, 0, 0, QFT_MAX_XATTR_SIZE },
+	[QFT_OP_SETXATTR] = { "SETXATTR",
+		{ FLD_PATH, FLD_XNAME, FLD_OPFLAGS, FLD_DATA }, { 0 },
+		QFT_XATTR_KNOWN },
+	[QFT_OP_LISTXATTR] = { "LISTXATTR", { FLD_PATH, FLD_LENGTH },
+		{ FLD_COUNT, FLD_DATA }, 0, 0, QFT_MAX_XATTR_LIST },
+	[QFT_OP_REMOVEXATTR] = { "REMOVEXATTR", { FLD_PATH, FLD_XNAME },
+		{ 0 } },
+	[QFT_OP_MKNOD] = { "MKNOD", { FLD_PATH, FLD_NAME, FLD_MODE, FLD_RDEV },
+		{ FLD_ATTR } },
+};
+
+static const struct op_desc *op_desc(uint16_t op)
+{
+	if (op == 0 || op >= QFT_OP__COUNT || !ops[op].name)
+		return NULL;
+	return &ops[op];
+}
+
+const char *qft_op_name(uint16_t op)
+{
+	const struct op_desc *d = op_desc(op);
+
+	return d ? d->name : "?";
+}
+
+void qft_msg_init(struct qft_msg *m, uint16_t op, uint64_t id)
+{
+	memset(m, 0, sizeof(*m));
+	m->op = op;
+	m->id = id;
+}
+
+void qft_msg_init_reply(struct qft_msg *r, const struct qft_msg *req)
+{
+	qft_msg_init(r, req->op, req->id);
+	r->flags = QFT_F_REPLY;
+}
+
+bool qft_name_valid(const char *s, size_t len)
+{
+	if (len == 0 || len > QFT_MAX_NAME)
+		return false;
+	if (memchr(s, '/', len) || memchr(s, '\0', len))
+		return false;
+	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+		return false;
+	return true;
+}
+
+bool qft_path_valid(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	/* "" is the root; otherwise names joined by single slashes. */
+	if (len > QFT_MAX_PATH)
+		return false;
+	while (i < len) {
+		const char *slash = memchr(s + i, '/', len - i);
+		size_t n = slash ? (size_t)(slash - (s + i)) : len - i;
+
+		if (!qft_name_valid(s + i, n))
+			return false;
+		i += n;
+		if (slash && ++i == len)
+			return false; /* trailing slash */
+	}
+	return true;
+}
+
+static bool mode_type_valid(uint32_t mode)
+{
+	switch (mode & QFT_S_IFMT) {
+	case QFT_S_IFSOCK: case QFT_S_IFLNK: case QFT_S_IFREG:
+	case QFT_S_IFBLK: case QFT_S_IFDIR: case QFT_S_IFCHR:
+	case QFT_S_IFIFO:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int put_time(struct qbuf *b, const struct qft_time *t)
+{
+	int r;
+
+	if ((r = qbuf_put_u64(b, (uint64_t)t->sec)) < 0 ||
+	    (r = qbuf_put_u32(b, t->nsec)) < 0)
+		return r;
+	return 0;
+}
+
+static int get_time(struct qcur *c, struct qft_time *t)
+{
+	struct qcur save = *c;
+	uint64_t sec;
+	uint32_t nsec;
+	int r;
+
+	if ((r = qcur_get_u64(c, &sec)) < 0 ||
+	    (r = qcur_get_u32(c, &nsec)) < 0)
+		goto fail;
+	if (nsec >= 1000000000u) {
+		r = -EINVAL;
+		goto fail;
+	}
+	t->sec = (int64_t)sec;
+	t->nsec = nsec;
+	return 0;
+fail:
+	*c = save;
+	return r;
+}
+
+static int put_attr(struct qbuf *b, const struct qft_attr *a)
+{
+	int r;
+
+	if ((r = qbuf_put_u64(b, a->ino)) < 0 ||
+	    (r = qbuf_put_u32(b, a->mode)) < 0 ||
+	    (r = qbuf_put_u32(b, a->nlink)) < 0 ||
+	    (r = qbuf_put_u32(b, a->uid)) < 0 ||
+	    (r = qbuf_put_u32(b, a->gid)) < 0 ||
+	    (r = qbuf_put_u64(b, a->rdev)) < 0 ||
+	    (r = qbuf_put_u64(b, a->size)) < 0 ||
+	    (r = qbuf_put_u64(b, a->blocks)) < 0 ||
+	    (r = qbuf_put_u32(b, a->blksize)) < 0 ||
+	    (r = put_time(b, &a->atime)) < 0 ||
+	    (r = put_time(b, &a->mtime)) < 0 ||
+	    (r = put_time(b, &a->ctime)) < 0)
+		return r;
+	return 0;
+}
+
+static int get_attr(struct qcur *c, struct qft_attr *a)
+{
+	struct qcur save = *c;
+	int r;
+
+	if ((r = qcur_get_u64(c, &a->ino)) < 0 ||
+	    (r = qcur_get_u32(c, &a->mode)) < 0 ||
+	    (r = qcur_get_u32(c, &a->nlink)) < 0 ||
+	    (r = qcur_get_u32(c, &a->uid)) < 0 ||
+	    (r = qcur_get_u32(c, &a->gid)) < 0 ||
+	    (r = qcur_get_u64(c, &a->rdev)) < 0 ||
+	    (r = qcur_get_u64(c, &a->size)) < 0 ||
+	    (r = qcur_get_u64(c, &a->blocks)) < 0 ||
+	    (r = qcur_get_u32(c, &a->blksize)) < 0 ||
+	    (r = get_time(c, &a->atime)) < 0 ||
+	    (r = get_time(c, &a->mtime)) < 0 ||
+	    (r = get_time(c, &a->ctime)) < 0)
+		goto fail;
+	if (!mode_type_valid(a->mode) || (a->mode & ~(QFT_S_IFMT | 07777)) ||
+	    a->size > INT64_MAX || a->blocks > INT64_MAX) {
+		r = -EINVAL;
+		goto fail;
+	}
+	return 0;
+fail:
+	*c = save;
+	return r;
+}
+
+static int put_statfs(struct qbuf *b, const struct qft_statfs *s)
+{
+	const uint64_t v[] = { s->bsize, s->frsize, s->blocks, s->bfree,
+			       s->bavail, s->files, s->ffree, s->favail,
+			       s->namemax };
+	int r;
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if ((r = qbuf_put_u64(b, v[i])) < 0)
+			return r;
+	return 0;
+}
+
+static int get_statfs(struct qcur *c, struct qft_statfs *s)
+{
+	uint64_t *v[] = { &s->bsize, &s->frsize, &s->blocks, &s->bfree,
+			  &s->bavail, &s->files, &s->ffree, &s->favail,
+			  &s->namemax };
+	const uint8_t *p;
+	int r;
+
+	if ((r = qcur_get_bytes(c, &p, QFT_STATFS_WIRE_SIZE)) < 0)
+		return r;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		*v[i] = qft_load64(p + 8 * i);
+	return 0;
+}
+
+static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
+{
+	switch (f) {
+	case FLD_MAGIC:    return qbuf_put_u32(b, m->magic);
+	case FLD_VERSION:  return qbuf_put_u32(b, m->version);
+	case FLD_FEATURES: return qbuf_put_u32(b, m->features);
+	case FLD_HANDLE:   return qbuf_put_u64(b, m->handle);
+	case FLD_PATH:     return qbuf_put_str(b, m->path.s, m->path.len);
+	case FLD_NAME:     return qbuf_put_str(b, m->name.s, m->name.len);
+	case FLD_PATH2:    return qbuf_put_str(b, m->path2.s, m->path2.len);
+	case FLD_NAME2:    return qbuf_put_str(b, m->name2.s, m->name2.len);
+	case FLD_TARGET:   return qbuf_put_str(b, m->target.s, m->target.len);
+	case FLD_XNAME:    return qbuf_put_str(b, m->xname.s, m->xname.len);
+	case FLD_OPFLAGS:  return qbuf_put_u32(b, m->opflags);
+	case FLD_MODE:     return qbuf_put_u32(b, m->mode);
+	case FLD_UID:      return qbuf_put_u32(b, m->uid);
+	case FLD_GID:      return qbuf_put_u32(b, m->gid);
+	case FLD_VALID:    return qbuf_put_u32(b, m->valid);
+	case FLD_RDEV:     return qbuf_put_u64(b, m->rdev);
+	case FLD_SIZE:     return qbuf_put_u64(b, m->size);
+	case FLD_OFFSET:   return qbuf_put_u64(b, m->offset);
+	case FLD_LENGTH:   return qbuf_put_u64(b, m->length);
+	case FLD_COUNT:    return qbuf_put_u64(b, m->count);
+	case FLD_ATIME:    return put_time(b, &m->atime);
+	case FLD_MTIME:    return put_time(b, &m->mtime);
+	case FLD_DATA:     return qbuf_put_blob(b, m->data.p, m->data.len);
+	case FLD_ATTR:     return put_attr(b, &m->attr);
+	case FLD_STATFS:   return put_statfs(b, &m->st);
+	case FLD_END:      break;
+	}
+	return -EINVAL;
+}
+
+/*
+ * Reads a string field and checks it against its kind's rules.  Framing
+ * errors (-EBADMSG) are told apart from a well-framed string that breaks a
+ * rule, such as a name over NAME_MAX or with a '/' (-EINVAL), so the server
+ * can answer the latter with an error instead of dropping the connection.
+ */
+static int get_checked_str(struct qcur *c, struct qft_str *out, enum fld f)
+{
+	struct qcur save = *c;
+	bool ok;
+	int r;
+
+	r = qcur_get_str(c, &out->s, &out->len, QFT_MAX_PAYLOAD);
+	if (r < 0)
+		return r;
+	switch (f) {
+	case FLD_NAME: case FLD_NAME2:
+		ok = qft_name_valid(out->s, out->len);
+		break;
+	case FLD_PATH: case FLD_PATH2:
+		ok = qft_path_valid(out->s, out->len);
+		break;
+	case FLD_XNAME:
+		ok = out->len > 0 && out->len <= QFT_MAX_XATTR_NAME;
+		break;
+	default: /* symlink target: any non-empty string that fits a path */
+		ok = out->len > 0 && out->len <= QFT_MAX_PATH;
+		break;
+	}
+	if (!ok) {
+		*c = save;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
+		     const struct op_desc *d)
+{
+	bool reply = m->flags & QFT_F_REPLY;
+	uint32_t known;
+	int r;
+
+	switch (f) {
+	case FLD_MAGIC:
+		if ((r = qcur_get_u32(c, &m->magic)) < 0)
+			return r;
+		return m->magic == QFT_MAGIC ? 0 : -EBADMSG;
+	case FLD_VERSION:  return qcur_get_u32(c, &m->version);
+	case FLD_FEATURES: return qcur_get_u32(c, &m->features);
+	case FLD_HANDLE:
+		if ((r = qcur_get_u64(c, &m->handle)) < 0)
+			return r;
+		if (m->handle > QFT_MAX_HANDLES ||
+		    (m->handle == 0 && !d->handle_optional))
+			return -EINVAL;
+		return 0;
+	case FLD_PATH:   return get_checked_str(c, &m->path, f);
+	case FLD_NAME:   return get_checked_str(c, &m->name, f);
+	case FLD_PATH2:  return get_checked_str(c, &m->path2, f);
+	case FLD_NAME2:  return get_checked_str(c, &m->name2, f);
+	case FLD_TARGET: return get_checked_str(c, &m->target, f);
+	case FLD_XNAME:  return get_checked_str(c, &m->xname, f);
+	case FLD_OPFLAGS:
+		if ((r = qcur_get_u32(c, &m->opflags)) < 0)
+			return r;
+		known = reply ? d->rep_flags : d->req_flags;
+		return (m->opflags & ~known) ? -EINVAL : 0;
+	case FLD_MODE:
+		if ((r = qcur_get_u32(c, &m->mode)) < 0)
+			return r;
+		if ((m->mode & ~(QFT_S_IFMT | 07777)) ||
+		    ((m->mode & QFT_S_IFMT) && !mode_type_valid(m->mode)))
+			return -EINVAL;
+		return 0;
+	case FLD_UID: return qcur_get_u32(c, &m->uid);
+	case FLD_GID: return qcur_get_u32(c, &m->gid);
+	case FLD_VALID:
+		if ((r = qcur_get_u32(c, &m->valid)) < 0)
+			return r;
+		return (m->valid & ~QFT_SET_KNOWN) ? -EINVAL : 0;
+	case FLD_RDEV: return qcur_get_u64(c, &m->rdev);
+	case FLD_SIZE:
+		if ((r = qcur_get_u64(c, &m->size)) < 0)
+			return r;
+		return m->size > INT64_MAX ? -EINVAL : 0;
+	case FLD_OFFSET:
+		if ((r = qcur_get_u64(c, &m->offset)) < 0)
+			return r;
+		/* READDIR offsets are opaque cookies; others are off_t. */
+		return m->op != QFT_OP_READDIR && m->offset > INT64_MAX ?
+			-EINVAL : 0;
+	case FLD_LENGTH:
+		if ((r = qcur_get_u64(c, &m->length)) < 0)
+			return r;
+		return m->length > d->max_length ? -EINVAL : 0;
+	case FLD_COUNT: return qcur_get_u64(c, &m->count);
+	case FLD_ATIME: return get_time(c, &m->atime);
+	case FLD_MTIME: return get_time(c, &m->mtime);
+	case FLD_DATA:
+		return qcur_get_blob(c, &m->data.p, &m->data.len,
+				     QFT_MAX_DATA);
+	case FLD_ATTR:   return get_attr(c, &m->attr);
+	case FLD_STATFS: return get_statfs(c, &m->st);
+	case FLD_END:    break;
+	}
+	return -EINVAL;
+}
+
+int qft_msg_encode(struct qbuf *b, const struct qft_msg *m)
+{
+	const struct op_desc *d = op_desc(m->op);
+	bool reply = m->flags & QFT_F_REPLY;
+	size_t start = b->len, payload;
+	const uint8_t *fields;
+	uint8_t *hdr;
+	int r;
+
+	if (!d)
+		return -EINVAL;
+	hdr = qbuf_extend(b, QFT_HDR_SIZE);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (reply) {
+		if ((r = qbuf_put_u32(b, m->status)) < 0)
+			goto undo;
+		if (m->status != QFT_OK) {
+			uint32_t n = m->errmsg.len < QFT_MAX_ERRMSG ?
+				m->errmsg.len : QFT_MAX_ERRMSG;
+
+			r = qbuf_put_str(b, m->errmsg.s ? m->errmsg.s : "",
+					 m->errmsg.s ? n : 0);
+			if (r < 0)
+				goto undo;
+			goto header;
+		}
+	}
+	fields = reply ? d->rep : d->req;
+	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++)
+		if ((r = put_field(b, fields[i], m)) < 0)
+			goto undo;
+header:
+	payload = b->len - start - QFT_HDR_SIZE;
+	if (payload > QFT_MAX_PAYLOAD) {
+		r = -EMSGSIZE;
+		goto undo;
+	}
+	hdr = b->data + start; /* the buffer may have moved */
+	qft_store32(hdr, (uint32_t)payload);
+	qft_store16(hdr + 4, m->op);
+	qft_store16(hdr + 6, m->flags);
+	qft_store64(hdr + 8, m->id);
+	return 0;
+undo:
+	b->len = start;
+	return r;
+}
+
+int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)
+{
+	if (n < QFT_HDR_SIZE)
+		return -EBADMSG;
+	h->len = qft_load32(p);
+	h->op = qft_load16(p + 4);
+	h->flags = qft_load16(p + 6);
+	h->id = qft_load64(p + 8);
+	if (h->len > QFT_MAX_PAYLOAD || (h->flags & ~QFT_F_REPLY))
+		return -EBADMSG;
+	if (!op_desc(h->op))
+		return -ENOSYS;
+	return 0;
+}
+
+int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
+{
+	const struct op_desc *d;
+	const uint8_t *fields;
+	struct qft_hdr h;
+	struct qcur c;
+	int r;
+
+	if ((r = qft_hdr_decode(&h, frame, n)) < 0)
+		return r;
+	if (n - QFT_HDR_SIZE != h.len)
+		return -EBADMSG;
+	d = op_desc(h.op);
+	qft_msg_init(m, h.op, h.id);
+	m->flags = h.flags;
+	qcur_init(&c, frame + QFT_HDR_SIZE, h.len);
+	if (m->flags & QFT_F_REPLY) {
+		if ((r = qcur_get_u32(&c, &m->status)) < 0)
+			return r;
+		if (m->status != QFT_OK) {
+			r = qcur_get_str(&c, &m->errmsg.s, &m->errmsg.len,
+					 QFT_MAX_ERRMSG);
+			if (r < 0)
+				return r == -EINVAL ? -EBADMSG : r;
+			return c.left ? -EBADMSG : 0;
+		}
+	}
+	fields = (m->flags & QFT_F_REPLY) ? d->rep : d->req;
+	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++)
+		if ((r = get_field(&c, fields[i], m, d)) < 0)
+			return r;
+	if (c.left)
+		return -EBADMSG;
+	/* Cross-field checks that no single field can make. */
+	if (m->op == QFT_OP_WRITE && !(m->flags & QFT_F_REPLY) &&
+	    m->data.len > INT64_MAX - m->offset)
+		return -EINVAL;
+	if (m->op == QFT_OP_FALLOCATE && m->length > INT64_MAX - m->offset)
+		return -EINVAL;
+	return 0;
+}
+
+int qft_dirent_encode(struct qbuf *b, const struct qft_dirent *d)
+{
+	size_t start = b->len;
+	int r;
+
+	if ((r = qbuf_put_u64(b, d->ino)) < 0 ||
+	    (r = qbuf_put_u64(b, d->off)) < 0 ||
+	    (r = qbuf_put_u32(b, d->type)) < 0 ||
+	    (r = qbuf_put_str(b, d->name.s, d->name.len)) < 0 ||
+	    (r = qbuf_put_u8(b, d->has_attr)) < 0 ||
+	    (d->has_attr && (r = put_attr(b, &d->attr)) < 0))
+		goto undo;
+	return 0;
+undo:
+	b->len = start;
+	return r;
+}
+
+int qft_dirent_decode(struct qcur *c, struct qft_dirent *d, bool plus)
+{
+	struct qcur save = *c;
+	uint8_t has_attr;
+	int r;
+
+	if ((r = qcur_get_u64(c, &d->ino)) < 0 ||
+	    (r = qcur_get_u64(c, &d->off)) < 0 ||
+	    (r = qcur_get_u32(c, &d->type)) < 0 ||
+	    (r = qcur_get_str(c, &d->name.s, &d->name.len, QFT_MAX_NAME)) < 0 ||
+	    (r = qcur_get_u8(c, &has_attr)) < 0)
+		goto fail;
+	r = -EINVAL;
+	if (has_attr > 1 || (has_attr && !plus))
+		goto fail;
+	if ((d->type & ~QFT_S_IFMT) || (d->type && !mode_type_valid(d->type)))
+		goto fail;
+	if (!qft_name_valid(d->name.s, d->name.len) &&
+	    strcmp(d->name.s, ".") != 0 && strcmp(d->name.s, "..") != 0)
+		goto fail;
+	d->has_attr = has_attr;
+	if (has_attr && (r = get_attr(c, &d->attr)) < 0)
+		goto fail;
+	return 0;
+fail:
+	*c = save;
+	return r;
+}
+
+void qft_attr_from_stat(struct qft_attr *a, const struct stat *st)
+{
+	a->ino = st->st_ino;
+	a->mode = st->st_mode;
+	a->nlink = (uint32_t)st->st_nlink;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->rdev = st->st_rdev;
+	a->size = (uint64_t)st->st_size;
+	a->blocks = (uint64_t)st->st_blocks;
+	a->blksize = (uint32_t)st->st_blksize;
+	a->atime.sec = st->st_atim.tv_sec;
+	a->atime.nsec = (uint32_t)st->st_atim.tv_nsec;
+	a->mtime.sec = st->st_mtim.tv_sec;
+	a->mtime.nsec = (uint32_t)st->st_mtim.tv_nsec;
+	a->ctime.sec = st->st_ctim.tv_sec;
+	a->ctime.nsec = (uint32_t)st->st_ctim.tv_nsec;
+}
+
+void qft_attr_to_stat(const struct qft_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size;
+	st->st_blocks = (blkcnt_t)a->blocks;
+	st->st_blksize = a->blksize;
+	st->st_atim.tv_sec = a->atime.sec;
+	st->st_atim.tv_nsec = a->atime.nsec;
+	st->st_mtim.tv_sec = a->mtime.sec;
+	st->st_mtim.tv_nsec = a->mtime.nsec;
+	st->st_ctim.tv_sec = a->ctime.sec;
+	st->st_ctim.tv_nsec = a->ctime.nsec;
+}
+
+void qft_statfs_from_host(struct qft_statfs *s, const struct statvfs *v)
+{
+	s->bsize = v->f_bsize;
+	s->frsize = v->f_frsize;
+	s->blocks = v->f_blocks;
+	s->bfree = v->f_bfree;
+	s->bavail = v->f_bavail;
+	s->files = v->f_files;
+	s->ffree = v->f_ffree;
+	s->favail = v->f_favail;
+	s->namemax = v->f_namemax;
+}
+
+void qft_statfs_to_host(const struct qft_statfs *s, struct statvfs *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->f_bsize = s->bsize;
+	v->f_frsize = s->frsize;
+	v->f_blocks = s->blocks;
+	v->f_bfree = s->bfree;
+	v->f_bavail = s->bavail;
+	v->f_files = s->files;
+	v->f_ffree = s->ffree;
+	v->f_favail = s->favail;
+	v->f_namemax = s->namemax;
+}

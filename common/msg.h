@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Encoding and decoding of protocol messages (see protocol.h).
+ *
+ * One struct carries any request or reply; which of its fields an opcode
+ * uses, in which order, is fixed by the table in msg.c, so that every
+ * message is encoded and decoded by the same code and checked the same way
+ * on both sides.  Decoding is zero-copy: strings and data point into the
+ * frame buffer, which must outlive the message.
+ *
+ * Error convention: 0 or a negative errno.  Decoders return
+ *   -EBADMSG  malformed: truncated, trailing bytes, length out of range;
+ *   -ENOSYS   an opcode this version does not know (header decode);
+ *   -EINVAL   well-formed but invalid: a name with '/', a path with '..',
+ *             unknown flag bits, a bad file type.
+ * and leave *m in an unspecified state on failure.
+ */
+#ifndef QFT_MSG_H
+#define QFT_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "buf.h"
+#include "protocol.h"
+
+struct qft_str {
+	const char *s;   /* NUL-terminated; NULL when absent */
+	uint32_t len;
+};
+
+struct qft_blob {
+	const uint8_t *p;
+	uint32_t len;
+};
+
+struct qft_time {
+	int64_t sec;
+	uint32_t nsec;   /* < 1e9 */
+};
+
+struct qft_attr {
+	uint64_t ino;
+	uint32_t mode;   /* QFT_S_IF* | permission bits */
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t rdev;
+	uint64_t size;
+	uint64_t blocks; /* 512-byte units, as st_blocks */
+	uint32_t blksize;
+	struct qft_time atime, mtime, ctime;
+};
+
+struct qft_statfs {
+	uint64_t bsize, frsize, blocks, bfree, bavail, files, ffree, favail;
+	uint64_t namemax;
+};
+
+struct qft_hdr {
+	uint32_t len;    /* payload bytes after the header */
+	uint16_t op;
+	uint16_t flags;
+	uint64_t id;
+};
+
+struct qft_msg {
+	uint16_t op;
+	uint16_t flags;      /* QFT_F_REPLY for replies */
+	uint64_t id;
+
+	uint32_t status;     /* replies: enum qft_status */
+	struct qft_str errmsg; /* replies with status != 0; may be empty */
+
+	/* Fields; msg.c's table says which ones each opcode carries. */
+	uint32_t magic, version, features;      /* HELLO */
+	uint64_t handle;
+	struct qft_str path;  /* the object, or the directory holding `name` */
+	struct qft_str name;
+	struct qft_str path2; /* RENAME/LINK: directory holding `name2` */
+	struct qft_str name2;
+	struct qft_str target; /* SYMLINK/READLINK */
+	struct qft_str xname;  /* extended attribute name */
+	uint32_t opflags;     /* op-specific QFT_O_*, QFT_RENAME_*, ... */
+	uint32_t mode;
+	uint32_t uid, gid;
+	uint32_t valid;       /* SETATTR: QFT_SET_* */
+	uint64_t rdev;
+	uint64_t size;        /* SETATTR new size */
+	uint64_t offset;
+	uint64_t length;
+	uint64_t count;       /* WRITE: bytes written; xattr: value size */
+	struct qft_time atime, mtime;
+	struct qft_blob data;
+	struct qft_attr attr;
+	struct qft_statfs st;
+};
+
+/* Clears *m and sets op and id (for requests). */
+void qft_msg_init(struct qft_msg *m, uint16_t op, uint64_t id);
+/* Clears *r and makes it the (successful) reply to request `req`. */
+void qft_msg_init_reply(struct qft_msg *r, const struct qft_msg *req);
+
+/* Name of an opcode for logs ("LSTAT"), or "?" when unknown. */
+const char *qft_op_name(uint16_t op);
+
+/*
+ * Appends one whole frame (header and payload) for *m to *b.  Requests
+ * carry the opcode's request fields; replies (QFT_F_REPLY) carry status and
+ * then either the reply fields or errmsg.  Fails with -EMSGSIZE when the
+ * frame would exceed QFT_MAX_PAYLOAD and -EINVAL on an unknown opcode,
+ * leaving *b as it was.
+ */
+int qft_msg_encode(struct qbuf *b, const struct qft_msg *m);
+
+/* Decodes and checks a 16-byte frame header. */
+int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n);
+
+/*
+ * Decodes one whole frame (header then exactly h.len payload bytes).
+ * Pointers in *m refer into `frame`.
+ */
+int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n);
+
+/* Validity of names and paths as the protocol defines them. */
+bool qft_name_valid(const char *s, size_t len);
+bool qft_path_valid(const char *s, size_t len);
+
+/* Directory entries inside a READDIR reply's data. */
+struct qft_dirent {
+	uint64_t ino;
+	uint64_t off;    /* cookie to resume after this entry */
+	uint32_t type;   /* QFT_S_IF* of the entry, or 0 if unknown */
+	struct qft_str name; /* a valid name, or "." or ".." */
+	bool has_attr;
+	struct qft_attr attr;
+};
+
+int qft_dirent_encode(struct qbuf *b, const struct qft_dirent *d);
+/* Decodes the next entry; -EBADMSG/-EINVAL as above, 0 on success. */
+int qft_dirent_decode(struct qcur *c, struct qft_dirent *d, bool plus);
+
+/* Conversions between wire structures and host structures. */
+void qft_attr_from_stat(struct qft_attr *a, const struct stat *st);
+void qft_attr_to_stat(const struct qft_attr *a, struct stat *st);
+void qft_statfs_from_host(struct qft_statfs *s, const struct statvfs *v);
+void qft_statfs_to_host(const struct qft_statfs *s, struct statvfs *v);
+
+#endif /* QFT_MSG_H */

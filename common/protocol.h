@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qftfs wire protocol, version 1: the one place that fixes the format.
+ *
+ * Everything on the wire is big-endian.  A connection carries frames; each
+ * frame is a fixed 16-byte header followed by a payload:
+ *
+ *   offset size field
+ *   0      4    payload length in bytes (<= QFT_MAX_PAYLOAD)
+ *   4      2    opcode (enum qft_op)
+ *   6      2    frame flags (QFT_F_*)
+ *   8      8    request id, chosen by the client, echoed in the reply
+ *
+ * A request payload is the opcode's request fields (msg.c has the table);
+ * a reply payload is a u32 status (enum qft_status, 0 = success) followed
+ * by the opcode's reply fields on success, or by an error string on
+ * failure.  docs/protocol.md describes every message in prose.
+ *
+ * Requests may be pipelined: the client never has to wait for a reply before
+ * sending the next request.  The server executes requests of one connection
+ * in the order received, so a CREATE, its WRITEs and its RELEASE can be sent
+ * back to back; replies carry the request id and may be matched in any order.
+ *
+ * Handles (open files and directories) are numbers chosen by the client in
+ * 1..QFT_MAX_HANDLES, so that an OPEN and the operations on its handle can be
+ * pipelined without waiting for the OPEN's reply.  0 means "no handle".
+ */
+#ifndef QFT_PROTOCOL_H
+#define QFT_PROTOCOL_H
+
+#include <stdint.h>
+
+#define QFT_MAGIC          0x51465446u /* "QFTF", first field of HELLO */
+#define QFT_VERSION        1u
+
+#define QFT_HDR_SIZE       16u
+#define QFT_MAX_DATA       (1u << 20)            /* one READ/WRITE */
+#define QFT_MAX_PAYLOAD    (QFT_MAX_DATA + 16384u)
+#define QFT_MAX_NAME       255u                  /* NAME_MAX */
+#define QFT_MAX_PATH       4095u                 /* PATH_MAX - 1 */
+#define QFT_MAX_XATTR_NAME 255u                  /* XATTR_NAME_MAX */
+#define QFT_MAX_XATTR_SIZE 65536u                /* XATTR_SIZE_MAX */
+#define QFT_MAX_XATTR_LIST 65536u                /* XATTR_LIST_MAX */
+#define QFT_MAX_HANDLES    65536u
+#define QFT_MAX_ERRMSG     1024u
+#define QFT_MAX_READDIR    (256u * 1024u)        /* READDIR reply budget */
+
+/* Frame flags. */
+#define QFT_F_REPLY        0x0001u /* frame is a reply to request `id` */
+
+enum qft_op {
+	QFT_OP_HELLO       = 1,  /* version handshake, first frame each way */
+	QFT_OP_LSTAT       = 2,  /* attributes of a path, not following it */
+	QFT_OP_FSTAT       = 3,  /* attributes of an open handle */
+	QFT_OP_SETATTR     = 4,
+	QFT_OP_OPENDIR     = 5,
+	QFT_OP_READDIR     = 6,
+	QFT_OP_MKDIR       = 7,
+	QFT_OP_RMDIR       = 8,
+	QFT_OP_UNLINK      = 9,
+	QFT_OP_CREATE      = 10,
+	QFT_OP_OPEN        = 11,
+	QFT_OP_READ        = 12,
+	QFT_OP_WRITE       = 13,
+	QFT_OP_FLUSH       = 14, /* make a handle's writes durable (close) */
+	QFT_OP_FSYNC       = 15,
+	QFT_OP_CLOSE       = 16, /* release a file or directory handle */
+	QFT_OP_RENAME      = 17,
+	QFT_OP_SYMLINK     = 18,
+	QFT_OP_READLINK    = 19,
+	QFT_OP_LINK        = 20,
+	QFT_OP_STATFS      = 21,
+	QFT_OP_FALLOCATE   = 22,
+	QFT_OP_GETXATTR    = 23,
+	QFT_OP_SETXATTR    = 24,
+	QFT_OP_LISTXATTR   = 25,
+	QFT_OP_REMOVEXATTR = 26,
+	QFT_OP_MKNOD       = 27,
+	QFT_OP__COUNT
+};
+
+/*
+ * Fixed protocol error set.  Host errno values are mapped onto it by
+ * errmap.c on the sending side and back on the receiving side, so the two
+ * ends need not share errno numbering; anything unknown becomes QFT_EIO.
+ */
+enum qft_status {
+	QFT_OK = 0,
+	QFT_EPERM, QFT_ENOENT, QFT_EIO, QFT_EBADF, QFT_ENOMEM, QFT_EACCES,
+	QFT_EBUSY, QFT_EEXIST, QFT_EXDEV, QFT_ENOTDIR, QFT_EISDIR, QFT_EINVAL,
+	QFT_ENFILE, QFT_EMFILE, QFT_ETXTBSY, QFT_EFBIG, QFT_ENOSPC, QFT_ESPIPE,
+	QFT_EROFS, QFT_EMLINK, QFT_ERANGE, QFT_ENAMETOOLONG, QFT_ENOSYS,
+	QFT_ENOTEMPTY, QFT_ELOOP, QFT_ENODATA, QFT_EOVERFLOW, QFT_EPROTO,
+	QFT_EOPNOTSUPP, QFT_EDQUOT, QFT_ESTALE, QFT_ETIMEDOUT, QFT_EAGAIN,
+	QFT_EINTR, QFT_E2BIG, QFT_ENXIO, QFT_ENODEV, QFT_ECANCELED,
+	QFT_STATUS__COUNT
+};
+
+/* Open flags (OPEN, CREATE): a fixed set, mapped from and to host O_*. */
+#define QFT_O_ACCMODE   0x0003u
+#define QFT_O_RDONLY    0x0000u
+#define QFT_O_WRONLY    0x0001u
+#define QFT_O_RDWR      0x0002u
+#define QFT_O_APPEND    0x0008u
+#define QFT_O_TRUNC     0x0010u
+#define QFT_O_EXCL      0x0020u
+#define QFT_O_SYNC      0x0040u
+#define QFT_O_DSYNC     0x0080u
+#define QFT_O_NOATIME   0x0100u
+#define QFT_O_KNOWN     0x01fbu
+
+/* SETATTR: which fields to change. */
+#define QFT_SET_MODE      0x0001u
+#define QFT_SET_UID       0x0002u
+#define QFT_SET_GID       0x0004u
+#define QFT_SET_SIZE      0x0008u
+#define QFT_SET_ATIME     0x0010u
+#define QFT_SET_MTIME     0x0020u
+#define QFT_SET_ATIME_NOW 0x0040u
+#define QFT_SET_MTIME_NOW 0x0080u
+#define QFT_SET_KNOWN     0x00ffu
+
+/* RENAME flags. */
+#define QFT_RENAME_NOREPLACE 0x0001u
+#define QFT_RENAME_EXCHANGE  0x0002u
+#define QFT_RENAME_KNOWN     0x0003u
+
+/* FALLOCATE modes. */
+#define QFT_FALLOC_KEEP_SIZE  0x0001u
+#define QFT_FALLOC_PUNCH_HOLE 0x0002u
+#define QFT_FALLOC_ZERO_RANGE 0x0004u
+#define QFT_FALLOC_KNOWN      0x0007u
+
+/* SETXATTR flags. */
+#define QFT_XATTR_CREATE  0x0001u
+#define QFT_XATTR_REPLACE 0x0002u
+#define QFT_XATTR_KNOWN   0x0003u
+
+/* READDIR request flags. */
+#define QFT_READDIR_PLUS  0x0001u /* include attributes of each entry */
+#define QFT_READDIR_KNOWN 0x0001u
+
+/* READDIR reply flags. */
+#define QFT_READDIR_EOF   0x0001u
+
+/* FSYNC flags. */
+#define QFT_FSYNC_DATASYNC 0x0001u
+#define QFT_FSYNC_KNOWN    0x0001u
+
+/* FLUSH flags. */
+#define QFT_FLUSH_NOSYNC   0x0001u /* report errors but skip fdatasync */
+#define QFT_FLUSH_KNOWN    0x0001u
+
+/*
+ * File modes use the traditional octal layout (S_IFREG 0100000, permission
+ * bits 07777), which every POSIX system shares in practice; the decoder
+ * accepts only the seven standard file types.
+ */
+#define QFT_S_IFMT   0170000u
+#define QFT_S_IFSOCK 0140000u
+#define QFT_S_IFLNK  0120000u
+#define QFT_S_IFREG  0100000u
+#define QFT_S_IFBLK  0060000u
+#define QFT_S_IFDIR  0040000u
+#define QFT_S_IFCHR  0020000u
+#define QFT_S_IFIFO  0010000u
+
+/* Size of struct qft_attr on the wire. */
+#define QFT_ATTR_WIRE_SIZE 88u
+/* Size of struct qft_statfs on the wire. */
+#define QFT_STATFS_WIRE_SIZE 72u
+
+#endif /* QFT_PROTOCOL_H */
