@@ -39,6 +39,8 @@ int qbuf_reserve(struct qbuf *b, size_t more)
 		return 0;
 	/* Grow geometrically so appending n bytes costs O(n) overall. */
 	cap = b->cap ? b->cap : 256;
+	if (cap > b->limit)
+		cap = b->limit; /* keep cap <= limit for small limits too */
 	while (cap < want)
 		cap = cap > b->limit / 2 ? b->limit : cap * 2;
 	p = realloc(b->data, cap);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Frame transport over a byte stream (see chan.h). */
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
 
@@ -13,8 +14,20 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 	c->rfd = rfd;
 	c->wfd = wfd;
 	c->werr = 0;
+	c->tx = NULL;
+	c->rx = NULL;
+	qbuf_init(&c->sbuf, QFT_SEAL_MAX_RECORD);
 	r = pthread_mutex_init(&c->wlock, NULL);
 	return -r;
+}
+
+void qft_chan_set_seal(struct qft_chan *c, struct qft_seal *tx,
+		       struct qft_seal *rx)
+{
+	pthread_mutex_lock(&c->wlock);
+	c->tx = tx;
+	pthread_mutex_unlock(&c->wlock);
+	c->rx = rx;
 }
 
 void qft_chan_destroy(struct qft_chan *c)
@@ -24,6 +37,7 @@ void qft_chan_destroy(struct qft_chan *c)
 	if (c->wfd >= 0 && c->wfd != c->rfd)
 		close(c->wfd);
 	c->rfd = c->wfd = -1;
+	qbuf_free(&c->sbuf);
 	pthread_mutex_destroy(&c->wlock);
 }
 
@@ -58,6 +72,25 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* Seals `frame` into c->sbuf and writes the record; under wlock. */
+static int send_sealed(struct qft_chan *c, const void *frame, size_t len)
+{
+	uint8_t *rec;
+	int r;
+
+	if (len > QFT_SEAL_MAX_FRAME)
+		return -EMSGSIZE;
+	qbuf_reset(&c->sbuf);
+	rec = qbuf_extend(&c->sbuf, QFT_SEAL_OVERHEAD + len);
+	if (!rec)
+		return -ENOMEM;
+	memcpy(rec + QFT_SEAL_LEN_SIZE, frame, len);
+	r = qft_seal_in_place(c->tx, rec, len);
+	if (r < 0)
+		return r;
+	return write_all(c->wfd, rec, c->sbuf.len);
+}
+
 int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
 {
 	int r;
@@ -65,7 +98,10 @@ int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
 	pthread_mutex_lock(&c->wlock);
 	r = c->werr;
 	if (r == 0) {
-		r = write_all(c->wfd, frame, len);
+		if (c->tx)
+			r = send_sealed(c, frame, len);
+		else
+			r = write_all(c->wfd, frame, len);
 		/* A partial frame desynchronises the stream: never retry. */
 		if (r < 0)
 			c->werr = r;
@@ -104,6 +140,41 @@ static int read_all(int fd, uint8_t *p, size_t n, size_t *got)
 	return 0;
 }
 
+/* Reads one record, opens it and leaves the frame at in->data[0..). */
+static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
+{
+	size_t got, body, flen;
+	uint8_t *p, *frame;
+	int r;
+
+	p = qbuf_extend(in, QFT_SEAL_LEN_SIZE);
+	if (!p)
+		return -ENOMEM;
+	r = read_all(c->rfd, p, QFT_SEAL_LEN_SIZE, &got);
+	if (r < 0)
+		return r == -EPIPE && got ? -EIO : r;
+	/* Bound the body before allocating anything the peer asked for. */
+	r = qft_seal_body_len(p, &body);
+	if (r < 0)
+		return r;
+	p = qbuf_extend(in, body);
+	if (!p)
+		return -ENOMEM;
+	r = read_all(c->rfd, p, body, &got);
+	if (r < 0)
+		return r == -EPIPE ? -EIO : r;
+	r = qft_open_record(c->rx, in->data, in->len, &frame, &flen);
+	if (r < 0)
+		return r;
+	/* Callers find the frame at the start of the buffer, as when plain. */
+	memmove(in->data, frame, flen);
+	in->len = flen;
+	r = qft_hdr_decode(h, in->data, flen);
+	if (r < 0)
+		return r;
+	return flen - QFT_HDR_SIZE == h->len ? 0 : -EBADMSG;
+}
+
 int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
 	size_t got;
@@ -111,6 +182,8 @@ int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	int r;
 
 	qbuf_reset(in);
+	if (c->rx)
+		return recv_sealed(c, in, h);
 	p = qbuf_extend(in, QFT_HDR_SIZE);
 	if (!p)
 		return -ENOMEM;

@@ -369,7 +369,13 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 		if ((r = qcur_get_u32(c, &m->opflags)) < 0)
 			return r;
 		known = reply ? d->rep_flags : d->req_flags;
-		return (m->opflags & ~known) ? -EINVAL : 0;
+		if (m->opflags & ~known)
+			return -EINVAL;
+		/* Open flags: the access mode is 0, 1 or 2, as in open(2). */
+		if (known == QFT_O_KNOWN &&
+		    (m->opflags & QFT_O_ACCMODE) == QFT_O_ACCMODE)
+			return -EINVAL;
+		return 0;
 	case FLD_MODE:
 		if ((r = qcur_get_u32(c, &m->mode)) < 0)
 			return r;

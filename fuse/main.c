@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+/*
+ * qftfs: mounts a directory served by qftfs-server.
+ *
+ * Order matters: everything that can fail for a reason the user must see
+ * (arguments, the source, starting the server, the version handshake, the
+ * mount itself) happens in the foreground before fuse_daemonize(), so a
+ * background mount either works or makes qftfs exit non-zero with the
+ * reason.  Threads are started only after daemonizing, which forks.
+ *
+ * Exit codes: 0 success, 1 runtime failure, 2 usage error.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <fuse_lowlevel.h>
+
+#include "config.h"
+#include "conn.h"
+#include "log.h"
+#include "node.h"
+#include "ops.h"
+#include "protocol.h"
+#include "transport.h"
+
+#define EXIT_USAGE        2
+#define HELLO_TIMEOUT_S   30
+#define SHUTDOWN_WAIT_MS  10000
+#define REAP_WAIT_MS      5000
+#define RELAY_WAIT_MS     2000
+/* Worker threads, and so requests the kernel can have in flight. */
+#define MAX_THREADS       32
+
+struct cmdline {
+	char *source;
+	char *mountpoint;
+	char *server;
+	char *entry_timeout;
+	char *attr_timeout;
+	char *negative_timeout;
+	char *commit;
+	int foreground;
+	int debug;
+	int single;
+	int help;
+	int version;
+	int fsname_given;
+	int subtype_given;
+};
+
+enum {
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_SINGLE,
+	KEY_FSNAME,
+	KEY_SUBTYPE,
+};
+
+#define OPT(t, field) { t, offsetof(struct cmdline, field), 0 }
+
+static const struct fuse_opt cmdline_opts[] = {
+	OPT("server=%s", server),
+	OPT("entry_timeout=%s", entry_timeout),
+	OPT("attr_timeout=%s", attr_timeout),
+	OPT("negative_timeout=%s", negative_timeout),
+	OPT("commit=%s", commit),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("--debug", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-s", KEY_SINGLE),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	FUSE_OPT_END
+};
+
+static void usage(void)
+{
+	printf(
+"usage: qftfs [options] SOURCE MOUNTPOINT\n"
+"\n"
+"SOURCE is a local directory (./dir, /srv/data); [user@]host:[dir] names a\n"
+"remote one (needs the ssh transport).  Unmount with: fusermount3 -u MOUNTPOINT\n"
+"\n"
+"options:\n"
+"    -h, --help             print this help and exit\n"
+"    -V, --version          print version information and exit\n"
+"    -f                     stay in the foreground\n"
+"    -d                     print debugging output (implies -f)\n"
+"    -s                     handle one request at a time\n"
+"    -o OPT[,OPT...]        options:\n"
+"\n"
+"qftfs options:\n"
+"    -o server=CMD          server command, split on blanks, no shell\n"
+"                           (default: qftfs-server beside qftfs, else PATH)\n"
+"    -o entry_timeout=SECS  cache names for SECS seconds (default: 1)\n"
+"    -o attr_timeout=SECS   cache attributes for SECS seconds (default: 1)\n"
+"    -o negative_timeout=SECS\n"
+"                           cache missing names for SECS seconds (default: 0)\n"
+"    -o commit=close|none   close() of a written file waits until the server\n"
+"                           has fdatasync'd it (close, default), or only until\n"
+"                           it has written it (none)\n"
+"\n"
+"FUSE options:\n");
+}
+
+static int cmdline_proc(void *data, const char *arg, int key,
+			struct fuse_args *outargs)
+{
+	struct cmdline *cl = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (!cl->source)
+			return (cl->source = strdup(arg)) ? 0 : -1;
+		if (!cl->mountpoint)
+			return (cl->mountpoint = strdup(arg)) ? 0 : -1;
+		fprintf(stderr, "qftfs: unexpected argument '%s'\n", arg);
+		return -1;
+	case FUSE_OPT_KEY_OPT:
+		if (arg[0] == '-') {
+			fprintf(stderr, "qftfs: unknown option '%s'\n", arg);
+			return -1;
+		}
+		/* A mount option: fuse_session_new knows it or refuses it. */
+		return 1;
+	case KEY_HELP:
+		cl->help = 1;
+		return 0;
+	case KEY_VERSION:
+		cl->version = 1;
+		return 0;
+	case KEY_FOREGROUND:
+		cl->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		/* Kept: libfuse then traces every request too. */
+		cl->debug = 1;
+		cl->foreground = 1;
+		return 1;
+	case KEY_SINGLE:
+		cl->single = 1;
+		return 0;
+	case KEY_FSNAME:
+		cl->fsname_given = 1;
+		return 1;
+	case KEY_SUBTYPE:
+		cl->subtype_given = 1;
+		return 1;
+	}
+	return 1;
+}
+
+static int parse_seconds(const char *name, const char *s, double def,
+			 double *out)
+{
+	char *end;
+	double v;
+
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || v < 0) {
+		fprintf(stderr, "qftfs: invalid %s '%s': expected a number "
+			"of seconds >= 0\n", name, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/*
+ * scp's rule: a ':' before the first '/' makes SOURCE remote.  Nothing of
+ * a remote source may ever reach a command line as an option, so a host
+ * or user that starts with '-' is refused here already.
+ */
+static int check_remote(const char *source, bool *remote)
+{
+	const char *colon = strchr(source, ':');
+	const char *slash = strchr(source, '/');
+	const char *host, *at;
+
+	*remote = colon && (!slash || colon < slash);
+	if (!*remote)
+		return 0;
+	at = memchr(source, '@', (size_t)(colon - source));
+	host = at ? at + 1 : source;
+	if (host == colon || host[0] == '-' || source[0] == '-') {
+		fprintf(stderr, "qftfs: invalid host in '%s'\n", source);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* libfuse takes over descriptors 0-2 when daemonizing; ours must not be
+ * among them just because the caller closed them. */
+static void ensure_std_fds(void)
+{
+	int fd;
+
+	do {
+		fd = open("/dev/null", O_RDWR);
+	} while (fd >= 0 && fd <= STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+static char *mountpoint_path(const char *mnt)
+{
+	/* libfuse accepts an already open /dev/fuse as /dev/fd/N. */
+	if (strncmp(mnt, "/dev/fd/", 8) == 0)
+		return strdup(mnt);
+	return realpath(mnt, NULL);
+}
+
+static int add_mount_opt(struct fuse_args *args, const char *key,
+			 const char *value)
+{
+	char *opt = NULL, *kv;
+	int r;
+
+	if (asprintf(&kv, "%s=%s", key, value) < 0)
+		return -1;
+	/* Commas and backslashes in a path would split the option. */
+	r = fuse_opt_add_opt_escaped(&opt, kv);
+	free(kv);
+	if (r == 0)
+		r = fuse_opt_add_arg(args, "-o");
+	if (r == 0)
+		r = fuse_opt_add_arg(args, opt);
+	free(opt);
+	return r;
+}
+
+static int run_loop(struct fuse_session *se, bool single)
+{
+	struct fuse_loop_config *cfg;
+	int r;
+
+	if (single)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_max_threads(cfg, MAX_THREADS);
+	r = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return r;
+}
+
+/* Ends the connection and collects the server's exit status. */
+static void stop_server(struct qc_conn *conn, struct qc_transport *tr)
+{
+	char desc[128];
+	int status, r;
+
+	qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS);
+	r = qc_transport_reap(tr, REAP_WAIT_MS, &status);
+	if (r == 0 && status != 0)
+		qft_warn("server %s",
+			 qc_transport_status_str(status, desc, sizeof(desc)));
+}
+
+static int start_server(struct qc_fs *fs, struct qc_transport *tr,
+			const struct cmdline *cl, const char *root)
+{
+	char msg[QFT_MAX_ERRMSG + 128], desc[128];
+	int status = 0, r;
+	bool reaped;
+
+	r = qc_transport_spawn(tr, cl->server, root, !cl->foreground);
+	if (r < 0) {
+		fprintf(stderr, "qftfs: cannot start the server: %s\n",
+			strerror(-r));
+		return r;
+	}
+	r = qc_conn_new(&fs->conn, tr->fd);
+	if (r < 0) {
+		fprintf(stderr, "qftfs: %s\n", strerror(-r));
+		close(tr->fd);
+		qc_transport_reap(tr, REAP_WAIT_MS, NULL);
+		return r;
+	}
+	r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
+	if (r == 0)
+		return 0;
+
+	qc_conn_shutdown(fs->conn, 0);
+	reaped = qc_transport_reap(tr, REAP_WAIT_MS, &status) == 0;
+	/* What the server said (such as why exec failed) comes first. */
+	qc_transport_copy_stderr(tr, 1000);
+	if (r != -EPIPE)
+		fprintf(stderr, "qftfs: %s\n", msg);
+	else if (reaped)
+		fprintf(stderr, "qftfs: the server '%s' did not start (%s)\n",
+			tr->argv0,
+			qc_transport_status_str(status, desc, sizeof(desc)));
+	else
+		fprintf(stderr, "qftfs: the server '%s' did not start\n",
+			tr->argv0);
+	qc_conn_free(fs->conn);
+	fs->conn = NULL;
+	return r;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct cmdline cl = { 0 };
+	struct qc_transport tr = { .fd = -1 };
+	struct qc_fs fs = { 0 };
+	struct fuse_session *se;
+	char *root = NULL, *mnt = NULL;
+	int ret = 1, r;
+	bool remote, lost;
+	struct stat st;
+
+	ensure_std_fds();
+	/* A server that died must be an error code, not a signal. */
+	signal(SIGPIPE, SIG_IGN);
+	qft_log_init("qftfs", QFT_LOG_INFO);
+
+	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1) {
+		fprintf(stderr, "Try 'qftfs --help' for more information.\n");
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	if (cl.help) {
+		usage();
+		fflush(stdout);
+		fuse_lowlevel_help();
+		ret = 0;
+		goto out_free_args;
+	}
+	if (cl.version) {
+		printf("qftfs version %s\n", QFT_VERSION_STRING);
+		printf("qftfs protocol version %u\n", QFT_VERSION);
+		printf("FUSE library version %s\n", fuse_pkgversion());
+		fflush(stdout);
+		fuse_lowlevel_version();
+		ret = 0;
+		goto out_free_args;
+	}
+	if (!cl.source || !cl.mountpoint) {
+		fprintf(stderr, "qftfs: %s\n"
+			"usage: qftfs [options] SOURCE MOUNTPOINT\n"
+			"Try 'qftfs --help' for more information.\n",
+			cl.source ? "missing MOUNTPOINT" :
+				    "missing SOURCE and MOUNTPOINT");
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	if (parse_seconds("entry_timeout", cl.entry_timeout, 1.0,
+			  &fs.entry_timeout) < 0 ||
+	    parse_seconds("attr_timeout", cl.attr_timeout, 1.0,
+			  &fs.attr_timeout) < 0 ||
+	    parse_seconds("negative_timeout", cl.negative_timeout, 0.0,
+			  &fs.negative_timeout) < 0) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	if (cl.commit && strcmp(cl.commit, "close") != 0 &&
+	    strcmp(cl.commit, "none") != 0) {
+		fprintf(stderr, "qftfs: invalid commit '%s': expected close "
+			"or none\n", cl.commit);
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	fs.commit_none = cl.commit && strcmp(cl.commit, "none") == 0;
+	if (cl.server && !cl.server[strspn(cl.server, " \t")]) {
+		fprintf(stderr, "qftfs: empty server command\n");
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+
+	if (check_remote(cl.source, &remote) < 0) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	if (remote) {
+		fprintf(stderr, "qftfs: remote sources (host:dir) need the ssh "
+			"transport, not in this build yet\n");
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	root = realpath(cl.source, NULL);
+	if (!root) {
+		fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
+			cl.source, strerror(errno));
+		goto out_free_args;
+	}
+	if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "qftfs: source '%s' is not a directory\n",
+			cl.source);
+		goto out_free_args;
+	}
+	mnt = mountpoint_path(cl.mountpoint);
+	if (!mnt) {
+		fprintf(stderr, "qftfs: bad mount point '%s': %s\n",
+			cl.mountpoint, strerror(errno));
+		goto out_free_args;
+	}
+
+	if (cl.debug)
+		qft_log_set_level(QFT_LOG_DEBUG);
+	if ((!cl.subtype_given &&
+	     add_mount_opt(&args, "subtype", "qftfs") < 0) ||
+	    (!cl.fsname_given &&
+	     add_mount_opt(&args, "fsname", cl.source) < 0)) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		goto out_free_args;
+	}
+	if (qn_table_init(&fs.nodes) < 0) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		goto out_free_args;
+	}
+	se = fuse_session_new(&args, &qc_ops, sizeof(qc_ops), &fs);
+	if (!se) {
+		/* libfuse said why; nearly always an unknown option. */
+		ret = EXIT_USAGE;
+		goto out_free_nodes;
+	}
+
+	fs.se = se;
+	if (start_server(&fs, &tr, &cl, root) < 0)
+		goto out_destroy_session;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_stop_server;
+	if (fuse_session_mount(se, mnt) != 0)
+		goto out_remove_handlers;
+	if (fuse_daemonize(cl.foreground) != 0)
+		goto out_unmount;
+	if (!cl.foreground)
+		qft_log_to_syslog(true);
+	r = qc_transport_relay_start(&tr);
+	if (r < 0)
+		qft_warn("cannot relay the server's messages: %s",
+			 strerror(-r));
+	r = qc_conn_start(fs.conn);
+	if (r < 0) {
+		qft_err("cannot start the reader thread: %s", strerror(-r));
+		goto out_unmount;
+	}
+
+	r = run_loop(se, cl.single);
+	/* A signal ends the loop with its number: a normal unmount. */
+	lost = qc_conn_lost(fs.conn);
+	ret = r < 0 || lost ? 1 : 0;
+	if (r < 0)
+		qft_err("session ended: %s", strerror(-r));
+
+out_unmount:
+	fuse_session_unmount(se);
+out_remove_handlers:
+	fuse_remove_signal_handlers(se);
+	/* libfuse restores SIGPIPE to the default it assumed we had. */
+	signal(SIGPIPE, SIG_IGN);
+out_stop_server:
+	stop_server(fs.conn, &tr);
+	qc_conn_free(fs.conn);
+out_destroy_session:
+	qc_transport_free(&tr, RELAY_WAIT_MS);
+	fuse_session_destroy(se);
+out_free_nodes:
+	qc_fs_destroy(&fs);
+out_free_args:
+	free(mnt);
+	free(root);
+	free(cl.source);
+	free(cl.mountpoint);
+	free(cl.server);
+	free(cl.entry_timeout);
+	free(cl.attr_timeout);
+	free(cl.negative_timeout);
+	free(cl.commit);
+	fuse_opt_free_args(&args);
+	return ret;
+}

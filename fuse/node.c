@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: MIT
+/* The inode table (see node.h).  Every function takes t->lock. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fuse_lowlevel.h>
+
+#include "log.h"
+#include "node.h"
+#include "protocol.h"
+
+#define INITIAL_BUCKETS 1024u
+
+/* Node ids are addresses; they must fit the kernel's 64-bit node id. */
+_Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t),
+	       "fuse_ino_t cannot hold a pointer");
+
+static size_t hash_of(const struct qn_node *parent, const char *name)
+{
+	uint64_t h = 14695981039346656037ull ^
+		     ((uint64_t)(uintptr_t)parent * 0x9e3779b97f4a7c15ull);
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ull;
+	}
+	return (size_t)(h ^ (h >> 32));
+}
+
+static struct qn_node **bucket_of(struct qn_table *t,
+				  const struct qn_node *parent,
+				  const char *name)
+{
+	return &t->buckets[hash_of(parent, name) & (t->nbuckets - 1)];
+}
+
+static struct qn_node *find(struct qn_table *t, const struct qn_node *parent,
+			    const char *name)
+{
+	struct qn_node *n = *bucket_of(t, parent, name);
+
+	for (; n; n = n->hnext)
+		if (n->parent == parent && strcmp(n->name, name) == 0)
+			return n;
+	return NULL;
+}
+
+static void unhash(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node **pp;
+
+	if (!n->hashed)
+		return;
+	for (pp = bucket_of(t, n->parent, n->name); *pp; pp = &(*pp)->hnext) {
+		if (*pp == n) {
+			*pp = n->hnext;
+			break;
+		}
+	}
+	n->hnext = NULL;
+	n->hashed = false;
+	t->count--;
+}
+
+/* Doubles the bucket array at load 1; on failure chains just get longer. */
+static void grow(struct qn_table *t)
+{
+	size_t nb = t->nbuckets * 2;
+	struct qn_node **nbuckets;
+
+	if (t->count < t->nbuckets)
+		return;
+	nbuckets = calloc(nb, sizeof(*nbuckets));
+	if (!nbuckets)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct qn_node *n = t->buckets[i];
+
+		while (n) {
+			struct qn_node *next = n->hnext;
+			size_t b = hash_of(n->parent, n->name) & (nb - 1);
+
+			n->hnext = nbuckets[b];
+			nbuckets[b] = n;
+			n = next;
+		}
+	}
+	free(t->buckets);
+	t->buckets = nbuckets;
+	t->nbuckets = nb;
+}
+
+static void hash_insert(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node **b;
+
+	grow(t);
+	b = bucket_of(t, n->parent, n->name);
+	n->hnext = *b;
+	*b = n;
+	n->hashed = true;
+	t->count++;
+}
+
+/* Frees `n` and then each ancestor that nothing holds any more. */
+static void maybe_free(struct qn_table *t, struct qn_node *n)
+{
+	while (n && n != &t->root && n->nlookup == 0 && n->refs == 0) {
+		struct qn_node *parent = n->parent;
+
+		unhash(t, n);
+		n->aprev->anext = n->anext;
+		n->anext->aprev = n->aprev;
+		free(n->name);
+		free(n);
+		if (!parent)
+			break;
+		parent->refs--;
+		n = parent;
+	}
+}
+
+/* Takes `n` out of the namespace: it keeps living for the kernel. */
+static void detach(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node *parent = n->parent;
+
+	unhash(t, n);
+	n->parent = NULL;
+	if (parent)
+		parent->refs--;
+	maybe_free(t, n);
+	maybe_free(t, parent);
+}
+
+int qn_table_init(struct qn_table *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->buckets = calloc(INITIAL_BUCKETS, sizeof(*t->buckets));
+	if (!t->buckets)
+		return -ENOMEM;
+	t->nbuckets = INITIAL_BUCKETS;
+	t->root.rtype = QFT_S_IFDIR;
+	t->root.anext = t->root.aprev = &t->root;
+	pthread_mutex_init(&t->lock, NULL);
+	return 0;
+}
+
+static void drop_files(struct qn_node *n, void (*drop_file)(struct qn_file *))
+{
+	while (n->files) {
+		struct qn_file *f = n->files;
+
+		n->files = f->next;
+		f->listed = false;
+		f->node = NULL;
+		drop_file(f);
+	}
+}
+
+void qn_table_destroy(struct qn_table *t,
+		      void (*drop_file)(struct qn_file *f))
+{
+	struct qn_node *n = t->root.anext;
+
+	drop_files(&t->root, drop_file);
+	while (n != &t->root) {
+		struct qn_node *next = n->anext;
+
+		drop_files(n, drop_file);
+		free(n->name);
+		free(n);
+		n = next;
+	}
+	t->root.anext = t->root.aprev = &t->root;
+	free(t->buckets);
+	t->buckets = NULL;
+	pthread_mutex_destroy(&t->lock);
+}
+
+struct qn_node *qn_from_ino(struct qn_table *t, uint64_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &t->root;
+	return (struct qn_node *)(uintptr_t)ino;
+}
+
+uint64_t qn_to_ino(struct qn_table *t, struct qn_node *n)
+{
+	if (n == &t->root)
+		return FUSE_ROOT_ID;
+	return (uint64_t)(uintptr_t)n;
+}
+
+int qn_path(struct qn_table *t, struct qn_node *n, const char *name,
+	    char *buf)
+{
+	size_t total = 0, pos, len;
+	int r;
+
+	pthread_mutex_lock(&t->lock);
+	for (struct qn_node *p = n; p != &t->root; p = p->parent) {
+		if (!p->hashed) {
+			r = -ENOENT;
+			goto out_unlock;
+		}
+		total += strlen(p->name) + 1;
+	}
+	if (name)
+		total += strlen(name) + 1;
+	if (total)
+		total--; /* no leading slash */
+	if (total > QFT_MAX_PATH) {
+		r = -ENAMETOOLONG;
+		goto out_unlock;
+	}
+
+	pos = total;
+	buf[pos] = '\0';
+	if (name) {
+		len = strlen(name);
+		pos -= len;
+		memcpy(buf + pos, name, len);
+		if (pos)
+			buf[--pos] = '/';
+	}
+	for (struct qn_node *p = n; p != &t->root; p = p->parent) {
+		len = strlen(p->name);
+		pos -= len;
+		memcpy(buf + pos, p->name, len);
+		if (pos)
+			buf[--pos] = '/';
+	}
+	r = (int)total;
+out_unlock:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+static void set_attr_locked(struct qn_node *n, const struct qft_attr *a)
+{
+	n->rino = a->ino;
+	n->rtype = a->mode & QFT_S_IFMT;
+	n->size = a->size;
+	n->mtime = a->mtime;
+}
+
+struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
+			  const char *name, const struct qft_attr *a)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	parent->refs++; /* pins it while a stale child is detached */
+	n = find(t, parent, name);
+	if (n && (n->rino != a->ino || n->rtype != (a->mode & QFT_S_IFMT))) {
+		/* A different object now has the name; the old node stays
+		 * with the kernel until it forgets it. */
+		detach(t, n);
+		n = NULL;
+	}
+	if (!n) {
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			goto out_unpin;
+		n->name = strdup(name);
+		if (!n->name) {
+			free(n);
+			n = NULL;
+			goto out_unpin;
+		}
+		n->parent = parent;
+		parent->refs++;
+		hash_insert(t, n);
+		n->anext = t->root.anext;
+		n->aprev = &t->root;
+		t->root.anext->aprev = n;
+		t->root.anext = n;
+	}
+	set_attr_locked(n, a);
+	n->nlookup++;
+out_unpin:
+	parent->refs--;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n != &t->root) {
+		if (n->nlookup < nlookup) {
+			qft_warn("kernel forgot %llu lookups of '%s', only %llu known",
+				 (unsigned long long)nlookup, n->name,
+				 (unsigned long long)n->nlookup);
+			nlookup = n->nlookup;
+		}
+		n->nlookup -= nlookup;
+		maybe_free(t, n);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	if (n) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Gives unhashed node `n` a new place; detaches it if memory runs out. */
+static void place(struct qn_table *t, struct qn_node *n,
+		  struct qn_node *parent, const char *name)
+{
+	char *dup = strdup(name);
+	struct qn_node *old = n->parent;
+
+	if (!dup) {
+		detach(t, n);
+		return;
+	}
+	free(n->name);
+	n->name = dup;
+	parent->refs++;
+	n->parent = parent;
+	if (old)
+		old->refs--;
+	hash_insert(t, n);
+}
+
+void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
+	       struct qn_node *newparent, const char *newname, bool exchange)
+{
+	struct qn_node *src, *dst;
+
+	pthread_mutex_lock(&t->lock);
+	/* Pin both directories: moving children out must not free them. */
+	parent->refs++;
+	newparent->refs++;
+	src = find(t, parent, name);
+	dst = find(t, newparent, newname);
+	if (src == dst)
+		goto out_unpin;
+	if (exchange) {
+		if (src)
+			unhash(t, src);
+		if (dst)
+			unhash(t, dst);
+		if (src)
+			place(t, src, newparent, newname);
+		if (dst)
+			place(t, dst, parent, name);
+	} else {
+		if (dst)
+			detach(t, dst);
+		if (src) {
+			unhash(t, src);
+			place(t, src, newparent, newname);
+		}
+	}
+out_unpin:
+	parent->refs--;
+	newparent->refs--;
+	maybe_free(t, parent);
+	maybe_free(t, newparent);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_note_attr(struct qn_table *t, struct qn_node *n,
+		  const struct qft_attr *a, bool *same)
+{
+	pthread_mutex_lock(&t->lock);
+	if (same)
+		*same = n->size == a->size && n->mtime.sec == a->mtime.sec &&
+			n->mtime.nsec == a->mtime.nsec;
+	n->size = a->size;
+	n->mtime = a->mtime;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
+		    uint64_t handle)
+{
+	pthread_mutex_lock(&t->lock);
+	f->node = n;
+	f->handle = handle;
+	f->refs = 1;
+	f->listed = true;
+	f->next = n->files;
+	n->files = f;
+	n->refs++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+struct qn_file *qn_file_borrow(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_file *f;
+
+	pthread_mutex_lock(&t->lock);
+	f = n->files;
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&t->lock);
+	return f;
+}
+
+static void unlist(struct qn_file *f)
+{
+	struct qn_file **pp;
+
+	if (!f->listed)
+		return;
+	for (pp = &f->node->files; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+	f->next = NULL;
+	f->listed = false;
+}
+
+/* Drops one reference; table lock held. */
+static bool file_unref(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n = f->node;
+
+	if (--f->refs > 0)
+		return false;
+	unlist(f);
+	n->refs--;
+	maybe_free(t, n);
+	f->node = NULL;
+	return true;
+}
+
+bool qn_file_put(struct qn_table *t, struct qn_file *f)
+{
+	bool last;
+
+	pthread_mutex_lock(&t->lock);
+	last = file_unref(t, f);
+	pthread_mutex_unlock(&t->lock);
+	return last;
+}
+
+bool qn_file_detach(struct qn_table *t, struct qn_file *f)
+{
+	bool last;
+
+	pthread_mutex_lock(&t->lock);
+	unlist(f);
+	last = file_unref(t, f);
+	pthread_mutex_unlock(&t->lock);
+	return last;
+}

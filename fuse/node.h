@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client's inode table.  The protocol names objects by path, the kernel
+ * by node id; a node is one name in one directory, and the table turns a
+ * node id back into a path by walking up to the root.
+ *
+ * A node's id is its address (the root is FUSE_ROOT_ID).  It lives while
+ * the kernel holds lookups on it (nlookup, from entry replies, dropped by
+ * FORGET) or anything else refers to it (refs: its children, which point
+ * to their parent, and open files).  Nodes are found by (parent, name) in a
+ * hash, so looking up the same name twice gives the same node.
+ *
+ * Unlink, rmdir and a rename over an existing name detach the node that
+ * had the name: it leaves the hash and its parent, and operations on it by
+ * path fail with ENOENT.  Open files of a detached node keep working
+ * through their handles (qn_file_borrow).
+ *
+ * One mutex, qn_table.lock, guards every field marked "table lock" in all
+ * nodes; no node field is read or written without it.
+ *
+ * Error convention: 0 (or a length) or a negative errno.
+ */
+#ifndef QN_NODE_H
+#define QN_NODE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msg.h"
+
+struct qn_node;
+
+/*
+ * Links an open handle to its node.  Embedded in the client's per-handle
+ * state; the table only counts and lists it.
+ */
+struct qn_file {
+	struct qn_node *node;   /* set by qn_file_attach; holds a ref */
+	struct qn_file *next;   /* table lock: node's list of open files */
+	unsigned refs;          /* table lock: 1 for the kernel + borrowers */
+	bool listed;            /* table lock: on node's list */
+	uint64_t handle;        /* immutable once attached */
+};
+
+struct qn_node {
+	struct qn_node *parent; /* table lock; holds a ref; NULL if detached */
+	char *name;             /* table lock; NULL for the root */
+	struct qn_node *hnext;  /* table lock: hash chain */
+	struct qn_node *anext, *aprev; /* table lock: list of all nodes */
+	bool hashed;            /* table lock: reachable by (parent, name) */
+	uint64_t nlookup;       /* table lock: kernel lookups not forgotten */
+	uint64_t refs;          /* table lock: children and open files */
+	uint64_t rino;          /* table lock: server inode number */
+	uint32_t rtype;         /* table lock: server file type bits */
+	/* table lock: size and mtime last seen, to decide whether cached
+	 * pages survive an open */
+	uint64_t size;
+	struct qft_time mtime;
+	struct qn_file *files;  /* table lock: open files of this node */
+};
+
+struct qn_table {
+	pthread_mutex_t lock;
+	struct qn_node root;    /* never freed; has no name and no parent */
+	struct qn_node **buckets;  /* lock */
+	size_t nbuckets;        /* lock: a power of two */
+	size_t count;           /* lock: hashed nodes */
+};
+
+int qn_table_init(struct qn_table *t);
+/*
+ * Frees every node, once no request can run.  Files still open (the kernel
+ * connection ended without releasing them) go to `drop_file`.
+ */
+void qn_table_destroy(struct qn_table *t,
+		      void (*drop_file)(struct qn_file *f));
+
+/* Node of a kernel node id, and back. */
+struct qn_node *qn_from_ino(struct qn_table *t, uint64_t ino);
+uint64_t qn_to_ino(struct qn_table *t, struct qn_node *n);
+
+/*
+ * Writes the path of `n`, followed by "/name" when `name` is not NULL, to
+ * buf (at least QFT_MAX_PATH + 1 bytes); returns its length.  "" is the
+ * root.  -ENOENT when `n` or an ancestor is detached, -ENAMETOOLONG past
+ * QFT_MAX_PATH.
+ */
+int qn_path(struct qn_table *t, struct qn_node *n, const char *name,
+	    char *buf);
+
+/*
+ * Records a kernel lookup of `name` in `parent` whose attributes are `a`:
+ * returns the node (created if needed) with nlookup incremented, or NULL
+ * when out of memory.  A known name whose server inode or type changed
+ * gets a new node, so the kernel never sees an inode change its type.
+ */
+struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
+			  const char *name, const struct qft_attr *a);
+
+/* Drops `n` kernel lookups (FORGET). */
+void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup);
+
+/* Detaches the node called `name` in `parent`, if any (unlink, rmdir). */
+void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name);
+
+/* Moves (or with `exchange` swaps) names after a successful rename. */
+void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
+	       struct qn_node *newparent, const char *newname, bool exchange);
+
+/*
+ * Remembers size and mtime from fresh attributes.  With `same` non-NULL,
+ * also says whether they equal what was known before (so cached pages of
+ * the file are still valid).
+ */
+void qn_note_attr(struct qn_table *t, struct qn_node *n,
+		  const struct qft_attr *a, bool *same);
+
+/* Open files: attach on open (refs = 1), detach on release. */
+void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
+		    uint64_t handle);
+/* Takes one of the node's open files, with a reference; NULL if none. */
+struct qn_file *qn_file_borrow(struct qn_table *t, struct qn_node *n);
+/*
+ * Drop a borrower's reference (put), or the kernel's reference and the
+ * listing (detach, on release).  They return true when that was the last
+ * reference: the node's reference is gone too, and the caller closes the
+ * handle and frees the file.
+ */
+bool qn_file_put(struct qn_table *t, struct qn_file *f);
+bool qn_file_detach(struct qn_table *t, struct qn_file *f);
+
+#endif /* QN_NODE_H */

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Open files and directories, indexed by the handle number the client
+ * chose (1..QFT_MAX_HANDLES).  The table grows on demand up to the highest
+ * handle in use, so memory stays proportional to what the client opened
+ * and is bounded by QFT_MAX_HANDLES entries.
+ *
+ * Using a handle that is not open, or that is open as the other kind, is
+ * EBADF; so is opening a handle number that is already open.
+ * Error convention: 0 or a negative errno.
+ */
+#ifndef SRV_HANDLE_H
+#define SRV_HANDLE_H
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum srv_handle_kind {
+	SRV_H_FREE = 0,
+	SRV_H_FILE,
+	SRV_H_DIR,
+	SRV_H_ANY,      /* lookups only: either open kind */
+};
+
+struct srv_handle {
+	enum srv_handle_kind kind;
+	int fd;         /* the file, or dirfd(dir) */
+	DIR *dir;       /* SRV_H_DIR: the stream READDIR walks */
+	bool dirty;     /* file: written since the last successful sync */
+	int err;        /* file: first failed write's -errno, until FLUSH */
+	long dir_pos;   /* dir: cookie the stream stands at, 0 = start */
+};
+
+struct srv_handles {
+	struct srv_handle *tab;  /* tab[h] for h < cap; tab[0] unused */
+	size_t cap;
+};
+
+void srv_handle_init(struct srv_handles *t);
+/* Closes every open handle and frees the table. */
+void srv_handle_destroy(struct srv_handles *t);
+
+/* The open handle `h` of `kind` (or either kind for SRV_H_ANY). */
+int srv_handle_get(struct srv_handles *t, uint64_t h,
+		   enum srv_handle_kind kind, struct srv_handle **out);
+/*
+ * Checks that `h` is free and makes room for it, without opening it: the
+ * caller then opens the object and calls srv_handle_set_*().  The pointer
+ * stays valid until the next srv_handle_reserve().
+ */
+int srv_handle_reserve(struct srv_handles *t, uint64_t h,
+		       struct srv_handle **out);
+void srv_handle_set_file(struct srv_handle *e, int fd);
+void srv_handle_set_dir(struct srv_handle *e, DIR *dir);
+/* Closes handle `h` (either kind); the slot is freed even on error. */
+int srv_handle_close(struct srv_handles *t, uint64_t h);
+
+#endif /* SRV_HANDLE_H */

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+/*
+ * qftfs-server: serves one directory tree over the qftfs protocol.
+ *
+ * With --stdio the protocol runs on stdin/stdout, which is how the qftfs
+ * client's local mode spawns it on a socketpair (and how tests drive it).
+ * Logs go to stderr; stdout belongs to the protocol alone.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "loop.h"
+#include "srv.h"
+
+#define EXIT_USAGE 2
+
+enum {
+	OPT_STDIO = 256,
+	OPT_ROOT,
+	OPT_SESSION,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: qftfs-server --stdio --root DIR [-d]\n"
+		"Serve the directory DIR over the qftfs protocol.\n"
+		"\n"
+		"  --stdio       speak the protocol on stdin/stdout\n"
+		"  --root DIR    the directory to serve; nothing outside it is\n"
+		"                ever reached\n"
+		"  -d, --debug   log every request to stderr\n"
+		"  -V, --version print the version and exit\n"
+		"  -h, --help    print this help and exit\n"
+		"\n"
+		"The server is normally started by qftfs(1), not by hand.\n");
+}
+
+/* Handles are client-chosen up to QFT_MAX_HANDLES; let them all fit. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		qft_debug("cannot raise the open file limit: %s",
+			  strerror(errno));
+}
+
+/*
+ * Moves the protocol off descriptors 0 and 1 and points those at
+ * /dev/null and stderr, so that a stray printf (ours or a library's)
+ * lands in the log instead of corrupting the stream.
+ */
+static int take_stdio(int *rfd, int *wfd)
+{
+	int nul;
+
+	*rfd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (*rfd < 0)
+		return -errno;
+	*wfd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (*wfd < 0) {
+		int r = -errno;
+
+		close(*rfd);
+		return r;
+	}
+	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (nul >= 0) {
+		dup2(nul, STDIN_FILENO);
+		close(nul);
+	}
+	dup2(STDERR_FILENO, STDOUT_FILENO);
+	return 0;
+}
+
+static void srv_free(struct srv *s)
+{
+	srv_handle_destroy(&s->handles);
+	qbuf_free(&s->in);
+	qbuf_free(&s->out);
+	qbuf_free(&s->dirents);
+	free(s->data);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "stdio",   no_argument,       NULL, OPT_STDIO },
+		{ "root",    required_argument, NULL, OPT_ROOT },
+		{ "session", no_argument,       NULL, OPT_SESSION },
+		{ "debug",   no_argument,       NULL, 'd' },
+		{ "version", no_argument,       NULL, 'V' },
+		{ "help",    no_argument,       NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *root = NULL, *resolve;
+	bool use_stdio = false, debug = false, session = false;
+	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
+	int c, root_fd, rfd = -1, wfd = -1, r;
+
+	while ((c = getopt_long(argc, argv, "dVh", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_STDIO:
+			use_stdio = true;
+			break;
+		case OPT_ROOT:
+			root = optarg;
+			break;
+		case OPT_SESSION:
+			session = true;
+			break;
+		case 'd':
+			debug = true;
+			break;
+		case 'V':
+			printf("qftfs-server %s (protocol v%u)\n",
+			       QFT_VERSION_STRING, QFT_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr,
+				"Try 'qftfs-server --help' for more information.\n");
+			return EXIT_USAGE;
+		}
+	}
+
+	qft_log_init("qftfs-server", debug ? QFT_LOG_DEBUG : QFT_LOG_INFO);
+	if (optind < argc) {
+		qft_err("unexpected argument '%s'; see --help", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (session) {
+		qft_err("--session (the ssh transport) is not in this build "
+			"yet; use --stdio --root DIR");
+		return EXIT_USAGE;
+	}
+	if (!use_stdio) {
+		qft_err("no transport given: use --stdio");
+		return EXIT_USAGE;
+	}
+	if (!root) {
+		qft_err("--root DIR is required");
+		return EXIT_USAGE;
+	}
+
+	/* Modes from the client were already masked by its kernel; a second
+	 * mask here would silently drop bits the user asked for. */
+	umask(0);
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+
+	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0) {
+		qft_err("cannot open root directory %s: %s", root,
+			strerror(errno));
+		return 1;
+	}
+	resolve = getenv("QFTFS_SERVER_RESOLVE");
+	if (resolve && strcmp(resolve, "walk") != 0 &&
+	    strcmp(resolve, "auto") != 0)
+		qft_warn("ignoring QFTFS_SERVER_RESOLVE=%s (want walk or auto)",
+			 resolve);
+	srv_path_init(&s.root, root_fd,
+		      resolve && strcmp(resolve, "walk") == 0);
+
+	if ((r = take_stdio(&rfd, &wfd)) < 0) {
+		qft_err("stdin/stdout are not usable: %s", strerror(-r));
+		close(root_fd);
+		return 1;
+	}
+	if ((r = qft_chan_init(&s.chan, rfd, wfd)) < 0) {
+		qft_err("cannot set up the channel: %s", strerror(-r));
+		close(rfd);
+		close(wfd);
+		close(root_fd);
+		return 1;
+	}
+	srv_handle_init(&s.handles);
+	qbuf_init(&s.in, QFT_CHAN_RECV_LIMIT);
+	qbuf_init(&s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
+	qbuf_init(&s.dirents, QFT_MAX_READDIR);
+	qft_debug("serving %s (protocol v%u)", root, QFT_VERSION);
+
+	r = srv_loop_run(&s);
+
+	srv_free(&s);
+	qft_chan_destroy(&s.chan);
+	close(root_fd);
+	return r == 0 ? 0 : 1;
+}

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/* Confined path resolution (see path.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#ifdef HAVE_LINUX_OPENAT2_H
+#include <linux/openat2.h>
+#endif
+
+#include "log.h"
+#include "path.h"
+#include "protocol.h"
+
+/* openat2 fails with EAGAIN when a rename races with a RESOLVE_BENEATH
+ * lookup; retrying is what the man page recommends. */
+#define OPENAT2_RETRIES 16
+
+#if defined(HAVE_LINUX_OPENAT2_H) && defined(SYS_openat2)
+static int do_openat2(int dirfd, const char *path, int flags)
+{
+	struct open_how how;
+
+	/* open(2) adds O_LARGEFILE by itself on 32-bit systems; the raw
+	 * system call does not.  O_PATH refuses it, and needs none. */
+	if (!(flags & O_PATH))
+		flags |= O_LARGEFILE;
+	memset(&how, 0, sizeof(how));
+	how.flags = (unsigned long long)flags;
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+	for (int i = 0; i < OPENAT2_RETRIES; i++) {
+		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+
+		if (fd >= 0)
+			return (int)fd;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+	}
+	return -EAGAIN;
+}
+#else
+static int do_openat2(int dirfd, const char *path, int flags)
+{
+	return -ENOSYS;
+}
+#endif
+
+static int do_openat(int dirfd, const char *path, int flags)
+{
+	for (;;) {
+		int fd = openat(dirfd, path, flags);
+
+		if (fd >= 0)
+			return fd;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+void srv_path_init(struct srv_root *r, int root_fd, bool force_walk)
+{
+	int fd;
+
+	r->fd = root_fd;
+	r->use_openat2 = false;
+	if (force_walk) {
+		qft_debug("path resolution: component walk (forced)");
+		return;
+	}
+	fd = do_openat2(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		r->use_openat2 = true;
+		qft_debug("path resolution: openat2 RESOLVE_BENEATH");
+		return;
+	}
+	/* ENOSYS on old kernels; seccomp filters in containers often say
+	 * EPERM for system calls they do not know. */
+	qft_debug("path resolution: component walk (openat2: %s)",
+		  strerror(-fd));
+}
+
+/*
+ * Opens the first `len` bytes of `path` (a valid protocol path, or a
+ * prefix of one ending before a '/').  The final component gets `flags`
+ * plus O_NOFOLLOW; the ones before it must be real directories.
+ */
+static int resolve(const struct srv_root *r, const char *path, size_t len,
+		   int flags)
+{
+	char buf[QFT_MAX_PATH + 1];
+	const char *p, *end;
+	int dfd, fd;
+
+	flags |= O_NOFOLLOW | O_CLOEXEC;
+	if (len == 0)
+		return do_openat(r->fd, ".", flags);
+	if (len > QFT_MAX_PATH)
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len);
+	buf[len] = '\0';
+	if (r->use_openat2)
+		return do_openat2(r->fd, buf, flags);
+
+	/* Each intermediate component is opened without following it, so a
+	 * symlink anywhere on the way ends the walk with ENOTDIR. */
+	dfd = r->fd;
+	p = buf;
+	while ((end = strchr(p, '/')) != NULL) {
+		int nfd;
+
+		buf[end - buf] = '\0';
+		nfd = do_openat(dfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+				O_CLOEXEC);
+		if (dfd != r->fd)
+			close(dfd);
+		if (nfd < 0)
+			return nfd;
+		dfd = nfd;
+		p = end + 1;
+	}
+	fd = do_openat(dfd, p, flags);
+	if (dfd != r->fd)
+		close(dfd);
+	return fd;
+}
+
+int srv_path_open(const struct srv_root *r, const char *path, int flags)
+{
+	return resolve(r, path, strlen(path), flags);
+}
+
+int srv_path_open_dir(const struct srv_root *r, const char *path)
+{
+	return srv_path_open(r, path, O_PATH | O_DIRECTORY);
+}
+
+int srv_path_open_parent(const struct srv_root *r, const char *path,
+			 const char **name)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (*path == '\0') {
+		*name = ".";
+		return resolve(r, "", 0, O_PATH | O_DIRECTORY);
+	}
+	if (!slash) {
+		*name = path;
+		return resolve(r, "", 0, O_PATH | O_DIRECTORY);
+	}
+	*name = slash + 1;
+	return resolve(r, path, (size_t)(slash - path), O_PATH | O_DIRECTORY);
+}
+
+int srv_path_lstat(const struct srv_root *r, const char *path,
+		   struct stat *st)
+{
+	const char *name;
+	int dfd, ret = 0;
+
+	if (*path == '\0')
+		return fstat(r->fd, st) < 0 ? -errno : 0;
+	dfd = srv_path_open_parent(r, path, &name);
+	if (dfd < 0)
+		return dfd;
+	if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		ret = -errno;
+	close(dfd);
+	return ret;
+}
+
+void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
+{
+	snprintf(buf, SRV_PROC_FD_MAX, "/proc/self/fd/%d", fd);
+}

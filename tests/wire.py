@@ -1,0 +1,306 @@
+# SPDX-License-Identifier: MIT
+"""A small, independent driver for the qftfs wire protocol (version 1).
+
+It speaks to `qftfs-server --stdio --root DIR` directly over a socketpair,
+so tests can send what no well-behaved client would: paths through
+symlinks, invalid names, truncated frames, unknown opcodes.
+
+Written from docs/protocol.md and common/msg.c's field table, on purpose not
+from the C code's structs: if the two sides drift apart, these tests notice.
+Frame header: u32 payload length, u16 opcode, u16 flags, u64 id, all
+big-endian.  Strings are u32 length + bytes + NUL; blobs u32 length + bytes.
+"""
+
+import os
+import socket
+import struct
+import subprocess
+import time
+
+MAGIC = 0x51465446
+VERSION = 1
+HDR = struct.Struct('>IHHQ')
+F_REPLY = 0x0001
+MAX_PAYLOAD = (1 << 20) + 16384
+
+OPS = {
+    # name: (opcode, request fields, reply fields)
+    'HELLO': (1, ('magic', 'version', 'features'), ('magic', 'version', 'features')),
+    'LSTAT': (2, ('path',), ('attr',)),
+    'FSTAT': (3, ('handle',), ('attr',)),
+    'SETATTR': (4, ('handle', 'path', 'valid', 'mode', 'uid', 'gid', 'size',
+                    'atime', 'mtime'), ('attr',)),
+    'OPENDIR': (5, ('handle', 'path'), ()),
+    'READDIR': (6, ('handle', 'offset', 'length', 'opflags'), ('opflags', 'data')),
+    'MKDIR': (7, ('path', 'name', 'mode'), ('attr',)),
+    'RMDIR': (8, ('path', 'name'), ()),
+    'UNLINK': (9, ('path', 'name'), ()),
+    'CREATE': (10, ('handle', 'path', 'name', 'opflags', 'mode'), ('attr',)),
+    'OPEN': (11, ('handle', 'path', 'opflags'), ('attr',)),
+    'READ': (12, ('handle', 'offset', 'length'), ('data',)),
+    'WRITE': (13, ('handle', 'offset', 'data'), ('count',)),
+    'FLUSH': (14, ('handle', 'opflags'), ()),
+    'FSYNC': (15, ('handle', 'opflags'), ()),
+    'CLOSE': (16, ('handle',), ()),
+    'RENAME': (17, ('path', 'name', 'path2', 'name2', 'opflags'), ()),
+    'SYMLINK': (18, ('path', 'name', 'target'), ('attr',)),
+    'READLINK': (19, ('path',), ('target',)),
+    'LINK': (20, ('path', 'path2', 'name2'), ('attr',)),
+    'STATFS': (21, ('path',), ('statfs',)),
+    'FALLOCATE': (22, ('handle', 'opflags', 'offset', 'length'), ()),
+    'GETXATTR': (23, ('path', 'xname', 'length'), ('count', 'data')),
+    'SETXATTR': (24, ('path', 'xname', 'opflags', 'data'), ()),
+    'LISTXATTR': (25, ('path', 'length'), ('count', 'data')),
+    'REMOVEXATTR': (26, ('path', 'xname'), ()),
+    'MKNOD': (27, ('path', 'name', 'mode', 'rdev'), ('attr',)),
+}
+OP_NAMES = {v[0]: k for k, v in OPS.items()}
+
+U32 = {'magic', 'version', 'features', 'opflags', 'mode', 'uid', 'gid', 'valid'}
+U64 = {'handle', 'rdev', 'size', 'offset', 'length', 'count'}
+STR = {'path', 'name', 'path2', 'name2', 'target', 'xname'}
+TIME = {'atime', 'mtime'}
+BLOB = {'data'}
+
+STATUS = ['OK', 'EPERM', 'ENOENT', 'EIO', 'EBADF', 'ENOMEM', 'EACCES', 'EBUSY',
+          'EEXIST', 'EXDEV', 'ENOTDIR', 'EISDIR', 'EINVAL', 'ENFILE', 'EMFILE',
+          'ETXTBSY', 'EFBIG', 'ENOSPC', 'ESPIPE', 'EROFS', 'EMLINK', 'ERANGE',
+          'ENAMETOOLONG', 'ENOSYS', 'ENOTEMPTY', 'ELOOP', 'ENODATA',
+          'EOVERFLOW', 'EPROTO', 'EOPNOTSUPP', 'EDQUOT', 'ESTALE', 'ETIMEDOUT',
+          'EAGAIN', 'EINTR', 'E2BIG', 'ENXIO', 'ENODEV', 'ECANCELED']
+
+O_RDONLY, O_WRONLY, O_RDWR = 0, 1, 2
+O_APPEND, O_TRUNC, O_EXCL = 0x8, 0x10, 0x20
+S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO = 0o100000, 0o040000, 0o120000, 0o010000
+SET_MODE, SET_UID, SET_GID, SET_SIZE = 0x1, 0x2, 0x4, 0x8
+
+
+def _b(v):
+    return v if isinstance(v, (bytes, bytearray)) else str(v).encode()
+
+
+def enc_str(v):
+    v = _b(v)
+    return struct.pack('>I', len(v)) + v + b'\0'
+
+
+def enc_field(name, v):
+    if name in U32:
+        return struct.pack('>I', v)
+    if name in U64:
+        return struct.pack('>Q', v)
+    if name in STR:
+        return enc_str(v)
+    if name in TIME:
+        sec, nsec = v if v else (0, 0)
+        return struct.pack('>qI', sec, nsec)
+    if name in BLOB:
+        v = _b(v)
+        return struct.pack('>I', len(v)) + v
+    raise ValueError(name)
+
+
+def frame(op, payload, flags=0, rid=1, length=None):
+    """A raw frame; `length` overrides the header's payload length."""
+    code = OPS[op][0] if isinstance(op, str) else op
+    return HDR.pack(len(payload) if length is None else length, code, flags,
+                    rid) + payload
+
+
+def encode_request(op, rid, **fields):
+    code, req, _ = OPS[op]
+    defaults = {'path': '', 'mode': 0, 'opflags': 0}
+    payload = b''.join(enc_field(f, fields.get(f, defaults.get(f, 0)))
+                       for f in req)
+    return frame(code, payload, 0, rid)
+
+
+class Attr:
+    FMT = struct.Struct('>QIIIIQQQIqIqIqI')
+    __slots__ = ('ino', 'mode', 'nlink', 'uid', 'gid', 'rdev', 'size',
+                 'blocks', 'blksize', 'atime', 'mtime', 'ctime')
+
+    def __init__(self, raw):
+        v = self.FMT.unpack(raw)
+        (self.ino, self.mode, self.nlink, self.uid, self.gid, self.rdev,
+         self.size, self.blocks, self.blksize) = v[:9]
+        self.atime, self.mtime, self.ctime = (v[9], v[10]), (v[11], v[12]), (v[13], v[14])
+
+
+class Reply:
+    def __init__(self, op, flags, rid, payload):
+        self.op, self.flags, self.id = op, flags, rid
+        self.opname = OP_NAMES.get(op, '?')
+        self.fields = {}
+        (self.status,) = struct.unpack_from('>I', payload, 0)
+        self.errmsg = None
+        pos = 4
+        if self.status != 0:
+            self.errmsg, pos = self._str(payload, pos)
+        else:
+            for f in OPS[self.opname][2] if self.opname in OPS else ():
+                v, pos = self._field(f, payload, pos)
+                self.fields[f] = v
+        if pos != len(payload):
+            raise ValueError('%d trailing bytes in %s reply' %
+                             (len(payload) - pos, self.opname))
+
+    @property
+    def err(self):
+        return STATUS[self.status] if self.status < len(STATUS) else self.status
+
+    @staticmethod
+    def _str(p, pos):
+        (n,) = struct.unpack_from('>I', p, pos)
+        s = p[pos + 4:pos + 4 + n]
+        if p[pos + 4 + n:pos + 5 + n] != b'\0':
+            raise ValueError('string without terminator')
+        return s, pos + 5 + n
+
+    def _field(self, f, p, pos):
+        if f in U32:
+            return struct.unpack_from('>I', p, pos)[0], pos + 4
+        if f in U64:
+            return struct.unpack_from('>Q', p, pos)[0], pos + 8
+        if f in STR:
+            return self._str(p, pos)
+        if f in BLOB:
+            (n,) = struct.unpack_from('>I', p, pos)
+            return p[pos + 4:pos + 4 + n], pos + 4 + n
+        if f == 'attr':
+            return Attr(p[pos:pos + 88]), pos + 88
+        if f == 'statfs':
+            return struct.unpack_from('>9Q', p, pos), pos + 72
+        raise ValueError(f)
+
+    def __getitem__(self, k):
+        return self.fields[k]
+
+    def __repr__(self):
+        return '<%s reply id=%d %s%s>' % (self.opname, self.id, self.err,
+                                          ' %r' % self.errmsg if self.errmsg else '')
+
+
+def parse_dirents(data):
+    """Entries of a READDIR reply blob: list of (name, type, off)."""
+    out, pos = [], 0
+    while pos < len(data):
+        ino, off, typ = struct.unpack_from('>QQI', data, pos)
+        pos += 20
+        name, pos = Reply._str(data, pos)
+        has_attr = data[pos]
+        pos += 1 + (88 if has_attr else 0)
+        out.append((name, typ, off))
+    return out
+
+
+class Server:
+    """qftfs-server on a socketpair (stdin and stdout are one socket)."""
+
+    def __init__(self, server_bin, root, log_path, env=None, wrapper=(),
+                 timeout=10):
+        self.sock, child = socket.socketpair()
+        self.log_path = log_path
+        self.logf = open(log_path, 'ab')
+        self.proc = subprocess.Popen(list(wrapper) + [server_bin, '--stdio',
+                                                      '--root', root],
+                                     stdin=child, stdout=child,
+                                     stderr=self.logf, env=env)
+        child.close()
+        self.sock.settimeout(timeout)
+        self.next_id = 1
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, op, **fields):
+        rid = self.next_id
+        self.next_id += 1
+        self.send_raw(encode_request(op, rid, **fields))
+        return rid
+
+    def _recv_exact(self, n):
+        buf = b''
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                return None if not buf else buf
+            buf += chunk
+        return buf
+
+    def recv(self):
+        """The next reply, or None at end of stream."""
+        h = self._recv_exact(HDR.size)
+        if h is None:
+            return None
+        if len(h) < HDR.size:
+            raise ValueError('stream cut inside a header')
+        n, op, flags, rid = HDR.unpack(h)
+        if n > MAX_PAYLOAD:
+            raise ValueError('oversized frame from the server: %d' % n)
+        p = self._recv_exact(n) if n else b''
+        if p is None or len(p) < n:
+            raise ValueError('stream cut inside a payload')
+        if not flags & F_REPLY:
+            raise ValueError('server sent a request (op %d)' % op)
+        return Reply(op, flags, rid, p)
+
+    def call(self, op, **fields):
+        rid = self.send(op, **fields)
+        r = self.recv()
+        assert r is not None, '%s: server closed the connection' % op
+        assert r.id == rid and r.opname == op, \
+            'reply %r does not match request %s id %d' % (r, op, rid)
+        return r
+
+    def hello(self, version=VERSION):
+        r = self.call('HELLO', magic=MAGIC, version=version, features=0)
+        return r
+
+    def closed_by_peer(self, timeout=10):
+        """True if the server closes the stream (EOF) within `timeout`,
+        ignoring any replies sent before it did."""
+        end = time.monotonic() + timeout
+        self.sock.settimeout(timeout)
+        try:
+            while time.monotonic() < end:
+                if self.sock.recv(65536) == b'':
+                    return True
+        except (socket.timeout, TimeoutError):
+            return False
+        except ConnectionResetError:
+            return True
+        return False
+
+    def finish(self, timeout=10):
+        """Closes our end and returns the server's exit status."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = None
+        self.sock.close()
+        self.logf.close()
+        return rc
+
+    def log(self):
+        try:
+            with open(self.log_path, 'rb') as f:
+                return f.read().decode(errors='replace')
+        except OSError:
+            return ''
+
+
+def alive(srv):
+    """A cheap request that must succeed on a working connection."""
+    r = srv.call('LSTAT', path='')
+    return r.status == 0 and (r['attr'].mode & 0o170000) == S_IFDIR
+
+
+def exists_outside(path):
+    return os.path.lexists(path)
