@@ -7,6 +7,10 @@
  * by request id.  The reader thread is the only receiver: it takes the
  * waiter out of the table, gives it the reply frame and wakes it.  The
  * table and every waiter's `done`/`err` are guarded by conn->lock.
+ * Asynchronous calls put a heap-allocated entry with a callback in the same
+ * table; whoever takes it out (the reader with the reply, conn_fail, or a
+ * sender whose frame could not be encoded) completes and frees it, always
+ * after dropping conn->lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,14 +40,24 @@
 struct pending {
 	uint64_t id;
 	struct pending *next;   /* conn lock: bucket chain */
-	pthread_cond_t cond;
+	pthread_cond_t cond;    /* qc_call only */
 	bool done;              /* conn lock */
 	int err;                /* conn lock: set with done when no reply */
 	struct qbuf frame;      /* the reply; the reader fills it before done */
+	/* qc_call_async: heap-allocated, completed by calling cb exactly
+	 * once by whoever takes it out of the table (NULL for qc_call). */
+	qc_done_fn *cb;
+	void *cb_ctx;
+	uint16_t op;            /* the request's opcode, to check the reply */
 };
 
 struct qc_conn {
 	struct qft_chan chan;
+	/* The data plane's record keys, when sealed; the channel borrows
+	 * them (tx under its write lock, rx for the reader). */
+	struct qft_seal tx;
+	struct qft_seal rx;
+	bool sealed;            /* owner thread only */
 	atomic_uint_fast64_t next_id;
 	pthread_t reader;
 	bool reader_running;    /* owner thread only (start, shutdown, free) */
@@ -105,14 +119,40 @@ void qc_conn_free(struct qc_conn *c)
 	if (c->reader_running)
 		qc_conn_shutdown(c, 0);
 	qft_chan_destroy(&c->chan);
+	if (c->sealed) {
+		qft_seal_free(&c->tx);
+		qft_seal_free(&c->rx);
+	}
 	pthread_cond_destroy(&c->dead_cond);
 	pthread_mutex_destroy(&c->hlock);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
-static const char *fail_reason(int err)
+int qc_conn_set_keys(struct qc_conn *c, enum qft_cipher cipher,
+		     const struct qft_session_keys *keys)
 {
+	int r;
+
+	r = qft_seal_init(&c->tx, cipher, keys->c2s, true);
+	if (r < 0)
+		return r;
+	r = qft_seal_init(&c->rx, cipher, keys->s2c, false);
+	if (r < 0) {
+		qft_seal_free(&c->tx);
+		return r;
+	}
+	c->sealed = true;
+	qft_chan_set_seal(&c->chan, &c->tx, &c->rx);
+	return 0;
+}
+
+static const char *fail_reason(struct qc_conn *c, int err)
+{
+	/* Only the reader opens records, and it has stopped by now. */
+	if (err == -EBADMSG && c->sealed && c->rx.failed)
+		return "a record failed authentication (corrupted or "
+		       "tampered with)";
 	switch (err) {
 	case -EPIPE:   return "the server closed the connection";
 	case -EIO:     return "the stream ended inside a frame";
@@ -123,12 +163,41 @@ static const char *fail_reason(int err)
 	}
 }
 
+static int check_reply(uint16_t op, struct qc_reply *rep);
+
+/*
+ * Completes an asynchronous call taken out of the table (or never put in
+ * it): decodes the reply unless p->err says there is none, hands it to the
+ * callback and frees what the callback did not take.  No lock held.
+ */
+static void complete_async(struct pending *p)
+{
+	struct qc_reply rep;
+	int r = p->err;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.frame = p->frame;
+	if (r == 0) {
+		r = check_reply(p->op, &rep);
+		if (r < 0) {
+			qbuf_free(&rep.frame);
+			memset(&rep, 0, sizeof(rep));
+		}
+	} else {
+		qbuf_free(&rep.frame);
+	}
+	p->cb(p->cb_ctx, r, r == 0 ? &rep : NULL);
+	qc_reply_free(&rep);
+	free(p);
+}
+
 /*
  * Marks the connection dead and wakes every waiter with -EIO.  Called by
  * the reader when receiving fails and by a sender when sending fails.
  */
 static void conn_fail(struct qc_conn *c, int err)
 {
+	struct pending *async = NULL;
 	bool report;
 
 	pthread_mutex_lock(&c->lock);
@@ -146,16 +215,29 @@ static void conn_fail(struct qc_conn *c, int err)
 			struct pending *next = p->next;
 
 			p->err = -EIO;
-			p->done = true;
-			pthread_cond_signal(&p->cond);
+			if (p->cb) {
+				/* Completed below, outside the lock: the
+				 * callbacks take their owners' locks. */
+				p->next = async;
+				async = p;
+			} else {
+				p->done = true;
+				pthread_cond_signal(&p->cond);
+			}
 			p = next;
 		}
 		c->pending[b] = NULL;
 	}
 	pthread_cond_broadcast(&c->dead_cond);
 	pthread_mutex_unlock(&c->lock);
+	while (async) {
+		struct pending *next = async->next;
+
+		complete_async(async);
+		async = next;
+	}
 	if (report)
-		qft_err("connection to server lost: %s", fail_reason(err));
+		qft_err("connection to server lost: %s", fail_reason(c, err));
 	/* Senders blocked on a full socket must not wait for a dead peer. */
 	qft_chan_shutdown(&c->chan);
 }
@@ -233,6 +315,10 @@ static int conn_dispatch(struct qc_conn *c, const struct qft_hdr *h,
 		/* The next frame is likely as large: allocate it in one go
 		 * rather than by doubling.  Failure is retried by recv. */
 		(void)qbuf_reserve(in, FRAME_LIMIT);
+	}
+	if (p->cb) {
+		complete_async(p);
+		return 0;
 	}
 	pthread_mutex_lock(&c->lock);
 	p->done = true;
@@ -353,7 +439,7 @@ static int send_frame(struct qc_conn *c, struct qft_msg *req)
 	return 0;
 }
 
-static int check_reply(const struct qft_msg *req, struct qc_reply *rep)
+static int check_reply(uint16_t op, struct qc_reply *rep)
 {
 	struct qft_msg *m = &rep->msg;
 	int r;
@@ -361,18 +447,18 @@ static int check_reply(const struct qft_msg *req, struct qc_reply *rep)
 	r = qft_msg_decode(m, rep->frame.data, rep->frame.len);
 	if (r < 0) {
 		qft_err("malformed %s reply from the server: %s",
-			qft_op_name(req->op), strerror(-r));
+			qft_op_name(op), strerror(-r));
 		return -EIO;
 	}
-	if (m->op != req->op) {
+	if (m->op != op) {
 		qft_err("server answered a %s request with %s",
-			qft_op_name(req->op), qft_op_name(m->op));
+			qft_op_name(op), qft_op_name(m->op));
 		return -EIO;
 	}
 	if (m->status != QFT_OK) {
 		r = qft_errno_from_status(m->status);
 		if (m->errmsg.len)
-			qft_debug("%s: %s (%s)", qft_op_name(req->op),
+			qft_debug("%s: %s (%s)", qft_op_name(op),
 				  strerror(r), m->errmsg.s);
 		return -r;
 	}
@@ -423,13 +509,60 @@ int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep)
 		goto out_destroy;
 	}
 	rep->frame = p.frame;
-	r = check_reply(req, rep);
+	r = check_reply(req->op, rep);
 	if (r < 0) {
 		qbuf_free(&rep->frame);
 		memset(&rep->msg, 0, sizeof(rep->msg));
 	}
 out_destroy:
 	pthread_cond_destroy(&p.cond);
+	return r;
+}
+
+int qc_call_async(struct qc_conn *c, struct qft_msg *req, qc_done_fn *done,
+		  void *ctx)
+{
+	struct pending *p;
+	uint64_t id;
+	int r;
+
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		done(ctx, -ENOMEM, NULL);
+		return -ENOMEM;
+	}
+	qbuf_init(&p->frame, FRAME_LIMIT);
+	p->cb = done;
+	p->cb_ctx = ctx;
+	p->op = req->op;
+	req->flags = 0;
+	req->id = next_id(c);
+	p->id = id = req->id;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->dead) {
+		pthread_mutex_unlock(&c->lock);
+		p->err = -EIO;
+		complete_async(p);
+		return -EIO;
+	}
+	p->next = c->pending[id % PENDING_BUCKETS];
+	c->pending[id % PENDING_BUCKETS] = p;
+	pthread_mutex_unlock(&c->lock);
+
+	/* Once sent, p belongs to the reader, which may free it any time. */
+	r = send_frame(c, req);
+	if (r < 0) {
+		/* A failed send killed the connection, which completed p; only
+		 * a frame that could not even be encoded is still ours. */
+		pthread_mutex_lock(&c->lock);
+		p = take_pending(c, id);
+		pthread_mutex_unlock(&c->lock);
+		if (p) {
+			p->err = r;
+			complete_async(p);
+		}
+	}
 	return r;
 }
 
@@ -489,7 +622,7 @@ int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
 		goto out_free_buf;
 	}
 	if (r < 0) {
-		snprintf(msg, size, "handshake failed: %s", fail_reason(r));
+		snprintf(msg, size, "handshake failed: %s", fail_reason(c, r));
 		r = -EPROTO;
 		goto out_free_buf;
 	}

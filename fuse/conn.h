@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "msg.h"
 
@@ -42,6 +43,14 @@ void qc_reply_free(struct qc_reply *rep);
 /* Takes ownership of `fd` (a connected stream). */
 int qc_conn_new(struct qc_conn **out, int fd);
 void qc_conn_free(struct qc_conn *c);
+
+/*
+ * Seals the connection with the data plane's keys (auth.h), after the
+ * handshake on its descriptor and before qc_conn_hello.  The caller still
+ * wipes `keys`.
+ */
+int qc_conn_set_keys(struct qc_conn *c, enum qft_cipher cipher,
+		     const struct qft_session_keys *keys);
 
 /*
  * Version handshake, before qc_conn_start.  Returns 0, -EPROTO with a
@@ -71,6 +80,38 @@ bool qc_conn_lost(struct qc_conn *c);
  * reply is malformed.  On error *rep holds nothing to free.
  */
 int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep);
+
+/*
+ * Completion of an asynchronous call: err is 0 with `rep` the decoded
+ * successful reply, or a negative errno (the server's status, -EIO when the
+ * connection is gone or the reply malformed, -ENOMEM) with `rep` NULL.
+ *
+ * It runs on the reader thread, which no other reply gets past while it
+ * runs, so it must be short and must never wait: no qc_call (its reply
+ * could never be read), no sleeping on a condition that another reply
+ * would satisfy, and no lock that anyone holds while sending (a sender
+ * blocked on a full socket waits for the server, which waits for us to
+ * read).  It may also run on a sending thread when the connection fails
+ * there, and before qc_call_async returns when the request cannot be sent.
+ *
+ * `rep` is freed after done returns; to keep it, move it out:
+ * `mine = *rep; memset(rep, 0, sizeof(*rep));` then qc_reply_free(&mine)
+ * later.
+ */
+typedef void qc_done_fn(void *ctx, int err, struct qc_reply *rep);
+
+/*
+ * Sends `req` (its id is assigned here) and returns without waiting for
+ * the reply; `done` is called exactly once with the outcome, including
+ * when the connection dies or is shut down (-EIO).  Returns 0 when the
+ * request went out, or the negative errno it was completed with (done has
+ * then already run, on this thread).  So the caller must not hold any lock
+ * that `done` takes.  Only after qc_conn_start.  Requests keep their order
+ * on the wire with those of qc_call, so the server executes a WRITE sent
+ * here before any request sent after this returns.
+ */
+int qc_call_async(struct qc_conn *c, struct qft_msg *req, qc_done_fn *done,
+		  void *ctx);
 
 /*
  * Sends `req` without waiting; the reader discards its reply (logging a

@@ -6,7 +6,8 @@
  * (arguments, the source, starting the server, the version handshake, the
  * mount itself) happens in the foreground before fuse_daemonize(), so a
  * background mount either works or makes qftfs exit non-zero with the
- * reason.  Threads are started only after daemonizing, which forks.
+ * reason.  Threads are started only after daemonizing, which forks; the
+ * one exception, the ssh channel's pump, is paused around the fork.
  *
  * Exit codes: 0 success, 1 runtime failure, 2 usage error.
  */
@@ -24,6 +25,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "bootstrap.h"
 #include "config.h"
 #include "conn.h"
 #include "log.h"
@@ -39,6 +41,7 @@
 #define RELAY_WAIT_MS     2000
 /* Worker threads, and so requests the kernel can have in flight. */
 #define MAX_THREADS       32
+#define MAX_IDENTITY      16
 
 struct cmdline {
 	char *source;
@@ -48,6 +51,16 @@ struct cmdline {
 	char *attr_timeout;
 	char *negative_timeout;
 	char *commit;
+	/* Remote sources only. */
+	char *port;
+	char *config_file;
+	char *identity[MAX_IDENTITY];
+	int n_identity;
+	char *known_hosts;
+	char *strict;
+	char *cipher;
+	char *transport;
+	int password_stdin;
 	int foreground;
 	int debug;
 	int single;
@@ -65,6 +78,7 @@ enum {
 	KEY_SINGLE,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
+	KEY_IDENTITY,
 };
 
 #define OPT(t, field) { t, offsetof(struct cmdline, field), 0 }
@@ -75,6 +89,15 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("attr_timeout=%s", attr_timeout),
 	OPT("negative_timeout=%s", negative_timeout),
 	OPT("commit=%s", commit),
+	OPT("-p %s", port),
+	OPT("port=%s", port),
+	OPT("-F %s", config_file),
+	OPT("UserKnownHostsFile=%s", known_hosts),
+	OPT("StrictHostKeyChecking=%s", strict),
+	OPT("cipher=%s", cipher),
+	OPT("transport=%s", transport),
+	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
+	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -94,8 +117,9 @@ static void usage(void)
 	printf(
 "usage: qftfs [options] SOURCE MOUNTPOINT\n"
 "\n"
-"SOURCE is a local directory (./dir, /srv/data); [user@]host:[dir] names a\n"
-"remote one (needs the ssh transport).  Unmount with: fusermount3 -u MOUNTPOINT\n"
+"SOURCE is a local directory (./dir, /srv/data), or [user@]host:[dir] for a\n"
+"directory on another machine, reached with ssh (dir defaults to the remote\n"
+"home; relative paths start there).  Unmount with: fusermount3 -u MOUNTPOINT\n"
 "\n"
 "options:\n"
 "    -h, --help             print this help and exit\n"
@@ -103,11 +127,15 @@ static void usage(void)
 "    -f                     stay in the foreground\n"
 "    -d                     print debugging output (implies -f)\n"
 "    -s                     handle one request at a time\n"
+"    -p PORT                ssh port (default: from ~/.ssh/config, else 22)\n"
+"    -F FILE                ssh config file (default: ~/.ssh/config)\n"
 "    -o OPT[,OPT...]        options:\n"
 "\n"
 "qftfs options:\n"
-"    -o server=CMD          server command, split on blanks, no shell\n"
-"                           (default: qftfs-server beside qftfs, else PATH)\n"
+"    -o server=CMD          server command, split on blanks (local: no shell,\n"
+"                           default qftfs-server beside qftfs, else PATH;\n"
+"                           remote: each word quoted for the remote shell,\n"
+"                           default qftfs-server from the remote PATH)\n"
 "    -o entry_timeout=SECS  cache names for SECS seconds (default: 1)\n"
 "    -o attr_timeout=SECS   cache attributes for SECS seconds (default: 1)\n"
 "    -o negative_timeout=SECS\n"
@@ -115,6 +143,24 @@ static void usage(void)
 "    -o commit=close|none   close() of a written file waits until the server\n"
 "                           has fdatasync'd it (close, default), or only until\n"
 "                           it has written it (none)\n"
+"\n"
+"remote sources:\n"
+"    -o IdentityFile=FILE   private key to log in with (repeatable); tried\n"
+"                           after ssh-agent, before ~/.ssh/id_{ed25519,ecdsa,rsa}\n"
+"    -o StrictHostKeyChecking=yes|accept-new\n"
+"                           refuse hosts missing from known_hosts (yes, the\n"
+"                           default), or add them (accept-new); a changed\n"
+"                           host key is always refused\n"
+"    -o UserKnownHostsFile=FILE  (default: ~/.ssh/known_hosts)\n"
+"    -o password_stdin      read the password from stdin\n"
+"    -o cipher=aes256-gcm|chacha20|none\n"
+"                           data-plane encryption (default aes256-gcm; none\n"
+"                           still authenticates every record)\n"
+"    -o transport=auto|direct|ssh\n"
+"                           direct TCP to the server, falling back to the\n"
+"                           ssh channel (auto, default), direct only, or\n"
+"                           the ssh channel only\n"
+"    -o port=PORT           same as -p\n"
 "\n"
 "FUSE options:\n");
 }
@@ -162,6 +208,19 @@ static int cmdline_proc(void *data, const char *arg, int key,
 	case KEY_SUBTYPE:
 		cl->subtype_given = 1;
 		return 1;
+	case KEY_IDENTITY:
+		if (cl->n_identity == MAX_IDENTITY) {
+			fprintf(stderr, "qftfs: at most %d IdentityFile options\n",
+				MAX_IDENTITY);
+			return -1;
+		}
+		arg += strlen("IdentityFile=");
+		if (!*arg) {
+			fprintf(stderr, "qftfs: empty IdentityFile\n");
+			return -1;
+		}
+		cl->identity[cl->n_identity] = strdup(arg);
+		return cl->identity[cl->n_identity++] ? 0 : -1;
 	}
 	return 1;
 }
@@ -188,25 +247,53 @@ static int parse_seconds(const char *name, const char *s, double def,
 }
 
 /*
- * scp's rule: a ':' before the first '/' makes SOURCE remote.  Nothing of
- * a remote source may ever reach a command line as an option, so a host
- * or user that starts with '-' is refused here already.
+ * The ssh side of the command line, checked before anything connects so
+ * that a typo is a usage error (exit 2).
  */
-static int check_remote(const char *source, bool *remote)
+static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
+		       struct qc_boot_opts *bo)
 {
-	const char *colon = strchr(source, ':');
-	const char *slash = strchr(source, '/');
-	const char *host, *at;
+	memset(bo, 0, sizeof(*bo));
+	if (cl->port) {
+		char *end;
+		long p;
 
-	*remote = colon && (!slash || colon < slash);
-	if (!*remote)
-		return 0;
-	at = memchr(source, '@', (size_t)(colon - source));
-	host = at ? at + 1 : source;
-	if (host == colon || host[0] == '-' || source[0] == '-') {
-		fprintf(stderr, "qftfs: invalid host in '%s'\n", source);
+		errno = 0;
+		p = strtol(cl->port, &end, 10);
+		if (end == cl->port || *end || errno || p < 1 || p > 65535) {
+			fprintf(stderr, "qftfs: invalid port '%s'\n", cl->port);
+			return -EINVAL;
+		}
+		bo->ssh.port = (int)p;
+	}
+	bo->cipher = QFT_CIPHER_AES256GCM;
+	if (cl->cipher && qc_boot_parse_cipher(cl->cipher, &bo->cipher) < 0) {
+		fprintf(stderr, "qftfs: invalid cipher '%s': expected "
+			"aes256-gcm, chacha20 or none\n", cl->cipher);
 		return -EINVAL;
 	}
+	if (cl->transport &&
+	    qc_boot_parse_transport(cl->transport, &bo->transport) < 0) {
+		fprintf(stderr, "qftfs: invalid transport '%s': expected auto, "
+			"direct or ssh\n", cl->transport);
+		return -EINVAL;
+	}
+	if (cl->strict && qc_ssh_parse_strict(cl->strict, &bo->ssh.strict) < 0) {
+		fprintf(stderr, "qftfs: invalid StrictHostKeyChecking '%s': "
+			"expected yes or accept-new\n", cl->strict);
+		return -EINVAL;
+	}
+	if (!rem)
+		return 0;
+	bo->ssh.alias = rem->host;
+	bo->ssh.user = rem->user;
+	bo->ssh.config_file = cl->config_file;
+	bo->ssh.identity = (const char *const *)cl->identity;
+	bo->ssh.n_identity = (size_t)cl->n_identity;
+	bo->ssh.known_hosts = cl->known_hosts;
+	bo->ssh.password_stdin = cl->password_stdin;
+	bo->server = cl->server;
+	bo->dir = rem->dir;
 	return 0;
 }
 
@@ -321,16 +408,73 @@ static int start_server(struct qc_fs *fs, struct qc_transport *tr,
 	return r;
 }
 
+/* Logs in, starts the server, opens the data plane, says HELLO. */
+static int start_remote(struct qc_fs *fs, struct qc_boot *b,
+			const struct qc_boot_opts *bo)
+{
+	char msg[QFT_MAX_ERRMSG + 128];
+	int r;
+
+	r = qc_boot_open(b, bo);
+	if (r < 0)
+		return r;
+	r = qc_conn_new(&fs->conn, b->data_fd);
+	if (r < 0) {
+		fprintf(stderr, "qftfs: %s\n", strerror(-r));
+		close(b->data_fd);
+		b->data_fd = -1;
+		qc_boot_close(b, REAP_WAIT_MS);
+		return r;
+	}
+	b->data_fd = -1;        /* the connection owns it now */
+	r = qc_conn_set_keys(fs->conn, b->cipher, &b->keys);
+	qft_session_keys_wipe(&b->keys);
+	if (r < 0)
+		snprintf(msg, sizeof(msg), "cannot key the data plane: %s",
+			 strerror(-r));
+	else
+		r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
+	if (r == 0)
+		return 0;
+
+	if (r == -EPIPE)
+		snprintf(msg, sizeof(msg), "qftfs-server closed the data "
+			 "connection during the handshake");
+	qc_conn_shutdown(fs->conn, 0);
+	qc_boot_close(b, REAP_WAIT_MS);
+	fprintf(stderr, "qftfs: %s\n", msg);
+	qc_conn_free(fs->conn);
+	fs->conn = NULL;
+	return r;
+}
+
+/* Ends the data connection, then the ssh channel, which ends the server. */
+static void stop_remote(struct qc_conn *conn, struct qc_boot *b)
+{
+	int r;
+
+	/* The tunnel needs the pump to carry the end of stream. */
+	r = qc_boot_resume(b);
+	if (r < 0)
+		qft_warn("cannot restart the ssh channel thread: %s",
+			 strerror(-r));
+	qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS);
+	qc_boot_close(b, REAP_WAIT_MS);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cmdline cl = { 0 };
 	struct qc_transport tr = { .fd = -1 };
+	struct qc_remote rem = { 0 };
+	struct qc_boot_opts bo;
+	struct qc_boot boot = { .ctl_fd = -1, .data_fd = -1 };
 	struct qc_fs fs = { 0 };
 	struct fuse_session *se;
 	char *root = NULL, *mnt = NULL;
 	int ret = 1, r;
-	bool remote, lost;
+	bool remote, lost, ssh_inited = false;
 	struct stat st;
 
 	ensure_std_fds();
@@ -391,26 +535,34 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 
-	if (check_remote(cl.source, &remote) < 0) {
+	remote = qc_boot_is_remote(cl.source);
+	if (remote && qc_boot_parse_source(cl.source, &rem) < 0) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	if (remote_opts(&cl, remote ? &rem : NULL, &bo) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
 	if (remote) {
-		fprintf(stderr, "qftfs: remote sources (host:dir) need the ssh "
-			"transport, not in this build yet\n");
-		ret = EXIT_USAGE;
-		goto out_free_args;
+		if (qc_ssh_global_init() < 0) {
+			fprintf(stderr, "qftfs: cannot initialise libssh2\n");
+			goto out_free_args;
+		}
+		ssh_inited = true;
 	}
-	root = realpath(cl.source, NULL);
-	if (!root) {
-		fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
-			cl.source, strerror(errno));
-		goto out_free_args;
-	}
-	if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "qftfs: source '%s' is not a directory\n",
-			cl.source);
-		goto out_free_args;
+	if (!remote) {
+		root = realpath(cl.source, NULL);
+		if (!root) {
+			fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
+				cl.source, strerror(errno));
+			goto out_free_args;
+		}
+		if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "qftfs: source '%s' is not a "
+				"directory\n", cl.source);
+			goto out_free_args;
+		}
 	}
 	mnt = mountpoint_path(cl.mountpoint);
 	if (!mnt) {
@@ -440,20 +592,35 @@ int main(int argc, char *argv[])
 	}
 
 	fs.se = se;
-	if (start_server(&fs, &tr, &cl, root) < 0)
+	if (remote)
+		r = start_remote(&fs, &boot, &bo);
+	else
+		r = start_server(&fs, &tr, &cl, root);
+	if (r < 0)
 		goto out_destroy_session;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_stop_server;
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_remove_handlers;
+	/* The pump thread would not survive the fork. */
+	qc_boot_pause(&boot);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)
 		qft_log_to_syslog(true);
-	r = qc_transport_relay_start(&tr);
-	if (r < 0)
-		qft_warn("cannot relay the server's messages: %s",
-			 strerror(-r));
+	if (remote) {
+		r = qc_boot_resume(&boot);
+		if (r < 0) {
+			qft_err("cannot restart the ssh channel thread: %s",
+				strerror(-r));
+			goto out_unmount;
+		}
+	} else {
+		r = qc_transport_relay_start(&tr);
+		if (r < 0)
+			qft_warn("cannot relay the server's messages: %s",
+				 strerror(-r));
+	}
 	r = qc_conn_start(fs.conn);
 	if (r < 0) {
 		qft_err("cannot start the reader thread: %s", strerror(-r));
@@ -474,10 +641,14 @@ out_remove_handlers:
 	/* libfuse restores SIGPIPE to the default it assumed we had. */
 	signal(SIGPIPE, SIG_IGN);
 out_stop_server:
-	stop_server(fs.conn, &tr);
+	if (remote)
+		stop_remote(fs.conn, &boot);
+	else
+		stop_server(fs.conn, &tr);
 	qc_conn_free(fs.conn);
 out_destroy_session:
-	qc_transport_free(&tr, RELAY_WAIT_MS);
+	if (!remote)
+		qc_transport_free(&tr, RELAY_WAIT_MS);
 	fuse_session_destroy(se);
 out_free_nodes:
 	qc_fs_destroy(&fs);
@@ -491,6 +662,17 @@ out_free_args:
 	free(cl.attr_timeout);
 	free(cl.negative_timeout);
 	free(cl.commit);
+	free(cl.port);
+	free(cl.config_file);
+	for (int i = 0; i < cl.n_identity; i++)
+		free(cl.identity[i]);
+	free(cl.known_hosts);
+	free(cl.strict);
+	free(cl.cipher);
+	free(cl.transport);
+	qc_remote_free(&rem);
+	if (ssh_inited)
+		qc_ssh_global_exit();
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -7,9 +7,10 @@ build_pkgs=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liburing-dev
 	liblz4-dev libssh2-1-dev libssl-dev)
 # setpriv (util-linux), diff, tar and mount are essential on Debian, listed
 # so a stripped image still gets them; strace lets a test watch the
-# server's fdatasync calls (commit=close).
+# server's fdatasync calls (commit=close); tcpdump shows what the data
+# plane puts on the wire.
 test_pkgs=(python3-pytest rsync sqlite3 git attr openssh-server
-	openssh-client util-linux diffutils tar mount strace)
+	openssh-client util-linux diffutils tar mount strace tcpdump)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-build}" = test ] && pkgs+=("${test_pkgs[@]}")

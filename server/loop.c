@@ -34,6 +34,12 @@ int srv_loop_run(struct srv *s)
 			qft_debug("end of stream: client is done");
 			return 0;
 		}
+		if (r == -EBADMSG && s->chan.rx && s->chan.rx->failed) {
+			/* Nothing of it was applied; no word to the peer. */
+			qft_err("closing connection: a record failed "
+				"authentication (corrupted, replayed or forged)");
+			return r;
+		}
 		if (r == -EBADMSG || r == -ENOSYS) {
 			/* The header was read, so op and id are there to log. */
 			log_malformed(&h);

@@ -4,7 +4,10 @@
  *
  * With --stdio the protocol runs on stdin/stdout, which is how the qftfs
  * client's local mode spawns it on a socketpair (and how tests drive it).
- * Logs go to stderr; stdout belongs to the protocol alone.
+ * With --session it is the remote end of an ssh mount: the client starts
+ * it over ssh, and session.c sets up the authenticated data plane (a TCP
+ * connection, or stdin/stdout as the tunnel) before the same request loop
+ * runs on it.  Logs go to stderr; stdout belongs to the protocol alone.
  */
 #include "config.h"
 
@@ -21,6 +24,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "session.h"
 #include "srv.h"
 
 #define EXIT_USAGE 2
@@ -34,10 +38,13 @@ enum {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: qftfs-server --stdio --root DIR [-d]\n"
+		"Usage: qftfs-server --stdio|--session --root DIR [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
+		"  --session     the remote end of an ssh mount: read the session\n"
+		"                secret on stdin, listen on the ssh address, and\n"
+		"                serve the client that proves it knows the secret\n"
 		"  --root DIR    the directory to serve; nothing outside it is\n"
 		"                ever reached\n"
 		"  -d, --debug   log every request to stderr\n"
@@ -111,6 +118,7 @@ int main(int argc, char **argv)
 	const char *root = NULL, *resolve;
 	bool use_stdio = false, debug = false, session = false;
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
+	static struct srv_session ss;
 	int c, root_fd, rfd = -1, wfd = -1, r;
 
 	while ((c = getopt_long(argc, argv, "dVh", longopts, NULL)) != -1) {
@@ -146,13 +154,13 @@ int main(int argc, char **argv)
 		qft_err("unexpected argument '%s'; see --help", argv[optind]);
 		return EXIT_USAGE;
 	}
-	if (session) {
-		qft_err("--session (the ssh transport) is not in this build "
-			"yet; use --stdio --root DIR");
+	if (session && use_stdio) {
+		qft_err("--stdio and --session exclude each other");
 		return EXIT_USAGE;
 	}
-	if (!use_stdio) {
-		qft_err("no transport given: use --stdio");
+	if (!use_stdio && !session) {
+		qft_err("no transport given: use --stdio (or --session, which "
+			"qftfs starts over ssh)");
 		return EXIT_USAGE;
 	}
 	if (!root) {
@@ -185,10 +193,32 @@ int main(int argc, char **argv)
 		close(root_fd);
 		return 1;
 	}
-	if ((r = qft_chan_init(&s.chan, rfd, wfd)) < 0) {
+	if (session) {
+		/* The secret is read only once the root is known to open, so
+		 * that a bad directory is reported before anything else. */
+		r = srv_session_open(&ss, rfd, wfd);
+		if (r < 0) {
+			close(rfd);
+			close(wfd);
+			close(root_fd);
+			return r == -EINVAL ? EXIT_USAGE : 1;
+		}
+		if (!ss.tunnel)
+			r = qft_chan_init(&s.chan, ss.data_fd, ss.data_fd);
+		else
+			r = qft_chan_init(&s.chan, rfd, wfd);
+	} else {
+		r = qft_chan_init(&s.chan, rfd, wfd);
+	}
+	if (r < 0) {
 		qft_err("cannot set up the channel: %s", strerror(-r));
 		close(rfd);
 		close(wfd);
+		close(root_fd);
+		return 1;
+	}
+	if (session && srv_session_attach(&ss, &s.chan) < 0) {
+		qft_chan_destroy(&s.chan);
 		close(root_fd);
 		return 1;
 	}
@@ -199,8 +229,20 @@ int main(int argc, char **argv)
 	qft_debug("serving %s (protocol v%u)", root, QFT_VERSION);
 
 	r = srv_loop_run(&s);
+	/* Over TCP the client's end is the ssh channel's, whatever state the
+	 * data connection was cut in. */
+	if (session && r < 0 && srv_session_channel_closed(&ss))
+		r = 0;
 
 	srv_free(&s);
+	if (session) {
+		srv_session_free(&ss);
+		if (!ss.tunnel) {
+			/* The channel owns the data socket, not these. */
+			close(rfd);
+			close(wfd);
+		}
+	}
 	qft_chan_destroy(&s.chan);
 	close(root_fd);
 	return r == 0 ? 0 : 1;

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A remote mount's start: from `[user@]host:[dir]` to an authenticated
+ * data plane (docs/security.md, "How a remote mount is built").
+ *
+ *   1. log in with ssh (ssh.h) and run
+ *        <server> --session --root '<dir>'
+ *      with every word single-quoted for the remote shell;
+ *   2. write a fresh 256-bit secret S to the channel as 64 hex digits and
+ *      a newline (never argv, never the environment), and read back one
+ *      line, "QFTFS <version> <port>";
+ *   3. direct transport: connect to that port on the address the ssh
+ *      connection goes to and run the handshake (auth.h) over it; if the
+ *      connection cannot be made, say so in one line and run the same
+ *      handshake through the ssh channel instead (the tunnel).
+ *
+ * The result is a descriptor and the record keys; the caller builds its
+ * connection on them (qc_conn_set_keys) and wipes the keys.
+ *
+ * Error convention: 0 or a negative errno, with the reason already on
+ * stderr ("qftfs: ...").
+ */
+#ifndef QC_BOOTSTRAP_H
+#define QC_BOOTSTRAP_H
+
+#include <stdbool.h>
+
+#include "auth.h"
+#include "seal.h"
+#include "ssh.h"
+
+enum qc_transport_mode {
+	QC_TRANSPORT_AUTO,      /* direct, else the tunnel with a notice */
+	QC_TRANSPORT_DIRECT,    /* direct or nothing */
+	QC_TRANSPORT_SSH,       /* the tunnel only */
+};
+
+/* SOURCE split scp-style; every field malloc'd. */
+struct qc_remote {
+	char *user;             /* NULL when not given */
+	char *host;             /* brackets of [v6] removed */
+	char *dir;              /* "." when empty: the remote home */
+};
+
+struct qc_boot_opts {
+	struct qc_ssh_opts ssh;
+	const char *server;     /* -o server=; NULL: qftfs-server from PATH */
+	const char *dir;
+	enum qft_cipher cipher;
+	enum qc_transport_mode transport;
+};
+
+struct qc_boot {
+	struct qc_ssh *ssh;
+	int ctl_fd;             /* our end of the channel, or -1 */
+	int data_fd;            /* the data plane; the caller takes it */
+	bool tunnel;            /* data_fd is the channel itself */
+	enum qft_cipher cipher;
+	struct qft_session_keys keys;
+};
+
+/*
+ * True when SOURCE names a remote directory: a ':' before the first '/'
+ * (scp's rule; "[v6addr]:dir" too).
+ */
+bool qc_boot_is_remote(const char *source);
+
+/*
+ * Splits a remote SOURCE.  -EINVAL, after a message, for an empty host,
+ * or a user, host or directory starting with '-', which could pass for an
+ * option somewhere down the line.
+ */
+int qc_boot_parse_source(const char *source, struct qc_remote *out);
+void qc_remote_free(struct qc_remote *r);
+
+/* "aes256-gcm" (default), "chacha20" or "chacha20-poly1305", "none". */
+int qc_boot_parse_cipher(const char *s, enum qft_cipher *out);
+/* "auto" (default), "direct", "ssh". */
+int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out);
+
+/* Steps 1-3.  On failure everything is released. */
+int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);
+
+/* Around fuse_daemonize(), which forks (see ssh.h). */
+void qc_boot_pause(struct qc_boot *b);
+int qc_boot_resume(struct qc_boot *b);
+
+/*
+ * After the data connection ended: closes our end of the channel, waits
+ * up to `timeout_ms` for the server to exit (logging a bad exit status),
+ * and releases everything.  Returns 0 when the server exited cleanly.
+ */
+int qc_boot_close(struct qc_boot *b, int timeout_ms);
+
+#endif /* QC_BOOTSTRAP_H */

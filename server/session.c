@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: MIT
+/* The server end of the ssh bootstrap (see session.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+
+#include <openssl/crypto.h>
+
+#include "auth.h"
+#include "log.h"
+#include "protocol.h"
+#include "session.h"
+
+#define SECRET_TIMEOUT_MS  30000
+#define CLIENT_TIMEOUT_MS  30000
+/* Handshakes running at once; more connections wait in the backlog. */
+#define MAX_PENDING        4
+/* Failed handshakes before the server decides it is being probed. */
+#define MAX_FAILED         16
+#define LISTEN_BACKLOG     8
+#define SECRET_LINE        (2 * QFT_SECRET_SIZE + 1)
+
+struct waiter;
+
+/* One TCP handshake running on its own thread. */
+struct hs_slot {
+	bool used;                    /* main thread only */
+	int fd;
+	pthread_t thread;
+	char peer[NI_MAXHOST + NI_MAXSERV + 8];
+	struct waiter *w;
+	/* Written by the thread before `done`; read by the main thread
+	 * after joining it. */
+	int result;
+	enum qft_cipher cipher;
+	struct qft_session_keys keys;
+	bool done;                    /* w->lock */
+};
+
+struct waiter {
+	const uint8_t *secret;
+	int notify[2];                /* a byte per finished handshake */
+	pthread_mutex_t lock;
+	struct hs_slot slot[MAX_PENDING];
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Reads exactly the secret line and nothing after it: in the tunnel the
+ * client's handshake follows on the same stream.
+ */
+static int read_secret(int fd, uint8_t secret[QFT_SECRET_SIZE])
+{
+	int64_t deadline = now_ms() + SECRET_TIMEOUT_MS;
+	char line[SECRET_LINE];
+	size_t got = 0;
+	int r = 0;
+
+	while (got < SECRET_LINE) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0) {
+			qft_err("no session secret on stdin within %d s; "
+				"--session is started by qftfs over ssh, not "
+				"by hand", SECRET_TIMEOUT_MS / 1000);
+			r = -ETIMEDOUT;
+			goto out_wipe;
+		}
+		if (poll(&p, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			qft_err("cannot read the session secret: %s",
+				strerror(-r));
+			goto out_wipe;
+		}
+		if (!p.revents)
+			continue;
+		n = read(fd, line + got, SECRET_LINE - got);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			r = -errno;
+			qft_err("cannot read the session secret: %s",
+				strerror(-r));
+			goto out_wipe;
+		}
+		if (n == 0) {
+			if (got == 0) {
+				qft_err("stdin closed before the session secret "
+					"arrived");
+				r = -EPIPE;
+				goto out_wipe;
+			}
+			break;
+		}
+		/* A short line is malformed: say so now, not in 30 s. */
+		if (memchr(line + got, '\n', (size_t)n) &&
+		    got + (size_t)n < SECRET_LINE)
+			break;
+		got += (size_t)n;
+	}
+	if (got < SECRET_LINE || line[SECRET_LINE - 1] != '\n') {
+		r = -EINVAL;
+	} else {
+		for (size_t i = 0; i < QFT_SECRET_SIZE; i++) {
+			int hi = hexval(line[2 * i]), lo = hexval(line[2 * i + 1]);
+
+			if (hi < 0 || lo < 0) {
+				r = -EINVAL;
+				break;
+			}
+			secret[i] = (uint8_t)(hi << 4 | lo);
+		}
+	}
+	if (r == -EINVAL)
+		qft_err("malformed session secret on stdin: expected 64 hex "
+			"digits and a newline (--session is started by "
+			"qftfs over ssh, not by hand)");
+out_wipe:
+	OPENSSL_cleanse(line, sizeof(line));
+	if (r < 0)
+		OPENSSL_cleanse(secret, QFT_SECRET_SIZE);
+	return r;
+}
+
+/*
+ * The address sshd accepted the login on is the one the client can
+ * reach: SSH_CONNECTION is "client-ip client-port server-ip server-port".
+ */
+static int session_listen(int *lfd, unsigned *port)
+{
+	const struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICHOST | AI_PASSIVE,
+	};
+	const char *conn = getenv("SSH_CONNECTION");
+	char ip[NI_MAXHOST] = "127.0.0.1";
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct addrinfo *res;
+	int fd, r;
+
+	*lfd = -1;
+	*port = 0;
+	if (!conn || sscanf(conn, "%*s %*s %1024s %*s", ip) != 1) {
+		qft_warn("SSH_CONNECTION is not set: listening on 127.0.0.1");
+		snprintf(ip, sizeof(ip), "127.0.0.1");
+	}
+	r = getaddrinfo(ip, "0", &hints, &res);
+	if (r != 0) {
+		qft_warn("cannot listen on %s: %s; only the ssh tunnel will "
+			 "work", ip, gai_strerror(r));
+		return 0;
+	}
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		    0);
+	if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    listen(fd, LISTEN_BACKLOG) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		qft_warn("cannot listen on %s: %s; only the ssh tunnel will "
+			 "work", ip, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		return 0;
+	}
+	freeaddrinfo(res);
+	*port = ss.ss_family == AF_INET6 ?
+		ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+		ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	*lfd = fd;
+	qft_debug("listening on %s port %u", ip, *port);
+	return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static const char *auth_reason(int r)
+{
+	switch (r) {
+	case -EACCES:    return "wrong proof (wrong secret, tampering or replay)";
+	case -EPROTO:    return "not a qftfs handshake";
+	case -ETIMEDOUT: return "handshake not finished within 5 s";
+	case -EPIPE:     return "closed before the handshake";
+	case -EIO:       return "closed during the handshake";
+	default:         return strerror(-r);
+	}
+}
+
+static void *hs_main(void *arg)
+{
+	struct hs_slot *sl = arg;
+	int r;
+
+	r = qft_auth_server(sl->fd, sl->w->secret, QFT_AUTH_TIMEOUT_MS,
+			    &sl->cipher, &sl->keys);
+	pthread_mutex_lock(&sl->w->lock);
+	sl->result = r;
+	sl->done = true;
+	pthread_mutex_unlock(&sl->w->lock);
+	(void)!write(sl->w->notify[1], "x", 1);
+	return NULL;
+}
+
+static void hs_start(struct waiter *w, int lfd)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	char host[NI_MAXHOST], serv[NI_MAXSERV];
+	struct hs_slot *sl = NULL;
+	int fd, r;
+
+	fd = accept4(lfd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;         /* gone already, or a spurious wakeup */
+	for (size_t i = 0; i < MAX_PENDING; i++) {
+		if (!w->slot[i].used) {
+			sl = &w->slot[i];
+			break;
+		}
+	}
+	if (!sl) {              /* the caller polls only with a free slot */
+		close(fd);
+		return;
+	}
+	memset(sl, 0, sizeof(*sl));
+	sl->fd = fd;
+	sl->w = w;
+	if (getnameinfo((struct sockaddr *)&sa, len, host, sizeof(host), serv,
+			sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		snprintf(sl->peer, sizeof(sl->peer), "%s port %s", host, serv);
+	else
+		snprintf(sl->peer, sizeof(sl->peer), "an unknown address");
+	r = pthread_create(&sl->thread, NULL, hs_main, sl);
+	if (r) {
+		qft_warn("cannot start a handshake: %s", strerror(r));
+		close(fd);
+		return;
+	}
+	sl->used = true;
+}
+
+/* Ends every handshake still running except `keep`. */
+static void hs_abort_all(struct waiter *w, struct hs_slot *keep)
+{
+	for (size_t i = 0; i < MAX_PENDING; i++) {
+		struct hs_slot *sl = &w->slot[i];
+
+		if (!sl->used || sl == keep)
+			continue;
+		/* The handshake's poll wakes at once and fails. */
+		shutdown(sl->fd, SHUT_RDWR);
+		pthread_join(sl->thread, NULL);
+		close(sl->fd);
+		qft_session_keys_wipe(&sl->keys);
+		sl->used = false;
+	}
+}
+
+static int session_keys(struct srv_session *ss, enum qft_cipher cipher,
+			struct qft_session_keys *keys)
+{
+	int r;
+
+	ss->cipher = cipher;
+	r = qft_seal_init(&ss->tx, cipher, keys->s2c, true);
+	if (r == 0) {
+		r = qft_seal_init(&ss->rx, cipher, keys->c2s, false);
+		if (r < 0)
+			qft_seal_free(&ss->tx);
+	}
+	qft_session_keys_wipe(keys);
+	if (r < 0)
+		qft_err("cannot key the record layer: %s", strerror(-r));
+	return r;
+}
+
+/*
+ * Waits for the first client to prove it knows the secret, over TCP or
+ * through the channel.  Returns 0 with the data plane set up in *ss.
+ */
+static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
+{
+	int64_t deadline = now_ms() + CLIENT_TIMEOUT_MS;
+	struct qft_session_keys keys;
+	struct hs_slot *winner = NULL;
+	enum qft_cipher cipher;
+	struct waiter w;
+	int failed = 0, r = 0;
+
+	memset(&w, 0, sizeof(w));
+	w.secret = secret;
+	if (pipe2(w.notify, O_CLOEXEC | O_NONBLOCK) < 0) {
+		r = -errno;
+		qft_err("cannot create a pipe: %s", strerror(-r));
+		return r;
+	}
+	pthread_mutex_init(&w.lock, NULL);
+
+	while (!winner) {
+		struct pollfd p[3];
+		int64_t left = deadline - now_ms();
+		size_t busy = 0;
+		char junk[16];
+
+		if (left <= 0) {
+			qft_err("no client connected within %d s; exiting",
+				CLIENT_TIMEOUT_MS / 1000);
+			r = -ETIMEDOUT;
+			break;
+		}
+		for (size_t i = 0; i < MAX_PENDING; i++)
+			busy += w.slot[i].used;
+		p[0].fd = w.notify[0];
+		p[0].events = POLLIN;
+		p[1].fd = ss->in_fd;
+		p[1].events = POLLIN;
+		p[2].fd = lfd >= 0 && busy < MAX_PENDING ? lfd : -1;
+		p[2].events = POLLIN;
+		if (poll(p, 3, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			qft_err("poll failed: %s", strerror(-r));
+			break;
+		}
+
+		if (p[0].revents) {
+			while (read(w.notify[0], junk, sizeof(junk)) > 0)
+				;
+			for (size_t i = 0; i < MAX_PENDING && !winner; i++) {
+				struct hs_slot *sl = &w.slot[i];
+				bool done;
+
+				pthread_mutex_lock(&w.lock);
+				done = sl->used && sl->done;
+				pthread_mutex_unlock(&w.lock);
+				if (!done)
+					continue;
+				pthread_join(sl->thread, NULL);
+				if (sl->result == 0) {
+					winner = sl;
+					break;
+				}
+				qft_warn("rejected a data connection from %s: %s",
+					 sl->peer, auth_reason(sl->result));
+				close(sl->fd);
+				sl->used = false;
+				if (++failed >= MAX_FAILED) {
+					qft_err("%d failed data connections; "
+						"giving up", failed);
+					r = -EACCES;
+					goto out_abort;
+				}
+			}
+			if (winner)
+				break;
+		}
+
+		if (p[1].revents) {
+			/* The client writes to the channel only to start the
+			 * tunnel; its end means the client is gone. */
+			r = qft_auth_server_fds(ss->in_fd, ss->out_fd, secret,
+						QFT_AUTH_TIMEOUT_MS, &cipher,
+						&keys);
+			if (r == -EPIPE) {
+				qft_err("the ssh channel closed before a client "
+					"connected");
+				break;
+			}
+			if (r < 0) {
+				/* The channel is out of step: no second try. */
+				qft_err("rejected the tunnelled data plane: %s",
+					auth_reason(r));
+				break;
+			}
+			ss->tunnel = true;
+			ss->data_fd = -1;
+			qft_debug("client authenticated through the ssh "
+				  "channel (%s)", qft_cipher_name(cipher));
+			r = session_keys(ss, cipher, &keys);
+			break;
+		}
+
+		if (p[2].revents)
+			hs_start(&w, lfd);
+	}
+
+	if (winner) {
+		int one = 1;
+
+		ss->tunnel = false;
+		ss->data_fd = winner->fd;
+		winner->used = false;
+		/* Requests and replies are small and latency-bound. */
+		setsockopt(ss->data_fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			   sizeof(one));
+		setsockopt(ss->data_fd, SOL_SOCKET, SO_KEEPALIVE, &one,
+			   sizeof(one));
+		qft_debug("client authenticated from %s (%s)", winner->peer,
+			  qft_cipher_name(winner->cipher));
+		r = session_keys(ss, winner->cipher, &winner->keys);
+		if (r < 0) {
+			close(ss->data_fd);
+			ss->data_fd = -1;
+		}
+	}
+out_abort:
+	hs_abort_all(&w, NULL);
+	close(w.notify[0]);
+	close(w.notify[1]);
+	pthread_mutex_destroy(&w.lock);
+	OPENSSL_cleanse(&keys, sizeof(keys));
+	return r;
+}
+
+int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
+{
+	uint8_t secret[QFT_SECRET_SIZE];
+	char line[64];
+	unsigned port;
+	int lfd, n, r;
+
+	memset(ss, 0, sizeof(*ss));
+	ss->in_fd = in_fd;
+	ss->out_fd = out_fd;
+	ss->data_fd = -1;
+	pthread_mutex_init(&ss->lock, NULL);
+	/* No core file, no ptrace by other processes of the user: the
+	 * secret is about to be in memory. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		qft_warn("cannot make the process non-dumpable: %s",
+			 strerror(errno));
+
+	r = read_secret(in_fd, secret);
+	if (r < 0)
+		return r;
+	session_listen(&lfd, &port);
+	n = snprintf(line, sizeof(line), "QFTFS %u %u\n", QFT_VERSION, port);
+	r = write_all(out_fd, line, (size_t)n);
+	if (r < 0) {
+		qft_err("cannot report the port: %s", strerror(-r));
+		goto out_close;
+	}
+	r = session_wait(ss, lfd, secret);
+out_close:
+	/* Once the client is in, nobody else may even try. */
+	if (lfd >= 0)
+		close(lfd);
+	OPENSSL_cleanse(secret, sizeof(secret));
+	return r;
+}
+
+static void *watch_main(void *arg)
+{
+	struct srv_session *ss = arg;
+	char buf[256];
+
+	/* Cancellation (at exit) only inside read(2), never in a log call
+	 * holding stdio's lock. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	for (;;) {
+		ssize_t n;
+
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		n = read(ss->in_fd, buf, sizeof(buf));
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		/* Nothing is expected here over TCP; ignore it. */
+	}
+	pthread_mutex_lock(&ss->lock);
+	ss->channel_closed = true;
+	pthread_mutex_unlock(&ss->lock);
+	qft_debug("the ssh channel closed: the client is gone");
+	/* The request loop wakes with end of stream and the server exits. */
+	shutdown(ss->data_fd, SHUT_RDWR);
+	return NULL;
+}
+
+int srv_session_attach(struct srv_session *ss, struct qft_chan *chan)
+{
+	sigset_t all, old;
+	int r;
+
+	qft_chan_set_seal(chan, &ss->tx, &ss->rx);
+	if (ss->tunnel)
+		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&ss->watcher, NULL, watch_main, ss);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		qft_err("cannot watch the ssh channel: %s", strerror(r));
+		return -r;
+	}
+	ss->watching = true;
+	return 0;
+}
+
+bool srv_session_channel_closed(struct srv_session *ss)
+{
+	bool closed;
+
+	pthread_mutex_lock(&ss->lock);
+	closed = ss->channel_closed;
+	pthread_mutex_unlock(&ss->lock);
+	return closed;
+}
+
+void srv_session_free(struct srv_session *ss)
+{
+	if (ss->watching) {
+		/* Blocked in read(2), a cancellation point. */
+		pthread_cancel(ss->watcher);
+		pthread_join(ss->watcher, NULL);
+		ss->watching = false;
+	}
+	qft_seal_free(&ss->tx);
+	qft_seal_free(&ss->rx);
+	pthread_mutex_destroy(&ss->lock);
+}

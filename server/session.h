@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `qftfs-server --session`: the server end of the ssh bootstrap
+ * (docs/security.md, "How a remote mount is built").
+ *
+ *   1. read the 256-bit secret from stdin, the ssh channel: one line of 64
+ *      hex digits (30 s, or exit);
+ *   2. listen on an ephemeral port of the address sshd accepted the login
+ *      on (SSH_CONNECTION), and report "QFTFS <version> <port>" on stdout;
+ *   3. within 30 s, authenticate a client: a TCP connection to that port
+ *      (several handshakes may run at once, each with its own 5 s
+ *      deadline; a failure closes that connection and waiting goes on, up
+ *      to a cap), or the same handshake through stdin/stdout (the ssh
+ *      tunnel), which the client starts by writing to the channel;
+ *   4. close the listener and hand back the data plane with its record
+ *      keys.  Over TCP, a thread watches stdin: its end means the ssh
+ *      channel, and so the client, is gone, and it shuts the data socket
+ *      down so that the request loop ends.
+ *
+ * The secret and the session keys live only here, are never logged and
+ * are wiped once the record layer is keyed; the process is made
+ * non-dumpable before the secret is read.
+ *
+ * Error convention: 0 or a negative errno, logged before returning;
+ * -EINVAL means the secret line was malformed (exit status 2).
+ */
+#ifndef SRV_SESSION_H
+#define SRV_SESSION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "chan.h"
+#include "seal.h"
+
+struct srv_session {
+	int in_fd;              /* the ssh channel: stdin */
+	int out_fd;             /* and stdout */
+	int data_fd;            /* TCP data plane, or -1 for the tunnel */
+	bool tunnel;
+	enum qft_cipher cipher;
+	struct qft_seal tx;     /* server -> client */
+	struct qft_seal rx;     /* client -> server */
+
+	pthread_t watcher;
+	bool watching;          /* main thread only */
+	pthread_mutex_t lock;
+	bool channel_closed;    /* lock: stdin ended while serving over TCP */
+};
+
+/*
+ * Runs steps 1-4 on `in_fd`/`out_fd` (the protocol's copies of stdin and
+ * stdout).  On success the data plane is ss->data_fd (TCP) or the two
+ * descriptors themselves (tunnel), and ss->tx/rx are keyed.
+ */
+int srv_session_open(struct srv_session *ss, int in_fd, int out_fd);
+
+/*
+ * Seals `chan` (set up on the data plane's descriptors) and, over TCP,
+ * starts the stdin watcher.  Call before serving.
+ */
+int srv_session_attach(struct srv_session *ss, struct qft_chan *chan);
+
+/* True when the request loop ended because the ssh channel closed. */
+bool srv_session_channel_closed(struct srv_session *ss);
+
+/* Frees the seals; does not close the descriptors (the channel does). */
+void srv_session_free(struct srv_session *ss);
+
+#endif /* SRV_SESSION_H */
