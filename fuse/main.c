@@ -60,6 +60,8 @@ struct cmdline {
 	char *strict;
 	char *cipher;
 	char *transport;
+	char *window;
+	char *readahead;
 	int password_stdin;
 	int foreground;
 	int debug;
@@ -96,6 +98,8 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("StrictHostKeyChecking=%s", strict),
 	OPT("cipher=%s", cipher),
 	OPT("transport=%s", transport),
+	OPT("window=%s", window),
+	OPT("readahead=%s", readahead),
 	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -143,6 +147,10 @@ static void usage(void)
 "    -o commit=close|none   close() of a written file waits until the server\n"
 "                           has fdatasync'd it (close, default), or only until\n"
 "                           it has written it (none)\n"
+"    -o window=SIZE         unacknowledged write data per open file\n"
+"                           (K/M/G suffixes; default 16M, 0: synchronous)\n"
+"    -o readahead=SIZE      read-ahead per sequentially read file\n"
+"                           (default 16M)\n"
 "\n"
 "remote sources:\n"
 "    -o IdentityFile=FILE   private key to log in with (repeatable); tried\n"
@@ -529,6 +537,10 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 	fs.commit_none = cl.commit && strcmp(cl.commit, "none") == 0;
+	if (qc_fs_set_sizes(&fs, cl.window, cl.readahead) < 0) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
 	if (cl.server && !cl.server[strspn(cl.server, " \t")]) {
 		fprintf(stderr, "qftfs: empty server command\n");
 		ret = EXIT_USAGE;
@@ -670,6 +682,8 @@ out_free_args:
 	free(cl.strict);
 	free(cl.cipher);
 	free(cl.transport);
+	free(cl.window);
+	free(cl.readahead);
 	qc_remote_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();

@@ -11,12 +11,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
+#include <time.h>
 
 #include "conn.h"
 #include "errmap.h"
@@ -26,17 +30,94 @@
 #include "ops.h"
 #include "protocol.h"
 
+/* Read-ahead asks for what one READ carries, at multiples of that size. */
+#define RA_CHUNK        ((uint64_t)QFT_MAX_DATA)
+/* A new stream's credit; it doubles up to fs->readahead while the reader
+ * keeps consuming everything. */
+#define RA_CREDIT_START ((uint64_t)2 << 20)
+/* Read-ahead all handles together may hold: at least this, or two full
+ * windows. */
+#define RA_TOTAL_MIN    ((uint64_t)64 << 20)
+/* Chunks that one kernel read (at most RA_CHUNK bytes) can span. */
+#define RA_MAX_IOV      4
+
+struct qc_file;
+
 /*
- * One open file or directory.  The write-behind window of the bulk stream
- * (issue 4) and its sticky error will live here as well.
+ * One READ of a read-ahead stream.  It lives while it is on its file's
+ * list (listed), while its reply is awaited (!done) and while readers use
+ * its data (pins); ra_chunk_maybe_free frees it when none of these holds.
+ * Fields not marked immutable are guarded by the file's lock.
+ */
+struct ra_chunk {
+	struct ra_chunk *next;  /* file lock: the stream's list, by offset */
+	struct ra_chunk *snext; /* owned by the reader that made it: to send */
+	struct qc_file *f;      /* immutable */
+	uint64_t off;           /* immutable */
+	uint32_t len;           /* immutable: bytes asked for */
+	uint32_t got;           /* file lock: bytes received (< len: EOF) */
+	uint32_t served;        /* file lock: bytes handed to the kernel */
+	uint32_t charged;       /* file lock: its part of fs->ra_bytes */
+	unsigned pins;          /* file lock: readers using the data */
+	bool listed;            /* file lock */
+	bool done;              /* file lock: the reply (or error) is in */
+	int err;                /* file lock: the READ's error, -errno */
+	struct qc_reply rep;    /* file lock: the data, once done */
+};
+
+/*
+ * One open file or directory, with its two bulk streams.
+ *
+ * Write-behind: a WRITE is answered to the kernel as soon as it is sent;
+ * wb_bytes counts what the server has not acknowledged yet, bounded by
+ * fs->window.  The first failed WRITE's error is kept in werr and returned
+ * by every later write, fsync and flush until a flush reports it.
+ *
+ * Read-ahead: on the second read in a row that continues the previous one,
+ * READs for the chunks ahead of the reader are sent without waiting and
+ * their replies kept, in order, on ra_head..ra_tail; reads inside that
+ * window are served from them, anything else stops the stream.
+ *
+ * The callbacks of both (wb_done, ra_done) run on the connection's reader
+ * thread and take only `lock`, which nobody holds while sending or waiting
+ * for a reply.  `async` counts the calls not completed yet (and readers
+ * that still use chunks after answering the kernel, which may release the
+ * file as soon as it has the answer): a released file is freed by whoever
+ * brings it to zero.  Lock order: the node table's lock, then a file's
+ * lock.
  */
 struct qc_file {
 	struct qn_file nf;      /* first: node link and protocol handle */
-	bool dir;
+	struct qc_fs *fs;       /* immutable */
+	bool dir;               /* immutable */
 	pthread_mutex_t lock;
+	pthread_cond_t cond;    /* lock: an async call completed */
 	bool written;           /* lock: written since the last FLUSH */
 	int werr;               /* lock: sticky write error, -errno or 0 */
+	uint64_t wb_bytes;      /* lock: WRITE bytes sent, not answered */
+	uint64_t wb_issued;     /* lock: WRITEs sent (or about to be) */
+	uint64_t wb_answered;   /* lock: ... and completed */
+	unsigned async;         /* lock: async calls not completed, and
+				 * reads still unpinning after their reply */
+	bool closing;           /* lock: released; the last completion frees */
+	uint64_t ra_next;       /* lock: where a sequential read begins next */
+	bool ra_on;             /* lock: a read-ahead stream runs */
+	bool ra_eof;            /* lock: a chunk came back short */
+	uint64_t ra_pos;        /* lock: furthest end of a read in the stream */
+	uint64_t ra_end;        /* lock: end of the last chunk asked for */
+	uint64_t ra_credit;     /* lock: how far past ra_pos it may ask; kept
+				 * across streams, halved by writes that
+				 * waste it, doubled by a reader using it */
+	uint64_t ra_eaten;      /* lock: consumed since the credit last grew */
+	struct ra_chunk *ra_head; /* lock */
+	struct ra_chunk *ra_tail; /* lock */
+	uint64_t nocap_until;   /* lock: CLOCK_MONOTONIC ns until which the
+				 * node is known to have no file capability */
 };
+
+/* Bumped by every change of XATTR_CAPS through the mount, so that a
+ * GETXATTR answered meanwhile is not remembered. */
+static atomic_uint_fast64_t caps_gen;
 
 static struct qc_fs *fs_of(fuse_req_t req)
 {
@@ -126,34 +207,111 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		qn_forget(&fs->nodes, n, 1);
 }
 
-static struct qc_file *file_new(bool dir)
+static struct qc_file *file_new(struct qc_fs *fs, bool dir)
 {
 	struct qc_file *f = calloc(1, sizeof(*f));
 
 	if (!f)
 		return NULL;
+	f->fs = fs;
 	f->dir = dir;
+	/* No read continues "the previous one" before there is one. */
+	f->ra_next = UINT64_MAX;
+	f->ra_credit = RA_CREDIT_START;
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
 	return f;
 }
 
+/* Frees c once nothing holds it any more; file lock held (or f unshared). */
+static void ra_chunk_maybe_free(struct ra_chunk *c)
+{
+	if (c->listed || !c->done || c->pins)
+		return;
+	atomic_fetch_sub(&c->f->fs->ra_bytes, c->charged);
+	qc_reply_free(&c->rep);
+	free(c);
+}
+
+static void ra_unlink_head(struct qc_file *f)
+{
+	struct ra_chunk *c = f->ra_head;
+
+	f->ra_head = c->next;
+	if (!f->ra_head)
+		f->ra_tail = NULL;
+	c->next = NULL;
+	c->listed = false;
+	ra_chunk_maybe_free(c);
+}
+
+/*
+ * Ends the read-ahead stream and drops its data; chunks still awaited are
+ * freed by their completion, chunks in use by their last reader.  Another
+ * stream needs two reads in a row again.
+ */
+static void ra_stop(struct qc_file *f)
+{
+	while (f->ra_head)
+		ra_unlink_head(f);
+	f->ra_on = false;
+	f->ra_eof = false;
+	f->ra_next = UINT64_MAX;
+}
+
+/* Once no request can refer to f any more (f->async == 0). */
 static void file_free(struct qc_file *f)
 {
+	/* Written through a mapping after the last close(), say: nobody is
+	 * left to be told, so at least the log is. */
+	if (f->werr)
+		qft_warn("a write to a released file failed: %s",
+			 strerror(-f->werr));
+	ra_stop(f);
+	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
 
-/* After the last reference: the handle goes back to the server. */
+/*
+ * Completes one async call of f: wakes whoever waits for it, releases the
+ * lock (held on entry), and frees f if it was released and this was its
+ * last call.  f must not be touched after this.
+ */
+static void file_async_done(struct qc_file *f)
+{
+	bool last;
+
+	f->async--;
+	last = f->closing && f->async == 0;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	if (last)
+		file_free(f);
+}
+
+/*
+ * After the last reference: the handle goes back to the server.  CLOSE
+ * needs no waiting (the server runs it after the WRITEs before it), but
+ * the file lives on until the completions that refer to it have run.
+ */
 static void file_close(struct qc_fs *fs, struct qc_file *f)
 {
 	struct qft_msg m;
+	bool last;
 
 	qft_msg_init(&m, QFT_OP_CLOSE, 0);
 	m.handle = f->nf.handle;
 	(void)qc_send_noreply(fs->conn, &m);
 	/* Reusable now: the server sees this CLOSE before any later bind. */
 	qc_handle_free(fs->conn, f->nf.handle);
-	file_free(f);
+	pthread_mutex_lock(&f->lock);
+	ra_stop(f);
+	f->closing = true;
+	last = f->async == 0;
+	pthread_mutex_unlock(&f->lock);
+	if (last)
+		file_free(f);
 }
 
 static void file_put(struct qc_fs *fs, struct qc_file *f)
@@ -166,6 +324,50 @@ static void file_release(struct qc_fs *fs, struct qc_file *f)
 {
 	if (qn_file_detach(&fs->nodes, &f->nf))
 		file_close(fs, f);
+}
+
+/*
+ * Drops the read-ahead data of every open file of n, which a write or a
+ * truncation through this mount has just made stale.  Called after that
+ * request was sent, so a chunk asked for later is fresh, and before the
+ * kernel hears back, so no read issued after it can be served old data.
+ */
+static void ra_invalidate(struct qc_fs *fs, struct qn_node *n)
+{
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (struct qn_file *nf = n ? n->files : NULL; nf; nf = nf->next) {
+		struct qc_file *f = (struct qc_file *)nf;
+
+		bool wasted = false;
+
+		if (f->dir)
+			continue;
+		pthread_mutex_lock(&f->lock);
+		/*
+		 * Read-ahead thrown away unread means reads and writes take
+		 * turns on this file: ask less far ahead next time, down to
+		 * one chunk, so that each turn does not refetch a window.
+		 */
+		for (struct ra_chunk *c = f->ra_head; c; c = c->next)
+			wasted |= !c->done || c->served < c->got;
+		if (wasted && f->ra_credit / 2 >= RA_CHUNK)
+			f->ra_credit /= 2;
+		ra_stop(f);
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+/* The same for the node of an open file (whose node is stable while the
+ * kernel holds the file, but read under the table lock all the same). */
+static void ra_invalidate_file(struct qc_fs *fs, struct qc_file *f)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	n = f->nf.node;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	ra_invalidate(fs, n);
 }
 
 /*
@@ -192,11 +394,24 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 
 static void qc_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct qc_fs *fs = userdata;
+
+	if (!fs->sizes_set) {
+		fs->window = QC_WINDOW_DEFAULT;
+		fs->readahead = QC_READAHEAD_DEFAULT;
+		fs->sizes_set = true;
+	}
 	/* libfuse asks the kernel for enough pages per request (max_pages)
 	 * to carry this, and clamps it to its own buffer. */
 	conn->max_write = QFT_MAX_DATA;
-	if (conn->max_readahead > QFT_MAX_DATA)
-		conn->max_readahead = QFT_MAX_DATA;
+	/*
+	 * The kernel offers the most read-ahead it will do (its bdi's
+	 * ra_pages) and only ever lowers it to what we answer, so keep its
+	 * offer.  Reads of its read-ahead are sent in parallel (async_read)
+	 * and served from our own, deeper, read-ahead stream.
+	 */
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
 	/* Read-ahead and async direct I/O are background requests; allow
 	 * enough of them to keep the connection busy. */
 	conn->max_background = 64;
@@ -365,6 +580,9 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	set_str(&m.path, path);
 	r = qc_call(fs->conn, &m, &rep);
 	file_put(fs, borrowed);
+	/* Even a failed truncation may have cut the file. */
+	if (m.valid & QFT_SET_SIZE)
+		ra_invalidate(fs, node_of(fs, ino));
 	if (r < 0)
 		goto out_err;
 	reply_attr(req, fs, node_of(fs, ino), &rep.msg.attr);
@@ -582,7 +800,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
-	f = file_new(false);
+	f = file_new(fs, false);
 	if (!f) {
 		r = -ENOMEM;
 		goto out_err;
@@ -595,6 +813,9 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	set_str(&m.path, path);
 	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
 	r = qc_call(fs->conn, &m, &rep);
+	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
+	if (m.opflags & QFT_O_TRUNC)
+		ra_invalidate(fs, node_of(fs, ino));
 	if (r < 0)
 		goto out_free_handle;
 
@@ -636,7 +857,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((r = check_name(name)) < 0 ||
 	    (r = node_path(fs, parent, NULL, path)) < 0)
 		goto out_err;
-	f = file_new(false);
+	f = file_new(fs, false);
 	if (!f) {
 		r = -ENOMEM;
 		goto out_err;
@@ -681,18 +902,17 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
+		       size_t size, uint64_t off)
 {
-	struct qc_fs *fs = fs_of(req);
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
 
 	qft_msg_init(&m, QFT_OP_READ, 0);
-	m.handle = file_of(fi)->nf.handle;
-	m.offset = (uint64_t)off;
-	m.length = size < QFT_MAX_DATA ? size : QFT_MAX_DATA;
+	m.handle = f->nf.handle;
+	m.offset = off;
+	m.length = size;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
@@ -702,41 +922,397 @@ static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	qc_reply_free(&rep);
 }
 
+/*
+ * Whether a read of [off, end) belongs to the read-ahead stream: it starts
+ * one on the second read in a row that begins where the previous ended,
+ * and stops it on a read outside its window (random access).  Reads inside
+ * the window are accepted in any order, since the kernel's parallel
+ * read-ahead requests reach us in whatever order our threads take them.
+ * File lock held.
+ */
+static bool ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
+		     uint64_t end)
+{
+	if (f->ra_on) {
+		uint64_t lo = f->ra_head ? f->ra_head->off : f->ra_end;
+
+		if (off < lo || off > f->ra_end) {
+			qft_debug("handle %llu: read at %llu outside the "
+				  "read-ahead window, stopped",
+				  (unsigned long long)f->nf.handle,
+				  (unsigned long long)off);
+			ra_stop(f);
+			f->ra_next = end;
+			f->ra_credit = RA_CREDIT_START;
+			return false;
+		}
+	} else {
+		bool seq = off == f->ra_next;
+
+		f->ra_next = end;
+		if (!seq)
+			return false;
+		qft_debug("handle %llu: sequential reads, read-ahead from %llu",
+			  (unsigned long long)f->nf.handle,
+			  (unsigned long long)off);
+		f->ra_on = true;
+		f->ra_eof = false;
+		f->ra_end = off;
+		f->ra_pos = off;
+		if (f->ra_credit > fs->readahead)
+			f->ra_credit = fs->readahead;
+		f->ra_eaten = 0;
+	}
+	if (end > f->ra_pos)
+		f->ra_pos = end;
+	/* Chunks a whole chunk behind the reader were skipped, not read. */
+	while (f->ra_head && f->ra_head->off + f->ra_head->len + RA_CHUNK <= off)
+		ra_unlink_head(f);
+	return true;
+}
+
+/*
+ * Adds chunks up to `ra_credit` past the reader and returns them, linked
+ * by snext, for the caller to send once it dropped the lock.  What the
+ * reader asked for is always requested; beyond it only within the budget
+ * of all handles together.  File lock held.
+ */
+static struct ra_chunk *ra_fill(struct qc_fs *fs, struct qc_file *f)
+{
+	uint64_t want = f->ra_pos + f->ra_credit;
+	uint64_t budget = 2 * fs->readahead > RA_TOTAL_MIN ?
+		2 * fs->readahead : RA_TOTAL_MIN;
+	struct ra_chunk *first = NULL, **tail = &first;
+
+	while (!f->ra_eof && f->ra_end < want) {
+		uint64_t len = RA_CHUNK - f->ra_end % RA_CHUNK;
+		struct ra_chunk *c;
+
+		if (f->ra_end >= f->ra_pos &&
+		    atomic_load(&fs->ra_bytes) + len > budget)
+			break;
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			break;
+		c->f = f;
+		c->off = f->ra_end;
+		c->len = (uint32_t)len;
+		c->charged = (uint32_t)len;
+		c->listed = true;
+		atomic_fetch_add(&fs->ra_bytes, len);
+		if (f->ra_tail)
+			f->ra_tail->next = c;
+		else
+			f->ra_head = c;
+		f->ra_tail = c;
+		f->ra_end += len;
+		f->async++;
+		*tail = c;
+		tail = &c->snext;
+	}
+	return first;
+}
+
+static void ra_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct ra_chunk *c = ctx;
+	struct qc_file *f = c->f;
+
+	if (err == 0 && rep->msg.data.len > c->len) {
+		qft_err("server sent %u bytes for a READ of %u",
+			rep->msg.data.len, c->len);
+		err = -EIO;
+	}
+	pthread_mutex_lock(&f->lock);
+	c->done = true;
+	c->err = err;
+	if (err == 0) {
+		c->got = rep->msg.data.len;
+		c->rep = *rep;
+		memset(rep, 0, sizeof(*rep));
+		/* The server answers short only at the end of the file. */
+		if (c->got < c->len && c->listed)
+			f->ra_eof = true;
+	}
+	/* Readers parked at the end of a file must not hold budget for
+	 * data that never came. */
+	atomic_fetch_sub(&f->fs->ra_bytes, c->charged - c->got);
+	c->charged = c->got;
+	ra_chunk_maybe_free(c);
+	file_async_done(f);
+}
+
+static void ra_send(struct qc_fs *fs, struct qc_file *f, struct ra_chunk *c)
+{
+	while (c) {
+		/* Once sent, the chunk may be completed and freed. */
+		struct ra_chunk *next = c->snext;
+		struct qft_msg m;
+
+		qft_msg_init(&m, QFT_OP_READ, 0);
+		m.handle = f->nf.handle;
+		m.offset = c->off;
+		m.length = c->len;
+		(void)qc_call_async(fs->conn, &m, ra_done, c);
+		c = next;
+	}
+}
+
+/*
+ * Pins the chunks that cover [off, end) and returns how many, or 0 (and
+ * pins nothing) when they do not cover it.  A chunk known to end the file
+ * or to have failed covers everything after it.  File lock held.
+ */
+static int ra_pin(struct qc_file *f, uint64_t off, uint64_t end,
+		  struct ra_chunk **pinned)
+{
+	uint64_t pos = off;
+	int n = 0;
+
+	for (struct ra_chunk *c = f->ra_head; c && pos < end; c = c->next) {
+		if (c->off + c->len <= pos)
+			continue;
+		if (c->off > pos || n == RA_MAX_IOV)
+			break;
+		pinned[n++] = c;
+		pos = c->off + c->len;
+		if (c->done && (c->err || c->got < c->len))
+			pos = end;
+	}
+	if (pos < end)
+		return 0;
+	for (int i = 0; i < n; i++)
+		pinned[i]->pins++;
+	return n;
+}
+
+/*
+ * Points `iov` at the bytes of [off, end) in the pinned chunks (all done)
+ * and counts them as consumed.  Returns the byte count, which is short
+ * only where the file ends, or a chunk's error: a failed READ is never
+ * passed off as end of file.  File lock held.
+ */
+static ssize_t ra_collect(struct qc_fs *fs, struct qc_file *f, uint64_t off,
+			  uint64_t end, struct ra_chunk **pinned, int npin,
+			  struct iovec *iov, int *niov)
+{
+	uint64_t pos = off;
+
+	*niov = 0;
+	for (int i = 0; i < npin && pos < end; i++) {
+		struct ra_chunk *c = pinned[i];
+		uint64_t in = pos - c->off, n;
+
+		if (c->err) {
+			ra_stop(f);
+			return c->err;
+		}
+		if (in >= c->got)
+			break;
+		n = c->got - in < end - pos ? c->got - in : end - pos;
+		iov[*niov].iov_base = (void *)(c->rep.msg.data.p + in);
+		iov[*niov].iov_len = n;
+		(*niov)++;
+		c->served += (uint32_t)n;
+		pos += n;
+		if (c->got < c->len)
+			break;
+	}
+	/* Consumed chunks go; each credit's worth consumed doubles it. */
+	while (f->ra_head && f->ra_head->done && !f->ra_head->err &&
+	       f->ra_head->served >= f->ra_head->got) {
+		f->ra_eaten += f->ra_head->len;
+		ra_unlink_head(f);
+	}
+	if (f->ra_on && f->ra_eaten >= f->ra_credit &&
+	    f->ra_credit < fs->readahead) {
+		f->ra_credit = 2 * f->ra_credit < fs->readahead ?
+			2 * f->ra_credit : fs->readahead;
+		f->ra_eaten = 0;
+	}
+	return (ssize_t)(pos - off);
+}
+
+static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct qc_fs *fs = fs_of(req);
+	struct qc_file *f = file_of(fi);
+	struct ra_chunk *pinned[RA_MAX_IOV], *fresh = NULL;
+	struct iovec iov[RA_MAX_IOV];
+	uint64_t start = (uint64_t)off, end;
+	int npin = 0, niov = 0;
+	ssize_t got;
+
+	/* The kernel never asks for more than max_read; a larger request
+	 * would just see a short read. */
+	if (size > QFT_MAX_DATA)
+		size = QFT_MAX_DATA;
+	end = start + size;
+	if (size == 0 || fs->readahead == 0 || off < 0) {
+		read_plain(req, fs, f, size, start);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (ra_admit(fs, f, start, end)) {
+		fresh = ra_fill(fs, f);
+		npin = ra_pin(f, start, end, pinned);
+	}
+	pthread_mutex_unlock(&f->lock);
+	ra_send(fs, f, fresh);
+	if (npin == 0) {
+		read_plain(req, fs, f, size, start);
+		return;
+	}
+
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < npin; i++)
+		while (!pinned[i]->done)
+			pthread_cond_wait(&f->cond, &f->lock);
+	got = ra_collect(fs, f, start, end, pinned, npin, iov, &niov);
+	if (got > 0) {
+		/* Once the kernel has its reply it may release the file while
+		 * we still unpin: hold it like an async call. */
+		f->async++;
+		pthread_mutex_unlock(&f->lock);
+		fuse_reply_iov(req, iov, niov);
+		pthread_mutex_lock(&f->lock);
+	}
+	for (int i = 0; i < npin; i++) {
+		pinned[i]->pins--;
+		ra_chunk_maybe_free(pinned[i]);
+	}
+	if (got > 0) {
+		file_async_done(f);
+		return;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (got < 0)
+		fuse_reply_err(req, (int)-got);
+	else
+		/* Nothing at all where the stream saw the end: ask the
+		 * server, in case the file grew since. */
+		read_plain(req, fs, f, size, start);
+}
+
+/* One WRITE in flight, for its completion. */
+struct wb_write {
+	struct qc_file *f;
+	uint32_t len;
+};
+
+static void wb_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct wb_write *w = ctx;
+	struct qc_file *f = w->f;
+
+	if (err == 0 && rep->msg.count != w->len) {
+		/* Already answered in full to the kernel: data is lost. */
+		qft_err("server wrote %llu bytes of %u",
+			(unsigned long long)rep->msg.count, w->len);
+		err = -EIO;
+	}
+	pthread_mutex_lock(&f->lock);
+	f->wb_bytes -= w->len;
+	f->wb_answered++;
+	if (err < 0 && f->werr == 0)
+		f->werr = err;
+	free(w);
+	file_async_done(f);
+}
+
 static void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	struct qc_file *f = file_of(fi);
-	struct qc_reply rep;
+	struct wb_write *w;
 	struct qft_msg m;
+	uint32_t len;
 	int r;
 
-	/* Flagged before sending, so a FLUSH that races with this write
-	 * is never skipped. */
+	/* The kernel never sends more than max_write; a larger request
+	 * would just see a short write. */
+	len = (uint32_t)(size < QFT_MAX_DATA ? size : QFT_MAX_DATA);
+	if (len == 0) {
+		fuse_reply_write(req, 0);
+		return;
+	}
+	w = malloc(sizeof(*w));
+	if (!w) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	w->f = f;
+	w->len = len;
+
 	pthread_mutex_lock(&f->lock);
-	f->written = true;
+	/* Room in the window; a write larger than it goes alone. */
+	while (f->werr == 0 && f->wb_bytes > 0 &&
+	       f->wb_bytes + len > fs->window)
+		pthread_cond_wait(&f->cond, &f->lock);
+	r = f->werr;
+	if (r == 0) {
+		/* Flagged before sending, so a FLUSH that races with this
+		 * write is never skipped. */
+		f->written = true;
+		f->wb_bytes += len;
+		f->wb_issued++;
+		f->async++;
+	}
 	pthread_mutex_unlock(&f->lock);
+	if (r < 0) {
+		/* Data already lost on this handle: no later write may look
+		 * like it succeeded. */
+		free(w);
+		fuse_reply_err(req, -r);
+		return;
+	}
 
 	qft_msg_init(&m, QFT_OP_WRITE, 0);
 	m.handle = f->nf.handle;
 	m.offset = (uint64_t)off;
 	m.data.p = (const uint8_t *)buf;
-	/* The kernel never sends more than max_write; a larger request
-	 * would just see a short write. */
-	m.data.len = (uint32_t)(size < QFT_MAX_DATA ? size : QFT_MAX_DATA);
-	r = qc_call(fs->conn, &m, &rep);
+	m.data.len = len;
+	/* On failure wb_done has run and made the error sticky. */
+	r = qc_call_async(fs->conn, &m, wb_done, w);
+	ra_invalidate_file(fs, f);
+	if (r == 0 && fs->window == 0) {
+		/* No write-behind: answer once the server did. */
+		pthread_mutex_lock(&f->lock);
+		while (f->wb_bytes > 0)
+			pthread_cond_wait(&f->cond, &f->lock);
+		r = f->werr;
+		pthread_mutex_unlock(&f->lock);
+	}
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (rep.msg.count > m.data.len) {
-		qft_err("server wrote %llu bytes of %u",
-			(unsigned long long)rep.msg.count, m.data.len);
-		fuse_reply_err(req, EIO);
-	} else {
-		fuse_reply_write(req, (size_t)rep.msg.count);
-	}
-	qc_reply_free(&rep);
+	fuse_reply_write(req, len);
+}
+
+/*
+ * FLUSH and FSYNC are sent at once, behind the WRITEs in flight, not after
+ * draining them: the server executes them after those WRITEs, so their
+ * success covers them, and a drain would cost a round trip per close().
+ * Their reply is then matched up with the answers to every WRITE issued
+ * before them (today those arrived first, replies being in order; the wait
+ * keeps that true if the server ever answers out of order), so a WRITE's
+ * error is in werr when the result is decided.
+ */
+static int wb_collect(struct qc_file *f, uint64_t issued, bool clear)
+{
+	int werr;
+
+	pthread_mutex_lock(&f->lock);
+	while (f->wb_answered < issued)
+		pthread_cond_wait(&f->cond, &f->lock);
+	werr = f->werr;
+	if (clear)
+		f->werr = 0;
+	pthread_mutex_unlock(&f->lock);
+	return werr;
 }
 
 static void qc_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -745,14 +1321,15 @@ static void qc_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct qc_file *f = file_of(fi);
 	struct qc_reply rep;
 	struct qft_msg m;
+	uint64_t issued;
 	bool written;
 	int r, werr;
 
 	pthread_mutex_lock(&f->lock);
 	written = f->written;
 	werr = f->werr;
+	issued = f->wb_issued;
 	f->written = false;
-	f->werr = 0;
 	pthread_mutex_unlock(&f->lock);
 	/* close() of a file that was only read costs no round trip. */
 	if (!written && werr == 0) {
@@ -763,11 +1340,11 @@ static void qc_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = f->nf.handle;
 	m.opflags = fs->commit_none ? QFT_FLUSH_NOSYNC : 0;
 	r = qc_call(fs->conn, &m, &rep);
-	if (r == 0) {
+	if (r == 0)
 		qc_reply_free(&rep);
-		r = werr;
-	}
-	fuse_reply_err(req, -r);
+	/* Reported here, so cleared, as the server's FLUSH clears its own. */
+	werr = wb_collect(f, issued, true);
+	fuse_reply_err(req, werr ? -werr : -r);
 }
 
 static void qc_release(fuse_req_t req, fuse_ino_t ino,
@@ -781,17 +1358,24 @@ static void qc_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
+	struct qc_file *f = file_of(fi);
 	struct qc_reply rep;
 	struct qft_msg m;
-	int r;
+	uint64_t issued;
+	int r, werr;
 
+	pthread_mutex_lock(&f->lock);
+	issued = f->wb_issued;
+	pthread_mutex_unlock(&f->lock);
 	qft_msg_init(&m, QFT_OP_FSYNC, 0);
-	m.handle = file_of(fi)->nf.handle;
+	m.handle = f->nf.handle;
 	m.opflags = datasync ? QFT_FSYNC_DATASYNC : 0;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
-	fuse_reply_err(req, -r);
+	/* Kept for the flush at close as well. */
+	werr = wb_collect(f, issued, false);
+	fuse_reply_err(req, werr ? -werr : -r);
 }
 
 static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -808,7 +1392,7 @@ static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
-	f = file_new(true);
+	f = file_new(fs, true);
 	if (!f) {
 		r = -ENOMEM;
 		goto out_err;
@@ -1020,6 +1604,59 @@ static void qc_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+#define XATTR_CAPS "security.capability"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The kernel asks for XATTR_CAPS before every write(2) to a file (FUSE
+ * mounts are not SB_NOSEC, so file_remove_privs checks each time), which
+ * would make every write wait a round trip and undo write-behind.  The
+ * server's "none" is remembered on the node's open files for attr_timeout
+ * seconds, the trust the kernel already gives the cached mode bits when it
+ * clears set-id bits on write, and forgotten as soon as the name is set or
+ * removed through this mount.  attr_timeout=0 turns this off.
+ */
+static bool nocap_known(struct qc_fs *fs, fuse_ino_t ino)
+{
+	struct qn_node *n = node_of(fs, ino);
+	uint64_t now = now_ns();
+	bool known = false;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (struct qn_file *nf = n->files; nf && !known; nf = nf->next) {
+		struct qc_file *f = (struct qc_file *)nf;
+
+		pthread_mutex_lock(&f->lock);
+		known = now < f->nocap_until;
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return known;
+}
+
+/* Remembers (until > 0) or forgets (0) that ino has no capability. */
+static void nocap_set(struct qc_fs *fs, fuse_ino_t ino, uint64_t until)
+{
+	struct qn_node *n = node_of(fs, ino);
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	for (struct qn_file *nf = n->files; nf; nf = nf->next) {
+		struct qc_file *f = (struct qc_file *)nf;
+
+		pthread_mutex_lock(&f->lock);
+		f->nocap_until = until;
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
 static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -1027,6 +1664,7 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char path[QFT_MAX_PATH + 1];
 	struct qc_reply rep;
 	struct qft_msg m;
+	bool caps;
 	int r;
 
 	qft_msg_init(&m, QFT_OP_SETXATTR, 0);
@@ -1053,16 +1691,22 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	set_str(&m.xname, name);
 	m.data.p = (const uint8_t *)value;
 	m.data.len = (uint32_t)size;
+	caps = strcmp(name, XATTR_CAPS) == 0;
+	if (caps)
+		atomic_fetch_add(&caps_gen, 1);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
+	if (caps)
+		nocap_set(fs, ino, 0);
 out:
 	fuse_reply_err(req, -r);
 }
 
-/* GETXATTR and LISTXATTR: size 0 asks for the size only. */
-static void xattr_query(fuse_req_t req, struct qft_msg *m, fuse_ino_t ino,
-			size_t size, size_t max)
+/* GETXATTR and LISTXATTR: size 0 asks for the size only.  Returns what
+ * was answered: 0 or the negative errno. */
+static int xattr_query(fuse_req_t req, struct qft_msg *m, fuse_ino_t ino,
+		       size_t size, size_t max)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -1077,31 +1721,43 @@ static void xattr_query(fuse_req_t req, struct qft_msg *m, fuse_ino_t ino,
 	r = qc_call(fs->conn, m, &rep);
 	if (r < 0)
 		goto out_err;
-	if (size == 0)
+	if (size == 0) {
 		fuse_reply_xattr(req, (size_t)rep.msg.count);
-	else if (rep.msg.data.len > size)
+	} else if (rep.msg.data.len > size) {
+		r = -ERANGE;
 		fuse_reply_err(req, ERANGE);
-	else
+	} else {
 		fuse_reply_buf(req, (const char *)rep.msg.data.p,
 			       rep.msg.data.len);
+	}
 	qc_reply_free(&rep);
-	return;
+	return r;
 out_err:
 	fuse_reply_err(req, -r);
+	return r;
 }
 
 static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
+	struct qc_fs *fs = fs_of(req);
+	bool caps = strcmp(name, XATTR_CAPS) == 0;
+	uint64_t gen = atomic_load(&caps_gen), start = now_ns();
 	struct qft_msg m;
 
 	if (strlen(name) > QFT_MAX_XATTR_NAME) {
 		fuse_reply_err(req, ERANGE);
 		return;
 	}
+	if (caps && nocap_known(fs, ino)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
 	set_str(&m.xname, name);
-	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE);
+	if (xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE) == -ENODATA &&
+	    caps && fs->attr_timeout > 0 && atomic_load(&caps_gen) == gen)
+		nocap_set(fs, ino, start + (uint64_t)(fs->attr_timeout * 1e9));
 }
 
 static void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -1118,6 +1774,7 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	char path[QFT_MAX_PATH + 1];
 	struct qc_reply rep;
 	struct qft_msg m;
+	bool caps;
 	int r;
 
 	if (strlen(name) > QFT_MAX_XATTR_NAME) {
@@ -1130,9 +1787,16 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	qft_msg_init(&m, QFT_OP_REMOVEXATTR, 0);
 	set_str(&m.path, path);
 	set_str(&m.xname, name);
+	/* Removing it cannot make a capability appear, but a GETXATTR
+	 * answered around it says nothing reliable either way. */
+	caps = strcmp(name, XATTR_CAPS) == 0;
+	if (caps)
+		atomic_fetch_add(&caps_gen, 1);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
+	if (caps)
+		nocap_set(fs, ino, 0);
 out:
 	fuse_reply_err(req, -r);
 }
@@ -1172,8 +1836,51 @@ static void qc_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
+	/* Punched or zeroed ranges, or a grown file, change what reads see. */
+	ra_invalidate_file(fs, f);
 out:
 	fuse_reply_err(req, -r);
+}
+
+static int parse_size(const char *name, const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	uint64_t unit = 1;
+	char *end;
+
+	if (!s)
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || *s == '-' || *s == '+' || errno)
+		goto out_bad;
+	switch (*end) {
+	case 'k': case 'K': unit = (uint64_t)1 << 10; end++; break;
+	case 'm': case 'M': unit = (uint64_t)1 << 20; end++; break;
+	case 'g': case 'G': unit = (uint64_t)1 << 30; end++; break;
+	}
+	if (*end || v > QC_STREAM_SIZE_MAX / unit)
+		goto out_bad;
+	*out = v * unit;
+	return 0;
+out_bad:
+	fprintf(stderr, "qftfs: invalid %s '%s': expected a size in bytes "
+		"with an optional K, M or G suffix, at most 1G\n", name, s);
+	return -EINVAL;
+}
+
+int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
+		    const char *readahead)
+{
+	uint64_t w = QC_WINDOW_DEFAULT, ra = QC_READAHEAD_DEFAULT;
+
+	if (parse_size("window", window, &w) < 0 ||
+	    parse_size("readahead", readahead, &ra) < 0)
+		return -EINVAL;
+	fs->window = w;
+	fs->readahead = ra;
+	fs->sizes_set = true;
+	return 0;
 }
 
 /* The server is gone or going: nothing to close there any more. */
@@ -1185,6 +1892,10 @@ static void drop_file(struct qn_file *nf)
 void qc_fs_destroy(struct qc_fs *fs)
 {
 	qn_table_destroy(&fs->nodes, drop_file);
+	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
+	if (atomic_load(&fs->ra_bytes) != 0)
+		qft_warn("read-ahead accounting is off by %llu bytes",
+			 (unsigned long long)atomic_load(&fs->ra_bytes));
 }
 
 const struct fuse_lowlevel_ops qc_ops = {
