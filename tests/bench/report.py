@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Turns a results.json of the benchmark into results.md and chart.png.
+
+    report.py RESULTS_JSON        (rewrites both beside it)
+
+bench.py calls this itself at the end of a run; run it by hand to redraw
+the outputs of an older run.
+"""
+import json
+import os
+import sys
+import textwrap
+
+STATUS_BAD = ("FAILED", "TIMEOUT")
+
+
+def add_ratios(doc):
+    """Fills link_pct (goodput vs. iperf3 on the same link and direction)
+    and vs_sshfs (sshfs seconds / these seconds: > 1 is faster than sshfs)
+    in every run that has the figures to compare."""
+    iperf, sshfs = {}, {}
+    for r in doc["runs"]:
+        if r.get("status") != "ok":
+            continue
+        if r["tool"] == "iperf3":
+            iperf[(r["link"], r["direction"])] = r["goodput_mbit"]
+        elif r["tool"] == "sshfs":
+            sshfs[(r["link"], r["data"], r["direction"], r["pass"])] = r["seconds"]
+    for r in doc["runs"]:
+        if r["tool"] == "iperf3":
+            continue
+        r.pop("link_pct", None)
+        r.pop("vs_sshfs", None)
+        if r.get("status") != "ok":
+            continue
+        g = iperf.get((r["link"], r["direction"]))
+        if g and r.get("mb_s"):
+            r["link_pct"] = round(r["mb_s"] * 8 / g * 100, 1)
+        s = sshfs.get((r["link"], r["data"], r["direction"], r["pass"]))
+        if s and r.get("seconds"):
+            r["vs_sshfs"] = round(s / r["seconds"], 2)
+
+
+def fmt(v, nd=1):
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def mib(kib):
+    return None if kib is None else round(kib / 1024, 1)
+
+
+def link_title(doc_run):
+    rtt, rate = doc_run["rtt_ms"], doc_run["rate_mbit"]
+    return (f"{rate} Mbit/s, {rtt} ms round trip" if rate
+            else "unlimited veth, no added delay")
+
+
+def ordered(seq):
+    out = []
+    for x in seq:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def write_md(doc, path):
+    runs = doc["runs"]
+    h = doc.get("host", {})
+    v = h.get("versions", {})
+    L = []
+    L.append("# qftfs benchmark results\n")
+    L.append(f"- command: `{doc['command']}`")
+    L.append(f"- date: {doc['date']}")
+    L.append(f"- machine: {h.get('cpus')} CPUs ({h.get('cpu_model')}), "
+             f"{h.get('mem_gib')} GiB RAM, kernel {h.get('kernel')}, "
+             f"load average at start {' '.join(h.get('loadavg_at_start', []))}")
+    L.append(f"- link emulation: {doc['backend']} (`{doc['link_cmd']}`), server host "
+             f"{doc['server_host']} in netns {doc['netns']}")
+    L.append(f"- qftfs {v.get('qftfs_git')}; {v.get('ssh')}; {v.get('sshfs', '').split(' / ')[0]}; "
+             f"{v.get('rsync', '').split(' / ')[0]}; {v.get('iperf3', '').split(' / ')[0]}")
+    L.append(f"- ssh cipher for sshfs, scp and rsync: {doc['ssh_cipher']}; per-copy timeout "
+             f"{doc['timeout_s']} s; CPU from cgroup {doc.get('cgroup')} cpu.stat")
+    for n in doc.get("notes", []):
+        L.append(f"- note: {n}")
+    L.append("")
+    L.append("Columns: s = wall seconds of the copy command; MB/s = 10^6 bytes/s of "
+             "file data; % link = that rate over iperf3's goodput on the same link and "
+             "direction; x sshfs = sshfs seconds / these seconds (> 1: faster than "
+             "sshfs); CPU = CPU seconds (user+system) of the client tool's process tree "
+             "and of the server-side processes; RSS = sum of the peak resident set "
+             "(VmHWM) of those processes, MiB.  Mount tools (sshfs, qftfs) are driven "
+             "with `cp`, whose own CPU is in results.json as app_cpu_s.\n")
+    for link in ordered(r["link"] for r in runs):
+        lr = [r for r in runs if r["link"] == link]
+        L.append(f"## {link} ({link_title(lr[0])})\n")
+        ip = {r["direction"]: r for r in lr if r["tool"] == "iperf3"}
+        if ip:
+            parts = []
+            for d in ("up", "down"):
+                r = ip.get(d)
+                if not r:
+                    continue
+                if r.get("status") == "ok":
+                    parts.append(f"{d} {r['goodput_mbit']:.0f} Mbit/s = {r['mb_s']:.1f} MB/s "
+                                 f"({r.get('retransmits')} retransmits)")
+                else:
+                    parts.append(f"{d} FAILED ({r.get('error', '')[:100]})")
+            L.append(f"iperf3 goodput ({ip[next(iter(ip))]['command'].split(' -R')[0]} "
+                     f"[-R], 10 s): " + "; ".join(parts) + "\n")
+        for data in ordered(r["data"] for r in lr if r["tool"] != "iperf3"):
+            dr = [r for r in lr if r["data"] == data and r["tool"] != "iperf3"]
+            tree = dr[0].get("data_kind") == "tree"
+            size = (f"{dr[0]['data_files']} files, {dr[0]['data_bytes'] / 1e6:.1f} MB"
+                    if tree else f"{dr[0]['data_bytes'] / 2**20:.0f} MiB")
+            L.append(f"### {link} / {data} ({size})\n")
+            L.append(f"Produced by `{doc['command']}` on {doc['date'][:10]}.\n")
+            cols = ["tool", "dir", "pass", "status", "s", "MB/s"]
+            if tree:
+                cols.append("files/s")
+            cols += ["% link", "x sshfs", "client CPU s", "server CPU s",
+                     "client RSS MiB", "server RSS MiB"]
+            L.append("| " + " | ".join(cols) + " |")
+            L.append("|" + "|".join("---" if i < 4 else "---:" for i in range(len(cols))) + "|")
+            for r in dr:
+                row = [r["tool"], r["direction"], r["pass"],
+                       r["status"] if r["status"] == "ok" else f"**{r['status']}**",
+                       fmt(r.get("seconds"), 2), fmt(r.get("mb_s"), 2 if tree else 1)]
+                if tree:
+                    row.append(fmt(r.get("files_s"), 0))
+                row += [fmt(r.get("link_pct")), fmt(r.get("vs_sshfs"), 2),
+                        fmt(r.get("client_cpu_s"), 2), fmt(r.get("server_cpu_s"), 2),
+                        fmt(mib(r.get("client_rss_kib"))), fmt(mib(r.get("server_rss_kib")))]
+                L.append("| " + " | ".join(row) + " |")
+            lsr = [r for r in dr if r.get("ls_during_copy")]
+            if lsr:
+                rtt = dr[0]["rtt_ms"]
+                parts = []
+                for r in lsr:
+                    ls = r["ls_during_copy"]
+                    if ls.get("seconds") is None:
+                        parts.append(f"{r['tool']} {r['direction']}: "
+                                     f"{ls.get('error') or ls.get('skipped')}")
+                        continue
+                    t = f"{ls['seconds']:.2f} s"
+                    if rtt:
+                        t += f" = {ls['seconds'] * 1000 / rtt:.0f} RTT"
+                    if not ls.get("overlapped", True):
+                        t += " (copy ended first)"
+                    parts.append(f"{r['tool']} {r['direction']} {t}")
+                L.append("")
+                L.append("Pass `ls`: the same copy on the same mount with caches dropped "
+                         "again, and `ls -l` of a 1000-entry directory on the mount started "
+                         "0.5 s into it; `ls -l` took: "
+                         + "; ".join(parts) + ".")
+            bad = [r for r in dr if r["status"] != "ok"]
+            if bad:
+                L.append("")
+                for r in bad:
+                    err = " ".join(str(r.get("error", "")).split())[:400]
+                    L.append(f"- {r['tool']} {r['direction']} {r['pass']}: **{r['status']}** — {err}")
+            L.append("")
+    L.append("## Commands\n")
+    L.append("One example per tool, data kind and direction (paths as in the run; "
+             "`.cold`/`.warm` name the pass):\n")
+    seen = set()
+    for r in runs:
+        key = (r["tool"], r.get("data_kind"), r["direction"])
+        if key in seen or not r.get("command"):
+            continue
+        seen.add(key)
+        L.append(f"- {r['tool']} {r.get('data_kind') or ''} {r['direction']}:")
+        if r.get("mount_command"):
+            L.append(f"  - mount: `{r['mount_command']}`")
+        L.append(f"  - copy: `{r['command']}`")
+    L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+def write_chart(doc, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = doc["runs"]
+    links = ordered(r["link"] for r in runs)
+    datas = ordered(r["data"] for r in runs if r["tool"] != "iperf3")
+    tools = ordered(r["tool"] for r in runs if r["tool"] != "iperf3")
+    if not datas or not tools:
+        return False
+    passes = doc.get("passes", ["cold", "warm"])
+    if isinstance(passes, list):
+        passes = {"up": passes, "down": passes}
+    groups = [(d, p) for d in doc.get("directions", ["up", "down"]) for p in passes[d]]
+    if any(r.get("pass") == "ls" for r in runs):
+        groups += [(d, "ls") for d in doc.get("directions", ["up", "down"])]
+    fig, axes = plt.subplots(len(links), len(datas), squeeze=False,
+                             figsize=(max(8.0, 5.5 * len(datas)), 3.6 * len(links) + 0.6))
+    width = 0.8 / len(tools)
+    cmap = plt.get_cmap("tab10")
+    for i, link in enumerate(links):
+        ip = {r["direction"]: r.get("mb_s") for r in runs
+              if r["link"] == link and r["tool"] == "iperf3" and r.get("status") == "ok"}
+        for j, data in enumerate(datas):
+            ax = axes[i][j]
+            tree = any(r.get("data_kind") == "tree" for r in runs if r["data"] == data)
+            # a tree is about files per second; the link rate means little there
+            key = "files_s" if tree else "mb_s"
+            for k, tool in enumerate(tools):
+                for g, (d, p) in enumerate(groups):
+                    r = next((r for r in runs if r["link"] == link and r["data"] == data
+                              and r["tool"] == tool and r["direction"] == d
+                              and r["pass"] == p), None)
+                    if not r:
+                        continue
+                    x = g - 0.4 + width * (k + 0.5)
+                    if r.get("status") == "ok":
+                        ax.bar(x, r[key], width, color=cmap(k % 10),
+                               label=tool if g == 0 else None)
+                    else:
+                        ax.bar(x, 0, width, color=cmap(k % 10),
+                               label=tool if g == 0 else None)
+                        ax.annotate("X" if r["status"] in STATUS_BAD else "–", (x, 0),
+                                    ha="center", va="bottom", color="red", fontsize=8)
+            for g, (d, p) in enumerate(groups):
+                if ip.get(d) and not tree:
+                    ax.hlines(ip[d], g - 0.45, g + 0.45, colors="black", linestyles="dashed",
+                              label="iperf3" if g == 0 else None)
+            ax.set_xticks(range(len(groups)))
+            ax.set_xticklabels([f"{d}\n{p}" for d, p in groups], fontsize=8)
+            ax.set_title(f"{link} / {data}", fontsize=9)
+            ax.set_ylabel("files/s" if tree else "MB/s", fontsize=8)
+            ax.tick_params(axis="y", labelsize=8)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    title = f"{doc['command']}  ({doc['date'][:16]}; X = failed/timeout)"
+    fig.suptitle(textwrap.fill(title, 110), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def write_all(doc, outdir):
+    add_ratios(doc)
+    write_md(doc, os.path.join(outdir, "results.md"))
+    try:
+        write_chart(doc, os.path.join(outdir, "chart.png"))
+    except ImportError:
+        print("bench: matplotlib missing (apt-get install python3-matplotlib): no chart.png")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: report.py RESULTS_JSON")
+    with open(sys.argv[1]) as f:
+        doc = json.load(f)
+    write_all(doc, os.path.dirname(os.path.abspath(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The qftfs benchmark:
+#
+#   bash tests/bench/run.sh [--quick] [--links LIST] [--tools LIST] [--data LIST]
+#                           [--passes cold|cold,warm] [--directions LIST]
+#                           [--timeout SECS] [--out DIR]
+#
+# Runs qftfs, sshfs, scp, rsync -e ssh and iperf3 side by side over emulated
+# links, checks every copy against its source, and writes results.json,
+# results.md and chart.png to tests/bench/results/<timestamp>/.  See
+# docs/benchmarks.md for what is measured and how.
+#
+# Needs root.  Link emulation: tc netem if the kernel has sch_netem, else the
+# command in QFTFS_BENCH_LINK_CMD (interface: `CMD up RTT_MS RATE_MBIT`,
+# `CMD down`).  Exit status: 0 every copy succeeded and verified; 1 a copy
+# failed, timed out or did not verify (or the harness broke); 77 skipped
+# (not root, no link emulator); 130 interrupted.
+#
+# Environment: QFTFS_BUILD (default <repo>/build), QFTFS_BENCH_DIR (scratch
+# and cached data, default /var/tmp/qftfs-bench), QFTFS_BENCH_TIMEOUT,
+# QFTFS_BENCH_LINK_CMD, QFTFS_BENCH_HOST / _NETNS / _SSH_PORT / _IDENTITY
+# (where the external emulator puts the server), QFTFS_BENCH_BACKEND=netem|cmd
+# to force one.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "run.sh: the benchmark needs root (network namespaces, drop_caches, FUSE); skipped"
+	exit 77
+fi
+
+need=()
+for cmd in iperf3:iperf3 sshfs:sshfs rsync:rsync scp:openssh-client sshd:openssh-server \
+	fusermount3:fuse3; do
+	command -v "${cmd%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${cmd%%:*}" ] || need+=("${cmd#*:}")
+done
+# the chart: matplotlib, from Debian's package for the system python
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "run.sh: installing ${need[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -q "${need[@]}" >/dev/null; } ||
+		echo "run.sh: could not install ${need[*]}; missing tools are skipped, no chart without matplotlib"
+fi
+
+exec /usr/bin/python3 tests/bench/bench.py --argv0 "bash tests/bench/run.sh" "$@"
