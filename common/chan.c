@@ -56,8 +56,10 @@ void qft_chan_shutdown(struct qft_chan *c)
 	}
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+int qft_write_all(int fd, const void *buf, size_t n)
 {
+	const uint8_t *p = buf;
+
 	while (n) {
 		ssize_t w = write(fd, p, n);
 
@@ -88,7 +90,7 @@ static int send_sealed(struct qft_chan *c, const void *frame, size_t len)
 	r = qft_seal_in_place(c->tx, rec, len);
 	if (r < 0)
 		return r;
-	return write_all(c->wfd, rec, c->sbuf.len);
+	return qft_write_all(c->wfd, rec, c->sbuf.len);
 }
 
 int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
@@ -101,7 +103,7 @@ int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
 		if (c->tx)
 			r = send_sealed(c, frame, len);
 		else
-			r = write_all(c->wfd, frame, len);
+			r = qft_write_all(c->wfd, frame, len);
 		/* A partial frame desynchronises the stream: never retry. */
 		if (r < 0)
 			c->werr = r;

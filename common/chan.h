@@ -55,6 +55,9 @@ void qft_chan_destroy(struct qft_chan *c);
 /* Shuts the stream down so that a blocked receiver wakes with -EPIPE. */
 void qft_chan_shutdown(struct qft_chan *c);
 
+/* Writes all n bytes to a blocking fd, retrying on EINTR; 0 or -errno. */
+int qft_write_all(int fd, const void *buf, size_t n);
+
 /* Sends one encoded frame (as built by qft_msg_encode). */
 int qft_chan_send(struct qft_chan *c, const void *frame, size_t len);
 /* Encodes and sends *m, using `scratch` as the encoding buffer. */

@@ -16,6 +16,7 @@
 #include <openssl/rand.h>
 
 #include "bootstrap.h"
+#include "chan.h"
 #include "log.h"
 #include "protocol.h"
 
@@ -196,22 +197,6 @@ static char *build_command(const char *server, const char *dir)
 		return NULL;
 	}
 	return cmd;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 /*
@@ -465,7 +450,7 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 		hex[2 * i + 1] = hexdigits[secret[i] & 15];
 	}
 	hex[2 * QFT_SECRET_SIZE] = '\n';
-	r = write_all(b->ctl_fd, hex, sizeof(hex));
+	r = qft_write_all(b->ctl_fd, hex, sizeof(hex));
 	OPENSSL_cleanse(hex, sizeof(hex));
 	if (r == 0)
 		r = read_line(b->ctl_fd, line, sizeof(line),

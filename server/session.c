@@ -22,6 +22,7 @@
 #include <openssl/crypto.h>
 
 #include "auth.h"
+#include "chan.h"
 #include "log.h"
 #include "protocol.h"
 #include "session.h"
@@ -207,22 +208,6 @@ static int session_listen(int *lfd, unsigned *port)
 		ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	*lfd = fd;
 	qft_debug("listening on %s port %u", ip, *port);
-	return 0;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
 	return 0;
 }
 
@@ -488,7 +473,7 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
 		return r;
 	session_listen(&lfd, &port);
 	n = snprintf(line, sizeof(line), "QFTFS %u %u\n", QFT_VERSION, port);
-	r = write_all(out_fd, line, (size_t)n);
+	r = qft_write_all(out_fd, line, (size_t)n);
 	if (r < 0) {
 		qft_err("cannot report the port: %s", strerror(-r));
 		goto out_close;
