@@ -27,6 +27,7 @@
 #include "conn.h"
 #include "errmap.h"
 #include "log.h"
+#include "thread.h"
 #include "protocol.h"
 
 #define PENDING_BUCKETS 256u
@@ -350,15 +351,11 @@ static void *reader_main(void *arg)
 
 int qc_conn_start(struct qc_conn *c)
 {
-	sigset_t all, old;
 	int r;
 
 	/* Signals belong to libfuse's handlers in the loop threads; one
 	 * delivered here would interrupt no one and leave the loop running. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&c->reader, NULL, reader_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = -qft_thread_start(&c->reader, reader_main, c);
 	if (r)
 		return -r;
 	c->reader_running = true;

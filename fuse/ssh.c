@@ -32,6 +32,7 @@
 #include <openssl/evp.h>
 
 #include "log.h"
+#include "thread.h"
 #include "ssh.h"
 #include "sshconf.h"
 
@@ -1578,7 +1579,6 @@ static void *pump_main(void *arg)
 
 int qc_ssh_pump_start(struct qc_ssh *s, int *fd)
 {
-	sigset_t all, old;
 	int sv[2], r;
 
 	if (s->running)
@@ -1606,10 +1606,7 @@ int qc_ssh_pump_start(struct qc_ssh *s, int *fd)
 	s->pause = false;
 	pthread_mutex_unlock(&s->lock);
 	/* Signals are for libfuse's handlers, not for this thread. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&s->thread, NULL, pump_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = -qft_thread_start(&s->thread, pump_main, s);
 	if (r)
 		return -r;
 	s->running = true;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "log.h"
+#include "thread.h"
 #include "transport.h"
 
 #define SERVER_NAME "qftfs-server"
@@ -329,15 +330,11 @@ static void *relay_main(void *arg)
 
 int qc_transport_relay_start(struct qc_transport *t)
 {
-	sigset_t all, old;
 	int r;
 
 	if (t->errfd < 0)
 		return 0;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&t->relay, NULL, relay_main, t);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = -qft_thread_start(&t->relay, relay_main, t);
 	if (r)
 		return -r;
 	t->relay_running = true;

@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "chan.h"
 #include "log.h"
+#include "thread.h"
 #include "protocol.h"
 #include "session.h"
 
@@ -518,16 +519,12 @@ static void *watch_main(void *arg)
 
 int srv_session_attach(struct srv_session *ss, struct qft_chan *chan)
 {
-	sigset_t all, old;
 	int r;
 
 	qft_chan_set_seal(chan, &ss->tx, &ss->rx);
 	if (ss->tunnel)
 		return 0;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&ss->watcher, NULL, watch_main, ss);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = -qft_thread_start(&ss->watcher, watch_main, ss);
 	if (r) {
 		qft_err("cannot watch the ssh channel: %s", strerror(r));
 		return -r;

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helper threads (readers, pumps, watchers) must never take a signal meant
+ * for the process: libfuse's handlers and the main loop expect SIGINT,
+ * SIGTERM and SIGHUP on the main thread.  A thread inherits the mask of its
+ * creator, so it is created with every signal blocked.
+ */
+#ifndef QFT_THREAD_H
+#define QFT_THREAD_H
+
+#include <pthread.h>
+#include <signal.h>
+
+/* pthread_create with all signals blocked in the new thread; 0 or -errno. */
+static inline int qft_thread_start(pthread_t *t, void *(*fn)(void *),
+				   void *arg)
+{
+	sigset_t all, old;
+	int r;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -r;
+}
+
+#endif /* QFT_THREAD_H */
