@@ -6,6 +6,17 @@
 #include <sys/socket.h>
 
 #include "chan.h"
+#include "log.h"
+
+/*
+ * sbuf holds a record of the largest frame, or a compressed frame built
+ * in place: its payload is encoded into room for qft_lz4_bound(), which
+ * is QFT_LZ4_HDR_SIZE more than the payload, however little it ends up
+ * using.
+ */
+#define SEND_LIMIT (QFT_SEAL_MAX_RECORD + QFT_LZ4_HDR_SIZE)
+_Static_assert(QFT_LZ4_MAX_CHUNK >= QFT_MAX_PAYLOAD,
+	       "any payload must fit one chunk");
 
 int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 {
@@ -16,7 +27,12 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 	c->werr = 0;
 	c->tx = NULL;
 	c->rx = NULL;
-	qbuf_init(&c->sbuf, QFT_SEAL_MAX_RECORD);
+	qbuf_init(&c->sbuf, SEND_LIMIT);
+	qft_lz4_policy_init(&c->txz, QFT_LZ4_NONE);
+	c->rx_lz4 = false;
+	c->lz4_on = false;
+	qbuf_init(&c->zbuf, QFT_MAX_PAYLOAD);
+	memset(&c->st, 0, sizeof(c->st));
 	r = pthread_mutex_init(&c->wlock, NULL);
 	return -r;
 }
@@ -30,14 +46,96 @@ void qft_chan_set_seal(struct qft_chan *c, struct qft_seal *tx,
 	c->rx = rx;
 }
 
+void qft_chan_set_lz4(struct qft_chan *c, enum qft_lz4_mode mode)
+{
+	pthread_mutex_lock(&c->wlock);
+	qft_lz4_policy_init(&c->txz, mode);
+	c->txz.reprobe = QFT_CHAN_LZ4_REPROBE;
+	c->lz4_on = true;
+	pthread_mutex_unlock(&c->wlock);
+	c->rx_lz4 = true;
+}
+
+uint32_t qft_chan_lz4_offer(enum qft_lz4_mode mode)
+{
+	switch (mode) {
+	case QFT_LZ4_ALWAYS: return QFT_FEAT_LZ4;
+	case QFT_LZ4_AUTO:   return QFT_FEAT_LZ4 | QFT_FEAT_LZ4_AUTO;
+	case QFT_LZ4_NONE:   break;
+	}
+	return 0;
+}
+
+enum qft_lz4_mode qft_chan_lz4_accept(struct qft_chan *c, uint32_t asked,
+				      bool allow, uint32_t *reply)
+{
+	enum qft_lz4_mode mode;
+
+	*reply = 0;
+	if (!(asked & QFT_FEAT_LZ4) || !allow)
+		return QFT_LZ4_NONE;
+	/* The server's replies follow the client's choice. */
+	mode = asked & QFT_FEAT_LZ4_AUTO ? QFT_LZ4_AUTO : QFT_LZ4_ALWAYS;
+	*reply = qft_chan_lz4_offer(mode);
+	qft_chan_set_lz4(c, mode);
+	return mode;
+}
+
+enum qft_lz4_mode qft_chan_lz4_agreed(struct qft_chan *c,
+				      enum qft_lz4_mode mode,
+				      uint32_t replied)
+{
+	if (!(qft_chan_lz4_offer(mode) & QFT_FEAT_LZ4))
+		return QFT_LZ4_NONE;
+	if (!(replied & QFT_FEAT_LZ4)) {
+		qft_info("the server does not accept compression "
+			 "(compress=%s): sending uncompressed",
+			 qft_lz4_mode_name(mode));
+		return QFT_LZ4_NONE;
+	}
+	qft_chan_set_lz4(c, mode);
+	return mode;
+}
+
+void qft_chan_lz4_stats(struct qft_chan *c, struct qft_chan_lz4_stats *st)
+{
+	pthread_mutex_lock(&c->wlock);
+	*st = c->st;
+	pthread_mutex_unlock(&c->wlock);
+}
+
+/* Percent of `of` that `part` is, for the log; 0 of nothing is 100%. */
+static double percent(uint64_t part, uint64_t of)
+{
+	return of ? 100.0 * (double)part / (double)of : 100.0;
+}
+
 void qft_chan_destroy(struct qft_chan *c)
 {
+	if (c->lz4_on) {
+		const struct qft_chan_lz4_stats *st = &c->st;
+
+		qft_info("lz4: sent %llu bytes as %llu (%.1f%%, %llu of %llu "
+			 "frames compressed); received %llu bytes as %llu "
+			 "(%.1f%%, %llu of %llu frames compressed)",
+			 (unsigned long long)st->tx_bytes,
+			 (unsigned long long)st->tx_wire,
+			 percent(st->tx_wire, st->tx_bytes),
+			 (unsigned long long)st->tx_lz4,
+			 (unsigned long long)st->tx_frames,
+			 (unsigned long long)st->rx_bytes,
+			 (unsigned long long)st->rx_wire,
+			 percent(st->rx_wire, st->rx_bytes),
+			 (unsigned long long)st->rx_lz4,
+			 (unsigned long long)st->rx_frames);
+	}
 	if (c->rfd >= 0)
 		close(c->rfd);
 	if (c->wfd >= 0 && c->wfd != c->rfd)
 		close(c->wfd);
 	c->rfd = c->wfd = -1;
 	qbuf_free(&c->sbuf);
+	qbuf_free(&c->zbuf);
 	pthread_mutex_destroy(&c->wlock);
 }
 
@@ -93,6 +191,67 @@ static int send_sealed(struct qft_chan *c, const void *frame, size_t len)
 	return qft_write_all(c->wfd, rec, c->sbuf.len);
 }
 
+/*
+ * Builds the QFT_F_LZ4 version of `frame` in c->sbuf, starting `off`
+ * bytes in (room for a record's length field), with room after it for a
+ * record's tag; under wlock.  Returns the compressed frame's length, or 0
+ * when the frame is to go as it is: too small, incompressible, skipped
+ * by the auto policy, or no memory for the buffer (compression is never
+ * a reason for a frame not to leave).
+ */
+static size_t compress_frame(struct qft_chan *c, const uint8_t *frame,
+			     size_t len, size_t off)
+{
+	size_t plen = len - QFT_HDR_SIZE, zlen;
+	uint8_t *p;
+
+	if (len < QFT_HDR_SIZE + QFT_CHAN_LZ4_MIN || plen > QFT_LZ4_MAX_CHUNK)
+		return 0;
+	qbuf_reset(&c->sbuf);
+	p = qbuf_extend(&c->sbuf, off + QFT_HDR_SIZE + qft_lz4_bound(plen) +
+			QFT_SEAL_TAG_SIZE);
+	if (!p)
+		return 0;
+	p += off;
+	if (qft_lz4_try_encode(&c->txz, frame + QFT_HDR_SIZE, plen,
+			       p + QFT_HDR_SIZE, qft_lz4_bound(plen), &zlen) <= 0)
+		return 0;
+	/* The same header with the new length and the flag. */
+	memcpy(p, frame, QFT_HDR_SIZE);
+	qft_store32(p, (uint32_t)zlen);
+	qft_store16(p + 6, (uint16_t)(qft_load16(frame + 6) | QFT_F_LZ4));
+	return QFT_HDR_SIZE + zlen;
+}
+
+/* Sends one frame, compressed and sealed as the channel says; wlock. */
+static int send_locked(struct qft_chan *c, const uint8_t *frame, size_t len)
+{
+	size_t off = c->tx ? QFT_SEAL_LEN_SIZE : 0, zlen = 0;
+	int r;
+
+	if (c->txz.mode != QFT_LZ4_NONE)
+		zlen = compress_frame(c, frame, len, off);
+	if (zlen) {
+		/* The frame is in sbuf already: seal it where it lies. */
+		if (c->tx && (r = qft_seal_in_place(c->tx, c->sbuf.data,
+						    zlen)) < 0)
+			return r;
+		c->sbuf.len = off + zlen + (c->tx ? QFT_SEAL_TAG_SIZE : 0);
+		r = qft_write_all(c->wfd, c->sbuf.data, c->sbuf.len);
+	} else if (c->tx) {
+		r = send_sealed(c, frame, len);
+	} else {
+		r = qft_write_all(c->wfd, frame, len);
+	}
+	if (r == 0 && len >= QFT_HDR_SIZE) {
+		c->st.tx_frames++;
+		c->st.tx_bytes += len - QFT_HDR_SIZE;
+		c->st.tx_wire += (zlen ? zlen : len) - QFT_HDR_SIZE;
+		c->st.tx_lz4 += zlen != 0;
+	}
+	return r;
+}
+
 int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
 {
 	int r;
@@ -100,10 +259,7 @@ int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
 	pthread_mutex_lock(&c->wlock);
 	r = c->werr;
 	if (r == 0) {
-		if (c->tx)
-			r = send_sealed(c, frame, len);
-		else
-			r = qft_write_all(c->wfd, frame, len);
+		r = send_locked(c, frame, len);
 		/* A partial frame desynchronises the stream: never retry. */
 		if (r < 0)
 			c->werr = r;
@@ -142,11 +298,98 @@ static int read_all(int fd, uint8_t *p, size_t n, size_t *got)
 	return 0;
 }
 
+/*
+ * qft_hdr_decode for a received header, which may carry QFT_F_LZ4: the
+ * bit is taken out of the header (the frame handed on is an ordinary
+ * one, with the expanded length once expand() ran) and *lz4 says whether
+ * it was there.  *h is filled for the caller's log even on failure.
+ */
+static int decode_header(struct qft_chan *c, uint8_t *hdr, size_t n,
+			 struct qft_hdr *h, bool *lz4)
+{
+	uint16_t flags;
+	int r;
+
+	*lz4 = false;
+	if (n < QFT_HDR_SIZE)
+		return qft_hdr_decode(h, hdr, n);
+	flags = qft_load16(hdr + 6);
+	*lz4 = flags & QFT_F_LZ4;
+	qft_store16(hdr + 6, (uint16_t)(flags & ~QFT_F_LZ4));
+	r = qft_hdr_decode(h, hdr, n);
+	if (r == 0 && *lz4 && !c->rx_lz4) {
+		qft_err("closing connection: a compressed %s frame (id %llu), "
+			"but compression was not agreed on",
+			qft_op_name(h->op), (unsigned long long)h->id);
+		r = -EBADMSG;
+	}
+	return r;
+}
+
+/*
+ * Expands the compressed payload z[0..n) behind the header that is all
+ * `in` holds so far, and makes the header say the expanded length.  The
+ * chunk's own header is checked before anything is allocated: it may not
+ * claim more than QFT_MAX_PAYLOAD bytes, and the block must expand to
+ * exactly what it claims.  Anything else is -EBADMSG: no correct sender
+ * makes it, and the connection must end.
+ */
+static int expand(struct qft_chan *c, struct qbuf *in, const uint8_t *z,
+		  size_t n, struct qft_hdr *h)
+{
+	size_t l = 0, got;
+	unsigned kind;
+	uint8_t *p;
+	int r;
+
+	r = qft_lz4_peek(z, n, &kind, &l);
+	if (r == 0 && l > QFT_MAX_PAYLOAD)
+		r = -EMSGSIZE;
+	if (r < 0)
+		goto bad;
+	if (qbuf_reserve(in, l) < 0)
+		return -ENOMEM;
+	p = in->data + in->len;
+	r = qft_lz4_decode(z, n, p, l, &got);
+	if (r < 0)
+		goto bad;
+	in->len += l;
+	qft_store32(in->data, (uint32_t)l);
+	c->st.rx_frames++;
+	c->st.rx_bytes += l;
+	c->st.rx_wire += n;
+	c->st.rx_lz4++;
+	h->len = (uint32_t)l;
+	return 0;
+bad:
+	/* The claimed length, when there is one, says what went wrong. */
+	if (n >= QFT_LZ4_HDR_SIZE)
+		qft_err("closing connection: a compressed %s frame (id %llu, "
+			"%zu bytes claiming %lu) does not expand to at most "
+			"%u bytes", qft_op_name(h->op),
+			(unsigned long long)h->id, n,
+			(unsigned long)qft_load32(z + 1), QFT_MAX_PAYLOAD);
+	else
+		qft_err("closing connection: a compressed %s frame (id %llu) "
+			"is %zu bytes, too short for a chunk",
+			qft_op_name(h->op), (unsigned long long)h->id, n);
+	return -EBADMSG;
+}
+
+/* Counts a frame received as it is. */
+static void count_plain(struct qft_chan *c, const struct qft_hdr *h)
+{
+	c->st.rx_frames++;
+	c->st.rx_bytes += h->len;
+	c->st.rx_wire += h->len;
+}
+
 /* Reads one record, opens it and leaves the frame at in->data[0..). */
 static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
 	size_t got, body, flen;
 	uint8_t *p, *frame;
+	bool lz4;
 	int r;
 
 	p = qbuf_extend(in, QFT_SEAL_LEN_SIZE);
@@ -171,16 +414,29 @@ static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	/* Callers find the frame at the start of the buffer, as when plain. */
 	memmove(in->data, frame, flen);
 	in->len = flen;
-	r = qft_hdr_decode(h, in->data, flen);
+	r = decode_header(c, in->data, flen, h, &lz4);
 	if (r < 0)
 		return r;
-	return flen - QFT_HDR_SIZE == h->len ? 0 : -EBADMSG;
+	if (flen - QFT_HDR_SIZE != h->len)
+		return -EBADMSG;
+	if (!lz4) {
+		count_plain(c, h);
+		return 0;
+	}
+	/* The compressed bytes move aside (they are the smaller half) and
+	 * expand behind the header. */
+	qbuf_reset(&c->zbuf);
+	if (qbuf_put_bytes(&c->zbuf, in->data + QFT_HDR_SIZE, h->len) < 0)
+		return -ENOMEM;
+	in->len = QFT_HDR_SIZE;
+	return expand(c, in, c->zbuf.data, h->len, h);
 }
 
 int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
 	size_t got;
 	uint8_t *p;
+	bool lz4;
 	int r;
 
 	qbuf_reset(in);
@@ -193,14 +449,27 @@ int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	if (r < 0)
 		return r == -EPIPE && got ? -EIO : r;
 	/* Check the length before allocating anything the peer asked for. */
-	r = qft_hdr_decode(h, in->data, QFT_HDR_SIZE);
+	r = decode_header(c, in->data, QFT_HDR_SIZE, h, &lz4);
 	if (r < 0)
 		return r;
-	p = qbuf_extend(in, h->len);
-	if (!p)
-		return -ENOMEM;
+	if (lz4) {
+		/* Compressed bytes go aside, to expand into `in`. */
+		qbuf_reset(&c->zbuf);
+		if (qbuf_reserve(&c->zbuf, h->len) < 0)
+			return -ENOMEM;
+		p = c->zbuf.data;
+	} else {
+		p = qbuf_extend(in, h->len);
+		if (!p)
+			return -ENOMEM;
+	}
 	r = read_all(c->rfd, p, h->len, &got);
 	if (r == -EPIPE)
 		return -EIO;
-	return r;
+	if (r < 0)
+		return r;
+	if (lz4)
+		return expand(c, in, p, h->len, h);
+	count_plain(c, h);
+	return 0;
 }

@@ -8,26 +8,66 @@
  * senders on `wlock` so frames never interleave.  Receiving is not locked;
  * only one thread may call qft_chan_recv on a channel.
  *
+ * Compression (QFT_F_LZ4, lz4chunk.h) also happens here, once both ends
+ * agreed on it in HELLO (qft_chan_set_lz4): a sender's frame whose payload
+ * is at least QFT_CHAN_LZ4_MIN bytes is compressed, before sealing, when
+ * that pays, and goes as it is otherwise; a receiver expands a compressed
+ * frame, after opening its record, before handing it on.  Callers only
+ * ever see ordinary frames.
+ *
  * Error convention: 0 or a negative errno.  qft_chan_recv returns -EPIPE
  * on a clean end of stream at a frame boundary, -EBADMSG on a header that
- * fails qft_hdr_decode (too long) or, when sealed, on a record that fails
- * authentication (fatal: the connection must be torn down), -ENOSYS on an
- * unknown opcode, -EIO on a stream cut inside a frame, or the errno of the
- * failed read.
+ * fails qft_hdr_decode (too long), when sealed on a record that fails
+ * authentication, and on a compressed frame that was not agreed on or does
+ * not expand to at most QFT_MAX_PAYLOAD bytes (all fatal: the connection
+ * must be torn down; the channel logs the compression failures itself),
+ * -ENOSYS on an unknown opcode, -EIO on a stream cut inside a frame, or
+ * the errno of the failed read.
  */
 #ifndef QFT_CHAN_H
 #define QFT_CHAN_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "buf.h"
+#include "lz4chunk.h"
 #include "msg.h"
 #include "seal.h"
 
 /* The limit a receive buffer needs: a sealed record of the largest frame. */
 #define QFT_CHAN_RECV_LIMIT QFT_SEAL_MAX_RECORD
+
+/*
+ * Smaller payloads are never compressed: metadata gains a few bytes at
+ * best, and a READ reply or a WRITE of a page or more is where the bytes
+ * are.
+ */
+#define QFT_CHAN_LZ4_MIN 4096u
+/*
+ * compress=auto backs off for this many frames (lz4chunk.h: reprobe) after
+ * a run of incompressible ones, rather than lz4chunk's default of 16.  The
+ * policy of a channel serves every file in flight, so a long back-off
+ * after an archive would leave as many MiB of the next text file
+ * uncompressed; and backing off saves little, because the samples that
+ * reject noise are cheap (measured per MiB: 7 us of samples, 45 us for a
+ * whole attempt on noise, 1.5 ms to compress text).
+ */
+#define QFT_CHAN_LZ4_REPROBE 4u
+
+/* What compression did on one channel (payload bytes, headers excluded). */
+struct qft_chan_lz4_stats {
+	uint64_t tx_bytes;    /* payload bytes of the frames sent */
+	uint64_t tx_wire;     /* ... as they went out (compressed or not) */
+	uint64_t tx_frames;   /* frames sent */
+	uint64_t tx_lz4;      /* ... of which compressed */
+	uint64_t rx_bytes;    /* payload bytes of the frames received */
+	uint64_t rx_wire;     /* ... as they came in */
+	uint64_t rx_frames;
+	uint64_t rx_lz4;
+};
 
 struct qft_chan {
 	int rfd;
@@ -39,7 +79,17 @@ struct qft_chan {
 	 * order); rx belongs to the single receiver. */
 	struct qft_seal *tx;
 	struct qft_seal *rx;
+	/* The frame or record being sent when it is not the caller's frame
+	 * as it is (sealed, compressed); wlock. */
 	struct qbuf sbuf;
+	/* Compression: txz (mode QFT_LZ4_NONE = send every frame as it is)
+	 * and the tx counts are guarded by wlock; rx_lz4, zbuf (a compressed
+	 * payload being expanded) and the rx counts belong to the receiver. */
+	struct qft_lz4_policy txz;
+	bool rx_lz4;             /* QFT_F_LZ4 frames are accepted */
+	bool lz4_on;             /* set_lz4 was called: log the counts */
+	struct qbuf zbuf;
+	struct qft_chan_lz4_stats st;
 };
 
 int qft_chan_init(struct qft_chan *c, int rfd, int wfd);
@@ -50,7 +100,41 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd);
  */
 void qft_chan_set_seal(struct qft_chan *c, struct qft_seal *tx,
 		       struct qft_seal *rx);
-/* Closes both descriptors (once, even if they are the same). */
+/*
+ * Turns compression on, once HELLO agreed on QFT_FEAT_LZ4: from now on
+ * QFT_F_LZ4 frames are accepted, and frames are sent compressed by
+ * `mode`'s policy (QFT_LZ4_ALWAYS or QFT_LZ4_AUTO; QFT_LZ4_NONE only
+ * receives).  Call it between two receives, from the receiving thread or
+ * before the receiver starts; no frame sent before it is compressed.
+ */
+void qft_chan_set_lz4(struct qft_chan *c, enum qft_lz4_mode mode);
+/*
+ * HELLO negotiation (QFT_FEAT_LZ4*, protocol.h), one function per step so
+ * that both programs agree by construction:
+ *   client: features = qft_chan_lz4_offer(mode) in its HELLO;
+ *   server: reply features = qft_chan_lz4_accept(chan, asked, allow),
+ *           which turns compression on for the server's channel;
+ *   client: qft_chan_lz4_agreed(chan, mode, replied) on the reply, which
+ *           turns it on for the client's channel when the server accepted.
+ * Unknown bits are ignored at every step.  accept and agreed return the
+ * mode now in force for sending (QFT_LZ4_NONE when compression is off);
+ * agreed logs one line when the server refused what was asked.
+ */
+uint32_t qft_chan_lz4_offer(enum qft_lz4_mode mode);
+enum qft_lz4_mode qft_chan_lz4_accept(struct qft_chan *c, uint32_t asked,
+				      bool allow, uint32_t *reply);
+enum qft_lz4_mode qft_chan_lz4_agreed(struct qft_chan *c,
+				      enum qft_lz4_mode mode,
+				      uint32_t replied);
+/*
+ * Copies the counts.  The rx half is exact only from the receiving thread
+ * or once it has stopped.
+ */
+void qft_chan_lz4_stats(struct qft_chan *c, struct qft_chan_lz4_stats *st);
+/*
+ * Closes both descriptors (once, even if they are the same).  When
+ * compression was on, logs one line with what it saved.
+ */
 void qft_chan_destroy(struct qft_chan *c);
 /* Shuts the stream down so that a blocked receiver wakes with -EPIPE. */
 void qft_chan_shutdown(struct qft_chan *c);

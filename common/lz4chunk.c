@@ -10,7 +10,7 @@
 #include "lz4chunk.h"
 
 /* LZ4 takes int sizes: make sure every chunk fits one. */
-_Static_assert(QFT_MAX_DATA <= LZ4_MAX_INPUT_SIZE,
+_Static_assert(QFT_LZ4_MAX_CHUNK <= LZ4_MAX_INPUT_SIZE,
 	       "a chunk must fit LZ4's input limit");
 _Static_assert(QFT_LZ4_SAMPLES >= 2 &&
 	       QFT_LZ4_SAMPLE_WHOLE >= QFT_LZ4_SAMPLES * QFT_LZ4_SAMPLE_SIZE,
@@ -130,15 +130,27 @@ static bool auto_try(struct qft_lz4_policy *p, const uint8_t *in, size_t n,
 	return false;
 }
 
-int qft_lz4_encode(struct qft_lz4_policy *p, const uint8_t *in, size_t n,
-		   uint8_t *out, size_t cap, size_t *out_len)
+/* Counts one encoded chunk in p's statistics. */
+static void count_chunk(struct qft_lz4_policy *p, size_t n, size_t out_len,
+			bool lz4)
+{
+	if (!p)
+		return;
+	p->chunks++;
+	p->lz4_chunks += lz4;
+	p->bytes_in += n;
+	p->bytes_out += out_len;
+}
+
+int qft_lz4_try_encode(struct qft_lz4_policy *p, const uint8_t *in,
+		       size_t n, uint8_t *out, size_t cap, size_t *out_len)
 {
 	enum qft_lz4_mode mode = p ? p->mode : QFT_LZ4_ALWAYS;
 	int accel = p && p->accel > 0 ? p->accel : 1;
 	bool try = false;
 	size_t body = 0;
 
-	if (n > QFT_MAX_DATA)
+	if (n > QFT_LZ4_MAX_CHUNK)
 		return -EINVAL;
 	if (cap < qft_lz4_bound(n))
 		return -EMSGSIZE;
@@ -154,22 +166,29 @@ int qft_lz4_encode(struct qft_lz4_policy *p, const uint8_t *in, size_t n,
 		if (mode == QFT_LZ4_AUTO)
 			auto_note(p, body != 0);
 	}
-	if (body) {
-		out[0] = QFT_LZ4_LZ4;
-	} else {
-		out[0] = QFT_LZ4_RAW;
-		if (n)
-			memcpy(out + QFT_LZ4_HDR_SIZE, in, n);
-		body = n;
+	if (!body) {
+		count_chunk(p, n, qft_lz4_bound(n), false);
+		return 0;
 	}
+	out[0] = QFT_LZ4_LZ4;
 	qft_store32(out + 1, (uint32_t)n);
 	*out_len = QFT_LZ4_HDR_SIZE + body;
-	if (p) {
-		p->chunks++;
-		p->lz4_chunks += out[0] == QFT_LZ4_LZ4;
-		p->bytes_in += n;
-		p->bytes_out += *out_len;
-	}
+	count_chunk(p, n, *out_len, true);
+	return 1;
+}
+
+int qft_lz4_encode(struct qft_lz4_policy *p, const uint8_t *in, size_t n,
+		   uint8_t *out, size_t cap, size_t *out_len)
+{
+	int r = qft_lz4_try_encode(p, in, n, out, cap, out_len);
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	out[0] = QFT_LZ4_RAW;
+	qft_store32(out + 1, (uint32_t)n);
+	if (n)
+		memcpy(out + QFT_LZ4_HDR_SIZE, in, n);
+	*out_len = qft_lz4_bound(n);
 	return 0;
 }
 
@@ -180,7 +199,7 @@ int qft_lz4_peek(const uint8_t *in, size_t n, unsigned *kind, size_t *len)
 	if (n < QFT_LZ4_HDR_SIZE)
 		return -EBADMSG;
 	l = qft_load32(in + 1);
-	if (in[0] > QFT_LZ4_LZ4 || l > QFT_MAX_DATA)
+	if (in[0] > QFT_LZ4_LZ4 || l > QFT_LZ4_MAX_CHUNK)
 		return -EBADMSG;
 	*kind = in[0];
 	*len = l;

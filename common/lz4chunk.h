@@ -2,13 +2,15 @@
 /*
  * The per-chunk lz4 codec of the data plane (-o compress=lz4|auto).
  *
- * A chunk is at most QFT_MAX_DATA bytes of file data, coded on its own
- * (no dictionary, no state shared between chunks), so that a receiver can
- * decode any chunk alone, in any order, with bounded memory:
+ * A chunk is one frame's payload (QFT_F_LZ4 in protocol.h): at most
+ * QFT_LZ4_MAX_CHUNK bytes, in practice a READ reply's or a WRITE's data
+ * with its few fields, coded on its own (no dictionary, no state shared
+ * between chunks), so that a receiver can decode any chunk alone, in any
+ * order, with bounded memory:
  *
  *   offset size field
  *   0      1    kind: QFT_LZ4_RAW (0) or QFT_LZ4_LZ4 (1); nothing else
- *   1      4    L, the original length, big-endian; L <= QFT_MAX_DATA
+ *   1      4    L, the original length, big-endian; L <= QFT_LZ4_MAX_CHUNK
  *   5      ...  RAW: exactly L bytes, as they are
  *                LZ4: one LZ4 block (lz4's block format, no frame) of
  *                1 to L-1 bytes that decompresses to exactly L bytes
@@ -19,19 +21,19 @@
  * encoded chunk is never longer than QFT_LZ4_HDR_SIZE + L: callers size
  * their buffers with qft_lz4_bound() and never have to handle growth.
  *
- * Decoding validates before acting: the kind, L <= QFT_MAX_DATA and L <=
- * the caller's capacity are all checked before a byte is decompressed;
+ * Decoding validates before acting: the kind, L <= QFT_LZ4_MAX_CHUNK and
+ * L <= the caller's capacity are all checked before a byte is decompressed;
  * the block is then expanded with LZ4_decompress_safe() into exactly L
  * bytes of the caller's buffer (never LZ4_decompress_fast, which trusts
  * its input), and anything other than exactly L bytes out is rejected.
  *
  * Error convention: 0 or a negative errno.
  *   -EBADMSG   a malformed chunk: truncated, unknown kind, L over
- *              QFT_MAX_DATA, a RAW body not L bytes long, an LZ4 block
+ *              QFT_LZ4_MAX_CHUNK, a RAW body not L bytes long, an LZ4 block
  *              that fails to decompress or yields other than L bytes;
  *   -EMSGSIZE  a well-formed chunk whose L exceeds the caller's capacity,
  *              or an output buffer smaller than qft_lz4_bound(n);
- *   -EINVAL    encoding more than QFT_MAX_DATA bytes, a bad mode name.
+ *   -EINVAL    encoding more than QFT_LZ4_MAX_CHUNK bytes, a bad mode name.
  * On failure the output buffer's contents are unspecified and *out_len
  * is not set.  Nothing here allocates, logs or keeps global state; the
  * functions are safe to call from several threads on different policies.
@@ -47,6 +49,8 @@
 #define QFT_LZ4_RAW       0u
 #define QFT_LZ4_LZ4       1u
 #define QFT_LZ4_HDR_SIZE  5u
+/* The largest chunk: a whole frame payload. */
+#define QFT_LZ4_MAX_CHUNK QFT_MAX_PAYLOAD
 
 /*
  * LZ4 is sent only when it saves more than L/32 (about 3%).  A smaller
@@ -119,7 +123,7 @@ static inline size_t qft_lz4_bound(size_t n)
 }
 
 /*
- * Encodes in[0..n) (n <= QFT_MAX_DATA) as one chunk into out[0..cap),
+ * Encodes in[0..n) (n <= QFT_LZ4_MAX_CHUNK) as one chunk into out[0..cap),
  * cap >= qft_lz4_bound(n), and sets *out_len.  `p` chooses the mode and
  * is updated; NULL means QFT_LZ4_ALWAYS with acceleration 1.  `in` and
  * `out` must not overlap.
@@ -128,8 +132,18 @@ int qft_lz4_encode(struct qft_lz4_policy *p, const uint8_t *in, size_t n,
 		   uint8_t *out, size_t cap, size_t *out_len);
 
 /*
+ * The same for a sender that can send the data as it is when compression
+ * does not pay (a frame without QFT_F_LZ4): returns 1 with an LZ4 chunk
+ * in out[0..*out_len), or 0 when the chunk would be RAW, in which case
+ * nothing was copied and out's contents are unspecified.  Counts in `p`
+ * as qft_lz4_encode would.  -EINVAL / -EMSGSIZE as above.
+ */
+int qft_lz4_try_encode(struct qft_lz4_policy *p, const uint8_t *in,
+		       size_t n, uint8_t *out, size_t cap, size_t *out_len);
+
+/*
  * Reads and checks the header of in[0..n): on success *kind and *len (L)
- * are set, L <= QFT_MAX_DATA.  The body is not looked at; use it to size
+ * are set, L <= QFT_LZ4_MAX_CHUNK.  The body is not looked at; use it to size
  * or refuse a buffer before decoding.
  */
 int qft_lz4_peek(const uint8_t *in, size_t n, unsigned *kind, size_t *len);

@@ -88,6 +88,7 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 		{ 0 } },
 	[QFT_OP_MKNOD] = { "MKNOD", { FLD_PATH, FLD_NAME, FLD_MODE, FLD_RDEV },
 		{ FLD_ATTR } },
+	[QFT_OP_PING] = { "PING", { 0 }, { 0 } },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -207,7 +208,8 @@ static int put_attr(struct qbuf *b, const struct qft_attr *a)
 	    (r = qbuf_put_u32(b, a->blksize)) < 0 ||
 	    (r = put_time(b, &a->atime)) < 0 ||
 	    (r = put_time(b, &a->mtime)) < 0 ||
-	    (r = put_time(b, &a->ctime)) < 0)
+	    (r = put_time(b, &a->ctime)) < 0 ||
+	    (r = qbuf_put_u32(b, a->flags)) < 0)
 		return r;
 	return 0;
 }
@@ -228,10 +230,12 @@ static int get_attr(struct qcur *c, struct qft_attr *a)
 	    (r = qcur_get_u32(c, &a->blksize)) < 0 ||
 	    (r = get_time(c, &a->atime)) < 0 ||
 	    (r = get_time(c, &a->mtime)) < 0 ||
-	    (r = get_time(c, &a->ctime)) < 0)
+	    (r = get_time(c, &a->ctime)) < 0 ||
+	    (r = qcur_get_u32(c, &a->flags)) < 0)
 		goto fail;
 	if (!mode_type_valid(a->mode) || (a->mode & ~(QFT_S_IFMT | 07777)) ||
-	    a->size > INT64_MAX || a->blocks > INT64_MAX) {
+	    a->size > INT64_MAX || a->blocks > INT64_MAX ||
+	    (a->flags & ~QFT_ATTR_KNOWN)) {
 		r = -EINVAL;
 		goto fail;
 	}
@@ -587,6 +591,7 @@ void qft_attr_from_stat(struct qft_attr *a, const struct stat *st)
 	a->mtime.nsec = (uint32_t)st->st_mtim.tv_nsec;
 	a->ctime.sec = st->st_ctim.tv_sec;
 	a->ctime.nsec = (uint32_t)st->st_ctim.tv_nsec;
+	a->flags = 0;
 }
 
 void qft_attr_to_stat(const struct qft_attr *a, struct stat *st)

@@ -53,6 +53,7 @@ struct qft_attr {
 	uint64_t blocks; /* 512-byte units, as st_blocks */
 	uint32_t blksize;
 	struct qft_time atime, mtime, ctime;
+	uint32_t flags;  /* QFT_ATTR_* hints */
 };
 
 struct qft_statfs {

@@ -327,6 +327,31 @@ static const char *auth_reason(int r)
 }
 
 /*
+ * A cut link must end the data connection rather than leave it
+ * retransmitting for a quarter of an hour: the connection's own PINGs
+ * keep data in flight, which TCP_USER_TIMEOUT bounds; keepalive probes
+ * cover the time the connection is idle.
+ */
+static void direct_keepalive(int fd, const struct qc_boot_opts *o)
+{
+	int one = 1, v;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	if (o->keepalive_s > 0) {
+		v = o->keepalive_s;
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof(v));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &v, sizeof(v));
+		v = 3;
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof(v));
+	}
+	if (o->timeout_s > 0) {
+		unsigned ut = (unsigned)o->timeout_s * 1000u;
+
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+	}
+}
+
+/*
  * The direct transport.  Returns 0 with b->data_fd set, 1 when the caller
  * may fall back to the tunnel, or a negative errno.
  */
@@ -361,7 +386,7 @@ static int boot_direct(struct qc_boot *b, const struct qc_boot_opts *o,
 		goto out_fallback;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	direct_keepalive(fd, o);
 	r = qft_auth_client(fd, secret, o->cipher, HANDSHAKE_TIMEOUT_MS,
 			    &b->keys);
 	if (r == 0) {

@@ -48,6 +48,11 @@ struct qc_boot_opts {
 	const char *dir;
 	enum qft_cipher cipher;
 	enum qc_transport_mode transport;
+	/* The direct connection: unacknowledged data this long ends it
+	 * (TCP_USER_TIMEOUT), and kernel keepalives probe an idle one after
+	 * keepalive_s.  0: the kernel's defaults. */
+	int timeout_s;
+	int keepalive_s;
 };
 
 struct qc_boot {

@@ -1,18 +1,28 @@
 // SPDX-License-Identifier: MIT
 /*
- * Request/reply matching over one channel (see conn.h).
+ * Request/reply matching over a replaceable link (see conn.h).
  *
  * Callers wait on their own condition variable in a `struct pending` that
  * lives on their stack and sits in a small hash of in-flight requests keyed
- * by request id.  The reader thread is the only receiver: it takes the
- * waiter out of the table, gives it the reply frame and wakes it.  The
- * table and every waiter's `done`/`err` are guarded by conn->lock.
+ * by request id.  The live link's reader thread is the only receiver: it
+ * takes the waiter out of the table, gives it the reply frame and wakes it.
  * Asynchronous calls put a heap-allocated entry with a callback in the same
- * table; whoever takes it out (the reader with the reply, conn_fail, or a
+ * table; whoever takes it out (the reader with the reply, link_fail, or a
  * sender whose frame could not be encoded) completes and frees it, always
  * after dropping conn->lock.
+ *
+ * Every entry in the table belongs to the current link: entries are added
+ * only while it is alive, and link_fail empties the table when it dies, so
+ * a new link starts with an empty one.
+ *
+ * A link's memory and stream stay valid while anything may use them: its
+ * reader (joined before it is freed) and the threads counted in `users`
+ * (senders between taking it under the lock and finishing their send).
+ * Only the watchdog (or qc_conn_shutdown, once the watchdog is stopped)
+ * frees links, after they died and those users left.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -20,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -38,12 +49,28 @@
 #define COPY_LIMIT      (64u * 1024u)
 #define HANDLE_WORDS    (QFT_MAX_HANDLES / 64u)
 
+#define NS_PER_MS       1000000LL
+#define NS_PER_S        1000000000LL
+/* How often the watchdog looks at deadlines while requests are out, and
+ * at most how long it sleeps while none are. */
+#define WATCH_TICK_MS   250
+#define IDLE_TICK_MS    1000
+/* While shutting down, how long a silent server is given to close. */
+#define SHUTDOWN_SILENCE_MS 2000
+/* How long an unmount waits for a reconnect attempt in progress. */
+#define ATTEMPT_WAIT_MS 2000
+/* Waiting for a transport to go after a fault: it has nothing to finish. */
+#define FAULT_REAP_MS   1000
+#define BACKOFF_MAX_S   30
+
 struct pending {
 	uint64_t id;
 	struct pending *next;   /* conn lock: bucket chain */
 	pthread_cond_t cond;    /* qc_call only */
 	bool done;              /* conn lock */
 	int err;                /* conn lock: set with done when no reply */
+	int64_t sent_ns;        /* conn lock: frame handed to the stream; 0
+				 * while its sender still waits to send */
 	struct qbuf frame;      /* the reply; the reader fills it before done */
 	/* qc_call_async: heap-allocated, completed by calling cb exactly
 	 * once by whoever takes it out of the table (NULL for qc_call). */
@@ -52,29 +79,90 @@ struct pending {
 	uint16_t op;            /* the request's opcode, to check the reply */
 };
 
-struct qc_conn {
+struct link {
+	struct qc_conn *c;      /* immutable */
+	uint64_t gen;           /* immutable */
 	struct qft_chan chan;
 	/* The data plane's record keys, when sealed; the channel borrows
 	 * them (tx under its write lock, rx for the reader). */
 	struct qft_seal tx;
 	struct qft_seal rx;
-	bool sealed;            /* owner thread only */
-	atomic_uint_fast64_t next_id;
+	bool sealed;            /* immutable once the link is set up */
+	struct qc_endpoint ep;  /* priv: for the transport's close */
 	pthread_t reader;
-	bool reader_running;    /* owner thread only (start, shutdown, free) */
+	bool reader_running;    /* the thread that frees the link only */
+	atomic_int_fast64_t last_rx; /* ns: last frame received (or start) */
+	atomic_int_fast64_t last_tx; /* ns: last frame sent */
+
+	bool dead;              /* conn lock: nothing more will be answered */
+	bool clean;             /* conn lock: the server ended it, asked to */
+	unsigned users;         /* conn lock: senders using chan unlocked */
+	unsigned npending;      /* conn lock: its entries in the table */
+	int64_t busy_since;     /* conn lock: when npending last left 0 */
+};
+
+struct qc_conn {
+	struct qc_conn_opts o;  /* immutable */
+	atomic_uint_fast64_t next_id;
+	/* The live link's generation, 0 while there is none: changed under
+	 * lock, read without it by every operation on a handle. */
+	atomic_uint_fast64_t live_gen;
 
 	pthread_mutex_t lock;
+	/* lock (CLOCK_MONOTONIC): a link was installed or died, users left,
+	 * closing was set, the watchdog finished. */
+	pthread_cond_t cond;
+	pthread_cond_t ping_cond; /* lock: ping_wanted or closing */
+	struct link *cur;       /* lock: the newest link, maybe dead; NULL
+				 * between tearing one down and the next */
+	uint64_t last_gen;      /* lock */
 	struct pending *pending[PENDING_BUCKETS]; /* lock */
-	bool dead;              /* lock: no more requests can be answered */
 	bool closing;           /* lock: qc_conn_shutdown asked for the end */
-	bool lost;              /* lock: died without being asked to */
+	bool lost;              /* lock: down by a fault, not replaced yet */
+	int64_t lost_at;        /* lock: when it went down */
 	bool warned_stray;      /* lock */
-	pthread_cond_t dead_cond; /* lock: signalled when dead becomes true */
+	bool ping_wanted;       /* lock */
+	bool watchdog_done;     /* lock */
+	/* lock: a reconnect attempt's link during its handshake, which
+	 * qc_conn_shutdown cuts short rather than wait for */
+	struct link *attempt;
+
+	bool started;           /* owner thread only */
+	bool abandoned;         /* owner thread only: watchdog left running */
+	pthread_t watchdog;
+	pthread_t pinger;
 
 	pthread_mutex_t hlock;
+	uint64_t hgen;          /* hlock: the link whose numbers hmap holds */
 	uint64_t hmap[HANDLE_WORDS]; /* hlock: bit n set = handle n + 1 taken */
 	uint32_t hnext;         /* hlock: word where the next search starts */
 };
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static struct timespec ts_at(int64_t ns)
+{
+	struct timespec ts = { .tv_sec = ns / NS_PER_S,
+			       .tv_nsec = ns % NS_PER_S };
+
+	return ts;
+}
+
+/* pthread_cond_timedwait until the CLOCK_MONOTONIC time `ns`; true once
+ * that time has passed. */
+static bool wait_until(pthread_cond_t *cond, pthread_mutex_t *m, int64_t ns)
+{
+	struct timespec ts = ts_at(ns);
+
+	return pthread_cond_timedwait(cond, m, &ts) == ETIMEDOUT ||
+	       now_ns() >= ns;
+}
 
 void qc_reply_free(struct qc_reply *rep)
 {
@@ -86,76 +174,99 @@ static uint64_t next_id(struct qc_conn *c)
 	return atomic_fetch_add(&c->next_id, 1);
 }
 
-int qc_conn_new(struct qc_conn **out, int fd)
+static int64_t deadline_ns(const struct qc_conn *c)
 {
-	pthread_condattr_t ca;
-	struct qc_conn *c;
+	return (int64_t)c->o.timeout_s * NS_PER_S;
+}
+
+/* -------------------------------------------------------------------------
+ * Links
+ */
+
+static void wipe_endpoint_keys(struct qc_endpoint *ep)
+{
+	if (ep->sealed)
+		qft_session_keys_wipe(&ep->keys);
+}
+
+/* A link over `ep`: its fd is taken (closed on failure), its keys wiped.
+ * Not yet reading. */
+static int link_new(struct qc_conn *c, struct qc_endpoint *ep,
+		    struct link **out)
+{
+	struct link *l;
 	int r;
 
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	r = qft_chan_init(&c->chan, fd, fd);
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		r = -ENOMEM;
+		goto out_wipe;
+	}
+	l->c = c;
+	r = qft_chan_init(&l->chan, ep->fd, ep->fd);
 	if (r < 0)
 		goto out_free;
-	atomic_init(&c->next_id, 1);
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_mutex_init(&c->hlock, NULL);
-	/* Shutdown waits with a deadline; wall-clock jumps must not move it. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->dead_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	*out = c;
+	if (ep->sealed) {
+		r = qft_seal_init(&l->tx, ep->cipher, ep->keys.c2s, true);
+		if (r < 0)
+			goto out_destroy_chan;
+		r = qft_seal_init(&l->rx, ep->cipher, ep->keys.s2c, false);
+		if (r < 0) {
+			qft_seal_free(&l->tx);
+			goto out_destroy_chan;
+		}
+		l->sealed = true;
+		qft_chan_set_seal(&l->chan, &l->tx, &l->rx);
+	}
+	wipe_endpoint_keys(ep);
+	l->ep = *ep;
+	l->ep.fd = -1;          /* the channel's now */
+	atomic_init(&l->last_rx, now_ns());
+	atomic_init(&l->last_tx, now_ns());
+	*out = l;
 	return 0;
+
+out_destroy_chan:
+	/* The fd is closed below, once. */
+	l->chan.rfd = l->chan.wfd = -1;
+	qft_chan_destroy(&l->chan);
 out_free:
-	free(c);
+	free(l);
+out_wipe:
+	wipe_endpoint_keys(ep);
+	close(ep->fd);
+	ep->fd = -1;
 	return r;
 }
 
-void qc_conn_free(struct qc_conn *c)
+/*
+ * Frees a link nobody uses any more (reader joined, no users): closes the
+ * stream, then the transport behind it, unless `reap_ms` < 0, which
+ * leaves ep.priv to the caller.
+ */
+static void link_free(struct qc_conn *c, struct link *l, int reap_ms)
 {
-	if (!c)
-		return;
-	if (c->reader_running)
-		qc_conn_shutdown(c, 0);
-	qft_chan_destroy(&c->chan);
-	if (c->sealed) {
-		qft_seal_free(&c->tx);
-		qft_seal_free(&c->rx);
+	qft_chan_destroy(&l->chan);
+	if (l->sealed) {
+		qft_seal_free(&l->tx);
+		qft_seal_free(&l->rx);
 	}
-	pthread_cond_destroy(&c->dead_cond);
-	pthread_mutex_destroy(&c->hlock);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	if (reap_ms >= 0 && c->o.ops)
+		c->o.ops->close(c->o.ops_ctx, &l->ep,
+				l->clean ? reap_ms : FAULT_REAP_MS, l->clean);
+	free(l);
 }
 
-int qc_conn_set_keys(struct qc_conn *c, enum qft_cipher cipher,
-		     const struct qft_session_keys *keys)
-{
-	int r;
-
-	r = qft_seal_init(&c->tx, cipher, keys->c2s, true);
-	if (r < 0)
-		return r;
-	r = qft_seal_init(&c->rx, cipher, keys->s2c, false);
-	if (r < 0) {
-		qft_seal_free(&c->tx);
-		return r;
-	}
-	c->sealed = true;
-	qft_chan_set_seal(&c->chan, &c->tx, &c->rx);
-	return 0;
-}
-
-static const char *fail_reason(struct qc_conn *c, int err)
+static const char *fail_reason(struct link *l, int err)
 {
 	/* Only the reader opens records, and it has stopped by now. */
-	if (err == -EBADMSG && c->sealed && c->rx.failed)
+	if (err == -EBADMSG && l->sealed && l->rx.failed)
 		return "a record failed authentication (corrupted or "
 		       "tampered with)";
 	switch (err) {
 	case -EPIPE:   return "the server closed the connection";
+	case -ECONNRESET: return "the connection was reset";
+	case -ETIMEDOUT: return "the connection timed out";
 	case -EIO:     return "the stream ended inside a frame";
 	case -EBADMSG: return "malformed frame header";
 	case -ENOSYS:  return "frame with an unknown opcode";
@@ -193,35 +304,45 @@ static void complete_async(struct pending *p)
 }
 
 /*
- * Marks the connection dead and wakes every waiter with -EIO.  Called by
- * the reader when receiving fails and by a sender when sending fails.
+ * Marks link `l` dead and wakes every waiter: synchronous ones with -EIO,
+ * asynchronous ones with -ENOTCONN.  Called by the reader when receiving
+ * fails, by a sender when sending fails and by the watchdog when a
+ * deadline passes (with `why` set).  The caller keeps `l` alive.
  */
-static void conn_fail(struct qc_conn *c, int err)
+static void link_fail(struct qc_conn *c, struct link *l, int err,
+		      const char *why)
 {
 	struct pending *async = NULL;
 	bool report;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->dead) {
+	if (l->dead) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	c->dead = true;
+	l->dead = true;
+	l->clean = c->closing && err == -EPIPE;
+	if (l == c->cur)
+		atomic_store(&c->live_gen, 0);
 	report = !c->closing;
-	c->lost = report;
+	if (report) {
+		c->lost = true;
+		c->lost_at = now_ns();
+	}
 	for (unsigned b = 0; b < PENDING_BUCKETS; b++) {
 		struct pending *p = c->pending[b];
 
 		while (p) {
 			struct pending *next = p->next;
 
-			p->err = -EIO;
 			if (p->cb) {
 				/* Completed below, outside the lock: the
 				 * callbacks take their owners' locks. */
+				p->err = -ENOTCONN;
 				p->next = async;
 				async = p;
 			} else {
+				p->err = -EIO;
 				p->done = true;
 				pthread_cond_signal(&p->cond);
 			}
@@ -229,7 +350,8 @@ static void conn_fail(struct qc_conn *c, int err)
 		}
 		c->pending[b] = NULL;
 	}
-	pthread_cond_broadcast(&c->dead_cond);
+	l->npending = 0;
+	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	while (async) {
 		struct pending *next = async->next;
@@ -237,10 +359,12 @@ static void conn_fail(struct qc_conn *c, int err)
 		complete_async(async);
 		async = next;
 	}
-	if (report)
-		qft_err("connection to server lost: %s", fail_reason(c, err));
+	if (report && why)
+		qft_err("%s: connection lost", why);
+	else if (report)
+		qft_err("connection to server lost: %s", fail_reason(l, err));
 	/* Senders blocked on a full socket must not wait for a dead peer. */
-	qft_chan_shutdown(&c->chan);
+	qft_chan_shutdown(&l->chan);
 }
 
 /* Removes and returns the waiter for `id`; conn lock held. */
@@ -256,6 +380,15 @@ static struct pending *take_pending(struct qc_conn *c, uint64_t id)
 			return p;
 		}
 	}
+	return NULL;
+}
+
+static struct pending *find_pending(struct qc_conn *c, uint64_t id)
+{
+	for (struct pending *p = c->pending[id % PENDING_BUCKETS]; p;
+	     p = p->next)
+		if (p->id == id)
+			return p;
 	return NULL;
 }
 
@@ -289,17 +422,23 @@ static void drop_unclaimed(struct qc_conn *c, const struct qft_hdr *h,
  * to a waiting request; this is where stream frames (read-ahead data,
  * write acknowledgements) will be told apart and routed to their streams.
  */
-static int conn_dispatch(struct qc_conn *c, const struct qft_hdr *h,
+static int link_dispatch(struct link *l, const struct qft_hdr *h,
 			 struct qbuf *in)
 {
-	struct pending *p;
+	struct qc_conn *c = l->c;
+	struct pending *p = NULL;
 
 	if (!(h->flags & QFT_F_REPLY)) {
 		qft_err("server sent a %s request frame", qft_op_name(h->op));
 		return -EPROTO;
 	}
 	pthread_mutex_lock(&c->lock);
-	p = take_pending(c, h->id);
+	/* A dead link's table entries are gone; its late frames are noise. */
+	if (!l->dead) {
+		p = take_pending(c, h->id);
+		if (p)
+			l->npending--;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (!p) {
 		drop_unclaimed(c, h, in);
@@ -330,22 +469,465 @@ static int conn_dispatch(struct qc_conn *c, const struct qft_hdr *h,
 
 static void *reader_main(void *arg)
 {
-	struct qc_conn *c = arg;
+	struct link *l = arg;
 	struct qft_hdr h;
 	struct qbuf in;
 	int r;
 
 	qbuf_init(&in, FRAME_LIMIT);
 	for (;;) {
-		r = qft_chan_recv(&c->chan, &in, &h);
+		r = qft_chan_recv(&l->chan, &in, &h);
 		if (r < 0)
 			break;
-		r = conn_dispatch(c, &h, &in);
+		atomic_store(&l->last_rx, now_ns());
+		r = link_dispatch(l, &h, &in);
 		if (r < 0)
 			break;
 	}
 	qbuf_free(&in);
-	conn_fail(c, r);
+	link_fail(l->c, l, r, NULL);
+	return NULL;
+}
+
+static int link_start(struct link *l)
+{
+	int r;
+
+	/* Signals belong to libfuse's handlers in the loop threads; one
+	 * delivered here would interrupt no one and leave the loop running. */
+	r = -qft_thread_start(&l->reader, reader_main, l);
+	if (r)
+		return -r;
+	l->reader_running = true;
+	atomic_store(&l->last_rx, now_ns());
+	return 0;
+}
+
+/*
+ * Version handshake on a link that is not reading yet.  See
+ * qc_conn_hello for the results.
+ */
+static int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
+{
+	struct timeval tv = { .tv_sec = timeout_s };
+	const struct timeval off = { 0 };
+	struct qft_msg m, rep;
+	struct qft_hdr h;
+	struct qbuf b;
+	int r;
+
+	msg[0] = '\0';
+	qbuf_init(&b, FRAME_LIMIT);
+	qft_msg_init(&m, QFT_OP_HELLO, next_id(l->c));
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = qft_chan_lz4_offer(l->c->o.compress);
+	r = qft_chan_send_msg(&l->chan, &b, &m);
+	if (r == -EPIPE || r == -ECONNRESET) {
+		r = -EPIPE;
+		goto out_free_buf;
+	}
+	if (r < 0) {
+		snprintf(msg, size, "cannot send the handshake: %s",
+			 strerror(-r));
+		goto out_free_buf;
+	}
+
+	/* The handshake must not hang on a server that never answers; the
+	 * option is ignored where the stream is not a socket. */
+	setsockopt(l->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = qft_chan_recv(&l->chan, &b, &h);
+	setsockopt(l->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof(off));
+	if (r == -EAGAIN || r == -EWOULDBLOCK) {
+		snprintf(msg, size, "the server did not answer within %d s",
+			 timeout_s);
+		r = -ETIMEDOUT;
+		goto out_free_buf;
+	}
+	if (r == -EPIPE || r == -ECONNRESET) {
+		r = -EPIPE;
+		goto out_free_buf;
+	}
+	if (r < 0) {
+		snprintf(msg, size, "handshake failed: %s", fail_reason(l, r));
+		r = -EPROTO;
+		goto out_free_buf;
+	}
+	r = qft_msg_decode(&rep, b.data, b.len);
+	if (r < 0 || !(rep.flags & QFT_F_REPLY) || rep.op != QFT_OP_HELLO ||
+	    rep.id != m.id) {
+		snprintf(msg, size, "the server answered the handshake with "
+			 "something other than a HELLO reply");
+		r = -EPROTO;
+		goto out_free_buf;
+	}
+	if (rep.status != QFT_OK) {
+		if (rep.errmsg.len)
+			snprintf(msg, size, "%s", rep.errmsg.s);
+		else
+			snprintf(msg, size, "the server refused the handshake: %s",
+				 strerror(qft_errno_from_status(rep.status)));
+		r = -EPROTO;
+		goto out_free_buf;
+	}
+	if (rep.version != QFT_VERSION) {
+		snprintf(msg, size, "the server speaks protocol version %u, "
+			 "this client speaks version %u", rep.version,
+			 QFT_VERSION);
+		r = -EPROTO;
+		goto out_free_buf;
+	}
+	/* Before the reader starts: no compressed frame can come earlier. */
+	qft_chan_lz4_agreed(&l->chan, l->c->o.compress, rep.features);
+	r = 0;
+out_free_buf:
+	qbuf_free(&b);
+	return r;
+}
+
+/* -------------------------------------------------------------------------
+ * Setup and teardown
+ */
+
+int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
+		struct qc_endpoint *ep)
+{
+	pthread_condattr_t ca;
+	struct qc_conn *c;
+	struct link *l;
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		wipe_endpoint_keys(ep);
+		close(ep->fd);
+		ep->fd = -1;
+		return -ENOMEM;
+	}
+	c->o = *o;
+	if (c->o.timeout_s <= 0)
+		c->o.timeout_s = QC_TIMEOUT_DEFAULT;
+	r = link_new(c, ep, &l);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	atomic_init(&c->next_id, 1);
+	atomic_init(&c->live_gen, 1);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->hlock, NULL);
+	/* Deadlines must not move with the wall clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_cond_init(&c->ping_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	l->gen = c->last_gen = 1;
+	c->hgen = 1;
+	c->cur = l;
+	*out = c;
+	return 0;
+}
+
+void qc_conn_free(struct qc_conn *c)
+{
+	if (!c)
+		return;
+	/* A reconnect attempt that would not end still uses everything;
+	 * the process is exiting, which frees it all at once. */
+	if (c->abandoned)
+		return;
+	if (c->cur) {
+		struct link *l = c->cur;
+
+		if (l->reader_running) {
+			qft_chan_shutdown(&l->chan);
+			pthread_join(l->reader, NULL);
+		}
+		link_free(c, l, 0);
+		c->cur = NULL;
+	}
+	pthread_cond_destroy(&c->ping_cond);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->hlock);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
+{
+	return link_hello(c->cur, timeout_s, msg, size);
+}
+
+/*
+ * Waits (conn lock held) until link `l` has no users, then drops the lock
+ * to join its reader and free it.  `l` must be dead and no longer
+ * reachable by new users (cur moved on, or closing with the table empty).
+ */
+static void link_retire(struct qc_conn *c, struct link *l, int reap_ms)
+{
+	while (l->users)
+		pthread_cond_wait(&c->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	if (l->reader_running) {
+		pthread_join(l->reader, NULL);
+		l->reader_running = false;
+	}
+	link_free(c, l, reap_ms);
+	pthread_mutex_lock(&c->lock);
+}
+
+/*
+ * One attempt at a new link: a fresh endpoint from the transport and the
+ * handshake; not reading yet.  No lock held.
+ */
+static int link_make(struct qc_conn *c, struct link **out)
+{
+	char msg[QFT_MAX_ERRMSG + 128];
+	struct qc_endpoint ep;
+	struct link *l;
+	int r;
+
+	memset(&ep, 0, sizeof(ep));
+	ep.fd = -1;
+	r = c->o.ops->open(c->o.ops_ctx, &ep);
+	if (r < 0)
+		return r;
+	r = link_new(c, &ep, &l);
+	if (r < 0) {
+		qft_err("cannot set up the new connection: %s", strerror(-r));
+		c->o.ops->close(c->o.ops_ctx, &ep, FAULT_REAP_MS, false);
+		return r;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->attempt = c->closing ? NULL : l;
+	r = c->closing ? -ECANCELED : 0;
+	pthread_mutex_unlock(&c->lock);
+	if (r == 0)
+		r = link_hello(l, c->o.timeout_s, msg, sizeof(msg));
+	pthread_mutex_lock(&c->lock);
+	c->attempt = NULL;
+	if (c->closing && r < 0)
+		r = -ECANCELED;
+	pthread_mutex_unlock(&c->lock);
+	if (r == -EPIPE)
+		snprintf(msg, sizeof(msg), "the server closed the connection "
+			 "during the handshake");
+	if (r < 0) {
+		if (r != -ECANCELED)
+			qft_err("cannot reconnect to %s: %s",
+				c->o.host ? c->o.host : "the server", msg);
+		qft_chan_shutdown(&l->chan);
+		link_free(c, l, FAULT_REAP_MS);
+		return r;
+	}
+	*out = l;
+	return 0;
+}
+
+/* Makes `l` the live link: new generation, fresh handle numbers.  Conn
+ * lock held. */
+static void link_install(struct qc_conn *c, struct link *l)
+{
+	l->gen = ++c->last_gen;
+	pthread_mutex_lock(&c->hlock);
+	c->hgen = l->gen;
+	memset(c->hmap, 0, sizeof(c->hmap));
+	c->hnext = 0;
+	pthread_mutex_unlock(&c->hlock);
+	c->cur = l;
+	c->lost = false;
+	atomic_store(&c->live_gen, l->gen);
+	pthread_cond_broadcast(&c->cond);
+}
+
+/*
+ * After a loss: new links with backoff until one works or the connection
+ * is shut down.  Conn lock held (dropped during attempts and waits).
+ */
+static void reconnect(struct qc_conn *c)
+{
+	int64_t delay = NS_PER_S, start = c->lost_at, until;
+	const char *host = c->o.host ? c->o.host : "the server";
+	unsigned attempt = 0;
+
+	while (!c->closing) {
+		struct link *l = NULL;
+		int r;
+
+		attempt++;
+		qft_info("reconnecting to %s (attempt %u)", host, attempt);
+		pthread_mutex_unlock(&c->lock);
+		r = link_make(c, &l);
+		pthread_mutex_lock(&c->lock);
+		/* Its reader starts under the lock, so that whatever it
+		 * does first happens to the installed link. */
+		if (r == 0 && !c->closing && (r = link_start(l)) < 0)
+			qft_err("cannot start the reader thread: %s",
+				strerror(-r));
+		if (r == 0 && !c->closing) {
+			link_install(c, l);
+			qft_info("reconnected to %s after %.0f s", host,
+				 (double)(now_ns() - start) / NS_PER_S);
+			return;
+		}
+		if (l) {
+			/* Unmounting meanwhile, or no thread: not wanted. */
+			pthread_mutex_unlock(&c->lock);
+			link_free(c, l, FAULT_REAP_MS);
+			pthread_mutex_lock(&c->lock);
+			l = NULL;
+		}
+		if (c->closing)
+			return;
+		/* Woken early only by closing. */
+		until = now_ns() + delay;
+		while (!c->closing && !wait_until(&c->cond, &c->lock, until))
+			;
+		delay = delay * 2 > BACKOFF_MAX_S * NS_PER_S ?
+			BACKOFF_MAX_S * NS_PER_S : delay * 2;
+	}
+}
+
+/*
+ * Why the live link `l` must be given up, or NULL.  Conn lock held.
+ * Replies come in the order the server executes requests, so silence
+ * while anything is outstanding, or one request unanswered for longer than
+ * the deadline, means the link or the server is stuck.
+ */
+static const char *link_overdue(struct qc_conn *c, struct link *l,
+				int64_t now, char *buf, size_t size)
+{
+	int64_t limit = deadline_ns(c), quiet, oldest = 0;
+	uint16_t op = 0;
+
+	if (!l->npending)
+		return NULL;
+	quiet = atomic_load(&l->last_rx);
+	if (quiet < l->busy_since)
+		quiet = l->busy_since;
+	if (now - quiet >= limit) {
+		snprintf(buf, size, "no reply from server for %d s",
+			 c->o.timeout_s);
+		return buf;
+	}
+	for (unsigned b = 0; b < PENDING_BUCKETS; b++)
+		for (struct pending *p = c->pending[b]; p; p = p->next)
+			if (p->sent_ns && (!oldest || p->sent_ns < oldest)) {
+				oldest = p->sent_ns;
+				op = p->op;
+			}
+	if (oldest && now - oldest >= limit) {
+		snprintf(buf, size, "no reply to a %s request within %d s",
+			 qft_op_name(op), c->o.timeout_s);
+		return buf;
+	}
+	return NULL;
+}
+
+/*
+ * The watchdog: deadlines and keepalives on the live link, and after a
+ * loss, tearing the dead link down and making a new one.
+ */
+static void *watchdog_main(void *arg)
+{
+	struct qc_conn *c = arg;
+	int64_t keep = (int64_t)c->o.keepalive_s * NS_PER_S;
+	char why[128];
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->closing) {
+		struct link *l = c->cur;
+		int64_t now = now_ns(), next;
+
+		if (l && !l->dead) {
+			const char *reason = link_overdue(c, l, now, why,
+							  sizeof(why));
+			int64_t rx = atomic_load(&l->last_rx);
+			int64_t tx = atomic_load(&l->last_tx);
+
+			if (reason) {
+				l->users++;
+				pthread_mutex_unlock(&c->lock);
+				link_fail(c, l, -ETIMEDOUT, reason);
+				pthread_mutex_lock(&c->lock);
+				l->users--;
+				continue;
+			}
+			next = now + WATCH_TICK_MS * NS_PER_MS;
+			if (!l->npending) {
+				int64_t quiet = rx > tx ? rx : tx;
+
+				if (keep && now - quiet >= keep) {
+					c->ping_wanted = true;
+					pthread_cond_signal(&c->ping_cond);
+				}
+				/* Idle: a request made meanwhile is looked
+				 * at within a second. */
+				next = now + IDLE_TICK_MS * NS_PER_MS;
+				if (keep && quiet + keep > now &&
+				    quiet + keep < next)
+					next = quiet + keep;
+			}
+			wait_until(&c->cond, &c->lock, next);
+			continue;
+		}
+		if (l) {
+			/* Dead: nobody can reach it once cur moves on. */
+			c->cur = NULL;
+			link_retire(c, l, FAULT_REAP_MS);
+			continue;
+		}
+		if (c->o.reconnect && c->o.ops) {
+			reconnect(c);
+			continue;
+		}
+		/* Lost for good: calls fail at once; wait for the end. */
+		pthread_cond_wait(&c->cond, &c->lock);
+	}
+	c->watchdog_done = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+static void ping_done(void *ctx, int err, struct qc_reply *rep)
+{
+	/* An answer is all a PING asks for; a loss is reported by the
+	 * link's failure. */
+	(void)ctx;
+	(void)err;
+	(void)rep;
+}
+
+/*
+ * Sends the PINGs the watchdog asks for.  A thread of its own: a send can
+ * block on a full socket, and the watchdog must keep watching meanwhile
+ * (it unblocks the send by shutting the link down).
+ */
+static void *pinger_main(void *arg)
+{
+	struct qc_conn *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->closing) {
+		struct qft_msg m;
+		uint64_t gen;
+
+		if (!c->ping_wanted) {
+			pthread_cond_wait(&c->ping_cond, &c->lock);
+			continue;
+		}
+		c->ping_wanted = false;
+		if (!c->cur || c->cur->dead || c->cur->npending)
+			continue;
+		gen = c->cur->gen;
+		pthread_mutex_unlock(&c->lock);
+		qft_msg_init(&m, QFT_OP_PING, 0);
+		(void)qc_call_async(c, gen, &m, ping_done, NULL);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
 	return NULL;
 }
 
@@ -353,13 +935,27 @@ int qc_conn_start(struct qc_conn *c)
 {
 	int r;
 
-	/* Signals belong to libfuse's handlers in the loop threads; one
-	 * delivered here would interrupt no one and leave the loop running. */
-	r = -qft_thread_start(&c->reader, reader_main, c);
+	r = link_start(c->cur);
+	if (r < 0)
+		return r;
+	r = -qft_thread_start(&c->watchdog, watchdog_main, c);
 	if (r)
-		return -r;
-	c->reader_running = true;
+		goto out_stop_reader;
+	r = -qft_thread_start(&c->pinger, pinger_main, c);
+	if (r)
+		goto out_stop_watchdog;
+	c->started = true;
 	return 0;
+
+out_stop_watchdog:
+	pthread_mutex_lock(&c->lock);
+	c->closing = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->watchdog, NULL);
+out_stop_reader:
+	/* The caller shuts down what is left. */
+	return -r;
 }
 
 bool qc_conn_lost(struct qc_conn *c)
@@ -372,48 +968,169 @@ bool qc_conn_lost(struct qc_conn *c)
 	return lost;
 }
 
-void qc_conn_shutdown(struct qc_conn *c, int timeout_ms)
+/* Stops the watchdog, waiting a bounded time for a reconnect attempt in
+ * progress; false when it had to be left running. */
+static bool stop_watchdog(struct qc_conn *c)
 {
-	struct timespec deadline;
+	int64_t until = now_ns() + ATTEMPT_WAIT_MS * NS_PER_MS;
+	bool done;
 
 	pthread_mutex_lock(&c->lock);
-	c->closing = true;
+	pthread_cond_broadcast(&c->cond);
+	while (!c->watchdog_done && !wait_until(&c->cond, &c->lock, until))
+		;
+	done = c->watchdog_done;
 	pthread_mutex_unlock(&c->lock);
-	if (!c->reader_running) {
-		qft_chan_shutdown(&c->chan);
-		return;
+	if (done) {
+		pthread_join(c->watchdog, NULL);
+		return true;
 	}
+	qft_warn("a reconnect attempt is still running; leaving it behind");
+	pthread_detach(c->watchdog);
+	return false;
+}
+
+/*
+ * Half-closes the live link and waits for the server to close its side:
+ * at most until `until`, and at most SHUTDOWN_SILENCE_MS past the last
+ * frame received.  Conn lock not held.
+ */
+static void link_drain(struct qc_conn *c, struct link *l, int64_t until)
+{
+	int64_t start = now_ns();
+	struct timespec rt;
 
 	/*
 	 * Half-close, under the write lock so no frame is cut: the server
 	 * reads end of stream after our last request, answers everything
 	 * before it and exits, which closes its side and ends our reader.
+	 * A sender stuck on a full socket holds the lock: then the server
+	 * is not reading, and waiting for it is pointless.
 	 */
-	pthread_mutex_lock(&c->chan.wlock);
-	shutdown(c->chan.wfd, SHUT_WR);
-	pthread_mutex_unlock(&c->chan.wlock);
+	clock_gettime(CLOCK_REALTIME, &rt);
+	rt.tv_sec += SHUTDOWN_SILENCE_MS / 1000;
+	if (pthread_mutex_timedlock(&l->chan.wlock, &rt) != 0)
+		return;
+	shutdown(l->chan.wfd, SHUT_WR);
+	pthread_mutex_unlock(&l->chan.wlock);
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&c->lock);
-	while (!c->dead) {
-		if (pthread_cond_timedwait(&c->dead_cond, &c->lock,
-					   &deadline) == ETIMEDOUT)
+	while (!l->dead) {
+		int64_t rx = atomic_load(&l->last_rx);
+		int64_t end = (rx > start ? rx : start) +
+			      SHUTDOWN_SILENCE_MS * NS_PER_MS;
+
+		if (end > until)
+			end = until;
+		if (now_ns() >= end)
 			break;
+		wait_until(&c->cond, &c->lock, end);
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* A server that does not close in time is cut off. */
-	qft_chan_shutdown(&c->chan);
-	pthread_join(c->reader, NULL);
-	c->reader_running = false;
 }
 
-static int send_frame(struct qc_conn *c, struct qft_msg *req)
+int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
+{
+	int64_t until = now_ns() + (int64_t)timeout_ms * NS_PER_MS;
+	struct link *l;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	c->closing = true;
+	atomic_store(&c->live_gen, 0);
+	if (c->attempt)
+		qft_chan_shutdown(&c->attempt->chan);
+	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&c->ping_cond);
+	pthread_mutex_unlock(&c->lock);
+	if (c->started && !stop_watchdog(c)) {
+		c->abandoned = true;
+		return -EINPROGRESS;
+	}
+
+	pthread_mutex_lock(&c->lock);
+	l = c->cur;
+	r = !l || l->dead ? -EIO : 0;
+	pthread_mutex_unlock(&c->lock);
+	if (l && r == 0 && l->reader_running)
+		link_drain(c, l, until);
+	if (l) {
+		/* A server that did not close in time is cut off. */
+		link_fail(c, l, -ECANCELED, NULL);
+	}
+	if (c->started) {
+		pthread_join(c->pinger, NULL);
+		c->started = false;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (l) {
+		if (r == 0 && !l->clean)
+			r = -ETIMEDOUT;
+		c->cur = NULL;
+		link_retire(c, l, reap_ms);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+/* -------------------------------------------------------------------------
+ * Calls
+ */
+
+/*
+ * The link to send on: the live one, which must be `gen` unless gen is 0;
+ * with gen 0, waits for one until the deadline.  Takes a user reference.
+ * Conn lock held.  -ENOTCONN (gen given) or -EIO.
+ */
+static int link_get(struct qc_conn *c, uint64_t gen, struct link **out)
+{
+	int64_t until = 0;
+
+	for (;;) {
+		struct link *l = c->cur;
+
+		if (c->closing)
+			return gen ? -ENOTCONN : -EIO;
+		if (l && !l->dead) {
+			if (gen && l->gen != gen)
+				return -ENOTCONN;
+			l->users++;
+			*out = l;
+			return 0;
+		}
+		if (gen)
+			return -ENOTCONN;
+		if (!c->o.reconnect || !c->started)
+			return -EIO;
+		if (!until)
+			until = now_ns() + deadline_ns(c);
+		if (wait_until(&c->cond, &c->lock, until))
+			return -EIO;
+	}
+}
+
+static void link_put(struct qc_conn *c, struct link *l)
+{
+	if (--l->users == 0)
+		pthread_cond_broadcast(&c->cond);
+}
+
+/* Puts p in the table for link l; conn lock held. */
+static void pending_add(struct qc_conn *c, struct link *l, struct pending *p)
+{
+	p->next = c->pending[p->id % PENDING_BUCKETS];
+	c->pending[p->id % PENDING_BUCKETS] = p;
+	if (l->npending++ == 0)
+		l->busy_since = now_ns();
+}
+
+/*
+ * Sends on link l (a user reference held) and drops the reference.  On a
+ * failed send the link is failed, which completes the request (`id`, if
+ * any) unless it could not even be encoded.
+ */
+static int link_send(struct qc_conn *c, struct link *l, struct qft_msg *req,
+		     uint64_t id)
 {
 	struct qbuf out;
 	int r;
@@ -425,15 +1142,30 @@ static int send_frame(struct qc_conn *c, struct qft_msg *req)
 		qft_err("cannot encode a %s request: %s",
 			qft_op_name(req->op), strerror(-r));
 		qbuf_free(&out);
-		return -EIO;
+		r = -EIO;
+		goto out_put;
 	}
-	r = qft_chan_send(&c->chan, out.data, out.len);
+	r = qft_chan_send(&l->chan, out.data, out.len);
 	qbuf_free(&out);
 	if (r < 0) {
-		conn_fail(c, r);
-		return -EIO;
+		link_fail(c, l, r, NULL);
+		r = -EIO;
+		goto out_put;
 	}
-	return 0;
+	atomic_store(&l->last_tx, now_ns());
+out_put:
+	pthread_mutex_lock(&c->lock);
+	if (r == 0 && id) {
+		/* Its deadline runs from now: time spent waiting for the
+		 * socket is time the link was busy, not stuck. */
+		struct pending *p = find_pending(c, id);
+
+		if (p)
+			p->sent_ns = now_ns();
+	}
+	link_put(c, l);
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }
 
 static int check_reply(uint16_t op, struct qc_reply *rep)
@@ -462,9 +1194,30 @@ static int check_reply(uint16_t op, struct qc_reply *rep)
 	return 0;
 }
 
-int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep)
+int qc_readdir_check(const struct qft_blob *data, bool plus)
+{
+	struct qft_dirent d;
+	struct qcur c;
+	int n = 0, r;
+
+	qcur_init(&c, data->p, data->len);
+	while (c.left) {
+		r = qft_dirent_decode(&c, &d, plus);
+		if (r < 0) {
+			qft_err("malformed READDIR reply from the server: %s",
+				strerror(-r));
+			return -EIO;
+		}
+		n++;
+	}
+	return n;
+}
+
+static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		struct qc_reply *rep)
 {
 	struct pending p;
+	struct link *l;
 	int r;
 
 	memset(rep, 0, sizeof(*rep));
@@ -474,28 +1227,30 @@ int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep)
 
 	memset(&p, 0, sizeof(p));
 	p.id = req->id;
+	p.op = req->op;
 	qbuf_init(&p.frame, FRAME_LIMIT);
 	pthread_cond_init(&p.cond, NULL);
 
 	/* Registered before sending, so the reply always finds its waiter. */
 	pthread_mutex_lock(&c->lock);
-	if (c->dead) {
+	r = link_get(c, gen, &l);
+	if (r < 0) {
 		pthread_mutex_unlock(&c->lock);
-		r = -EIO;
 		goto out_destroy;
 	}
-	p.next = c->pending[p.id % PENDING_BUCKETS];
-	c->pending[p.id % PENDING_BUCKETS] = &p;
+	pending_add(c, l, &p);
 	pthread_mutex_unlock(&c->lock);
 
-	r = send_frame(c, req);
+	r = link_send(c, l, req, p.id);
 	pthread_mutex_lock(&c->lock);
 	if (r < 0 && !p.done) {
 		/* Not sent (encoding failed): nobody else will wake us. */
-		take_pending(c, p.id);
+		if (take_pending(c, p.id) && !l->dead)
+			l->npending--;
 		p.done = true;
 		p.err = r;
 	}
+	/* The watchdog fails the link, and so this wait, at the deadline. */
 	while (!p.done)
 		pthread_cond_wait(&p.cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
@@ -516,10 +1271,24 @@ out_destroy:
 	return r;
 }
 
-int qc_call_async(struct qc_conn *c, struct qft_msg *req, qc_done_fn *done,
-		  void *ctx)
+int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep)
+{
+	return call(c, 0, req, rep);
+}
+
+int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		struct qc_reply *rep)
+{
+	if (!gen)
+		return -ENOTCONN;
+	return call(c, gen, req, rep);
+}
+
+int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		  qc_done_fn *done, void *ctx)
 {
 	struct pending *p;
+	struct link *l;
 	uint64_t id;
 	int r;
 
@@ -537,23 +1306,25 @@ int qc_call_async(struct qc_conn *c, struct qft_msg *req, qc_done_fn *done,
 	p->id = id = req->id;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->dead) {
+	r = gen ? link_get(c, gen, &l) : -ENOTCONN;
+	if (r < 0) {
 		pthread_mutex_unlock(&c->lock);
-		p->err = -EIO;
+		p->err = r;
 		complete_async(p);
-		return -EIO;
+		return r;
 	}
-	p->next = c->pending[id % PENDING_BUCKETS];
-	c->pending[id % PENDING_BUCKETS] = p;
+	pending_add(c, l, p);
 	pthread_mutex_unlock(&c->lock);
 
 	/* Once sent, p belongs to the reader, which may free it any time. */
-	r = send_frame(c, req);
+	r = link_send(c, l, req, id);
 	if (r < 0) {
-		/* A failed send killed the connection, which completed p; only
-		 * a frame that could not even be encoded is still ours. */
+		/* A failed send killed the link, which completed p; only a
+		 * frame that could not even be encoded is still ours. */
 		pthread_mutex_lock(&c->lock);
 		p = take_pending(c, id);
+		if (p && !l->dead)
+			l->npending--;
 		pthread_mutex_unlock(&c->lock);
 		if (p) {
 			p->err = r;
@@ -563,99 +1334,52 @@ int qc_call_async(struct qc_conn *c, struct qft_msg *req, qc_done_fn *done,
 	return r;
 }
 
-int qc_send_noreply(struct qc_conn *c, struct qft_msg *req)
+int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 {
-	bool dead;
-
-	pthread_mutex_lock(&c->lock);
-	dead = c->dead;
-	pthread_mutex_unlock(&c->lock);
-	if (dead)
-		return -EIO;
-	req->flags = 0;
-	req->id = next_id(c);
-	return send_frame(c, req);
-}
-
-int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
-{
-	struct timeval tv = { .tv_sec = timeout_s };
-	const struct timeval off = { 0 };
-	struct qft_msg m, rep;
-	struct qft_hdr h;
-	struct qbuf b;
+	struct link *l;
 	int r;
 
-	msg[0] = '\0';
-	qbuf_init(&b, FRAME_LIMIT);
-	qft_msg_init(&m, QFT_OP_HELLO, next_id(c));
-	m.magic = QFT_MAGIC;
-	m.version = QFT_VERSION;
-	m.features = 0;
-	r = qft_chan_send_msg(&c->chan, &b, &m);
-	if (r == -EPIPE || r == -ECONNRESET) {
-		r = -EPIPE;
-		goto out_free_buf;
-	}
-	if (r < 0) {
-		snprintf(msg, size, "cannot send the handshake: %s",
-			 strerror(-r));
-		goto out_free_buf;
-	}
+	pthread_mutex_lock(&c->lock);
+	r = gen ? link_get(c, gen, &l) : -ENOTCONN;
+	pthread_mutex_unlock(&c->lock);
+	if (r < 0)
+		return r;
+	req->flags = 0;
+	req->id = next_id(c);
+	return link_send(c, l, req, 0);
+}
 
-	/* The handshake must not hang on a server that never answers; the
-	 * option is ignored where the stream is not a socket. */
-	setsockopt(c->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	r = qft_chan_recv(&c->chan, &b, &h);
-	setsockopt(c->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof(off));
-	if (r == -EAGAIN || r == -EWOULDBLOCK) {
-		snprintf(msg, size, "the server did not answer within %d s",
-			 timeout_s);
-		r = -ETIMEDOUT;
-		goto out_free_buf;
+int qc_conn_wait(struct qc_conn *c, uint64_t *gen)
+{
+	struct link *l;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	r = link_get(c, 0, &l);
+	if (r == 0) {
+		*gen = l->gen;
+		link_put(c, l);
 	}
-	if (r == -EPIPE || r == -ECONNRESET) {
-		r = -EPIPE;
-		goto out_free_buf;
-	}
-	if (r < 0) {
-		snprintf(msg, size, "handshake failed: %s", fail_reason(c, r));
-		r = -EPROTO;
-		goto out_free_buf;
-	}
-	r = qft_msg_decode(&rep, b.data, b.len);
-	if (r < 0 || !(rep.flags & QFT_F_REPLY) || rep.op != QFT_OP_HELLO ||
-	    rep.id != m.id) {
-		snprintf(msg, size, "the server answered the handshake with "
-			 "something other than a HELLO reply");
-		r = -EPROTO;
-		goto out_free_buf;
-	}
-	if (rep.status != QFT_OK) {
-		if (rep.errmsg.len)
-			snprintf(msg, size, "%s", rep.errmsg.s);
-		else
-			snprintf(msg, size, "the server refused the handshake: %s",
-				 strerror(qft_errno_from_status(rep.status)));
-		r = -EPROTO;
-		goto out_free_buf;
-	}
-	if (rep.version != QFT_VERSION) {
-		snprintf(msg, size, "the server speaks protocol version %u, "
-			 "this client speaks version %u", rep.version,
-			 QFT_VERSION);
-		r = -EPROTO;
-		goto out_free_buf;
-	}
-	r = 0;
-out_free_buf:
-	qbuf_free(&b);
+	pthread_mutex_unlock(&c->lock);
 	return r;
 }
 
-int qc_handle_alloc(struct qc_conn *c, uint64_t *handle)
+uint64_t qc_conn_gen(struct qc_conn *c)
+{
+	return atomic_load(&c->live_gen);
+}
+
+/* -------------------------------------------------------------------------
+ * Handles
+ */
+
+int qc_handle_alloc(struct qc_conn *c, uint64_t gen, uint64_t *handle)
 {
 	pthread_mutex_lock(&c->hlock);
+	if (gen != c->hgen) {
+		pthread_mutex_unlock(&c->hlock);
+		return -ENOTCONN;
+	}
 	for (uint32_t i = 0; i < HANDLE_WORDS; i++) {
 		uint32_t w = (c->hnext + i) % HANDLE_WORDS;
 		unsigned bit;
@@ -673,7 +1397,7 @@ int qc_handle_alloc(struct qc_conn *c, uint64_t *handle)
 	return -EMFILE;
 }
 
-void qc_handle_free(struct qc_conn *c, uint64_t handle)
+void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle)
 {
 	uint64_t n = handle - 1, mask;
 
@@ -684,8 +1408,31 @@ void qc_handle_free(struct qc_conn *c, uint64_t handle)
 	}
 	mask = (uint64_t)1 << (n % 64);
 	pthread_mutex_lock(&c->hlock);
+	if (gen != c->hgen) {
+		pthread_mutex_unlock(&c->hlock);
+		return;
+	}
 	if (!(c->hmap[n / 64] & mask))
 		qft_err("handle %llu freed twice", (unsigned long long)handle);
 	c->hmap[n / 64] &= ~mask;
 	pthread_mutex_unlock(&c->hlock);
+}
+
+int qc_conn_parse_seconds(const char *name, const char *s, bool zero_ok,
+			  int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < (zero_ok ? 0 : 1) ||
+	    v > 24 * 3600) {
+		fprintf(stderr, "qftfs: invalid %s '%s': expected whole "
+			"seconds, %s\n", name, s,
+			zero_ok ? "0 (off) to 86400" : "1 to 86400");
+		return -EINVAL;
+	}
+	*out = (int)v;
+	return 0;
 }

@@ -1,20 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client's connection to one server.
+ * The client's connection to its server: pipelined requests over a link
+ * that can die and be replaced.
  *
  * Any number of threads call qc_call() at once; each request goes out as
- * soon as it is encoded and the caller sleeps until the reader thread hands
- * it the reply carrying its request id.  That is what keeps many requests in
- * flight on one stream.  The server executes requests in the order they
- * arrive, which the handle allocator relies on (see qc_handle_free).
+ * soon as it is encoded and the caller sleeps until the link's reader
+ * thread hands it the reply carrying its request id.  That is what keeps
+ * many requests in flight on one stream.  The server executes requests in
+ * the order they arrive, which the handle allocator relies on (see
+ * qc_handle_free) and which makes a request that stays unanswered past its
+ * deadline mean a stuck link or server.
  *
- * Once the connection fails, every waiter wakes with -EIO and every later
- * call fails at once with -EIO; one line is logged.
+ * Links.  A connection owns one current link at a time: a stream (from a
+ * qc_endpoint the transport made), its record keys, its reader thread and
+ * a generation number.  A link dies when the stream fails, when the server
+ * sends garbage, or when the watchdog finds a request older than the
+ * deadline (-o timeout=) or nothing received for that long while anything
+ * was outstanding; the stream is then shut down, every waiter fails, and
+ * one line names the reason.  With reconnect on, the watchdog thread then
+ * builds a new link through the transport's open() with backoff (1, 2, 4
+ * ... 30 s); requests made meanwhile wait for it until their deadline.
+ * With reconnect off, every later call fails with -EIO at once.
  *
- * Lifecycle: qc_conn_new, qc_conn_hello (before mounting, still single
- * threaded), qc_conn_start (after fuse_daemonize, which forks: the reader
- * thread must be created in the process that keeps running), then calls,
- * then qc_conn_shutdown and qc_conn_free.
+ * Handles are per link: a handle number means something only on the link
+ * (generation) it was opened on.  Calls that name a handle therefore name
+ * the generation too (qc_call_gen, qc_call_async, qc_send_noreply) and are
+ * not sent at all, failing with -ENOTCONN, when that link is no longer the
+ * live one.  -ENOTCONN never comes from the server (the status set has no
+ * such code), so callers can tell "this handle's link is gone" from any
+ * answer; it must be turned into EIO before it reaches a user.
+ *
+ * Keepalive.  When nothing has been sent or received for -o keepalive=
+ * seconds and nothing is outstanding, a PING goes out from a thread of its
+ * own (so that a send blocked on a full socket never stalls the watchdog).
+ * Its answer is due within the deadline like any other.
+ *
+ * Lifecycle: qc_conn_new (with the first endpoint), qc_conn_hello (before
+ * mounting, still single threaded), qc_conn_start (after fuse_daemonize,
+ * which forks: threads must be created in the process that keeps
+ * running), then calls, then qc_conn_shutdown and qc_conn_free.
  *
  * Error convention: 0 or a negative errno.
  */
@@ -27,9 +51,52 @@
 
 #include "auth.h"
 #include "buf.h"
+#include "lz4chunk.h"
 #include "msg.h"
 
 struct qc_conn;
+
+/* What one link runs over, as the transport made it. */
+struct qc_endpoint {
+	int fd;                 /* connected stream; the link takes it */
+	bool sealed;            /* keys are valid: seal the records */
+	enum qft_cipher cipher;
+	struct qft_session_keys keys; /* wiped once the link has its seals */
+	void *priv;             /* the transport's state, handed to close */
+};
+
+/* How to make and unmake endpoints; called from the watchdog thread after
+ * qc_conn_start, so both must log rather than print, and both must return
+ * within bounded time whatever the network does. */
+struct qc_transport_ops {
+	/*
+	 * A fresh endpoint for a new link (start the server, log in,
+	 * handshake): 0, or -errno with the reason already logged.  On
+	 * success ep->fd is open and ep->priv set for close.
+	 */
+	int (*open)(void *ctx, struct qc_endpoint *ep);
+	/*
+	 * After the link's stream has been closed: ends what open started
+	 * (the server process, the ssh session), waiting at most
+	 * `timeout_ms` for the server to go.  `clean` is true when the
+	 * server closed its side by itself, after answering everything.
+	 */
+	void (*close)(void *ctx, struct qc_endpoint *ep, int timeout_ms,
+		      bool clean);
+};
+
+struct qc_conn_opts {
+	int timeout_s;          /* per-request deadline, > 0 */
+	int keepalive_s;        /* quiet seconds before a PING; 0 = none */
+	bool reconnect;         /* make a new link after a loss */
+	enum qft_lz4_mode compress; /* -o compress=: asked for in each HELLO */
+	const char *host;       /* for messages ("reconnected to HOST") */
+	const struct qc_transport_ops *ops;
+	void *ops_ctx;
+};
+
+#define QC_TIMEOUT_DEFAULT   30
+#define QC_KEEPALIVE_DEFAULT 10
 
 /* A decoded reply.  `msg`'s strings and data point into `frame`, which the
  * reply owns until qc_reply_free. */
@@ -40,59 +107,93 @@ struct qc_reply {
 
 void qc_reply_free(struct qc_reply *rep);
 
-/* Takes ownership of `fd` (a connected stream). */
-int qc_conn_new(struct qc_conn **out, int fd);
+/*
+ * Checks every entry of a READDIR reply's data before any is used: each
+ * must decode (a valid name, or "." or ".."; attributes only when `plus`
+ * asked for them).  Returns the number of entries, or -EIO after logging
+ * the first malformed one.  Pure: tests/fuzz/fuzz_client.c calls it.
+ */
+int qc_readdir_check(const struct qft_blob *data, bool plus);
+
+/*
+ * A connection whose first link runs over `ep` (taken over: its fd and
+ * keys, which are wiped, whatever the outcome).  `o` is copied; host and
+ * ops_ctx must outlive the connection.
+ */
+int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
+		struct qc_endpoint *ep);
+/* Frees everything; after qc_conn_shutdown (or instead of it before
+ * qc_conn_start).  Closes the last link's transport if still open. */
 void qc_conn_free(struct qc_conn *c);
 
 /*
- * Seals the connection with the data plane's keys (auth.h), after the
- * handshake on its descriptor and before qc_conn_hello.  The caller still
- * wipes `keys`.
- */
-int qc_conn_set_keys(struct qc_conn *c, enum qft_cipher cipher,
-		     const struct qft_session_keys *keys);
-
-/*
- * Version handshake, before qc_conn_start.  Returns 0, -EPROTO with a
- * message for the user in `msg` (the server's own, on a mismatch),
- * -EPIPE when the server closed the stream without answering (it did not
- * start), -ETIMEDOUT, or another error.
+ * Version handshake on the first link, before qc_conn_start.  Returns 0,
+ * -EPROTO with a message for the user in `msg` (the server's own, on a
+ * mismatch), -EPIPE when the server closed the stream without answering
+ * (it did not start), -ETIMEDOUT, or another error.
  */
 int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size);
 
-/* Starts the reader thread. */
+/* Starts the reader, watchdog and keepalive threads. */
 int qc_conn_start(struct qc_conn *c);
 
 /*
- * Ends the connection cleanly: no more requests are sent, the server sees
- * end of stream, and this waits (at most `timeout_ms`) for it to close its
- * side, which it does after answering everything.  Wakes all waiters.
+ * Ends the connection: stops reconnecting, sends nothing more, lets the
+ * server see end of stream and waits for it to close its side (which it
+ * does after answering everything) for at most `timeout_ms` -- and at most
+ * 2 s past the last frame received, so a stopped server or a dead link
+ * cannot hold an unmount.  Wakes all waiters and closes the transport
+ * (waiting at most `reap_ms` for the server to go).  Returns 0 when the
+ * server closed cleanly, -ETIMEDOUT when it had to be cut off, -EIO when
+ * the link was already dead.
  */
-void qc_conn_shutdown(struct qc_conn *c, int timeout_ms);
+int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms);
 
-/* True once the connection failed other than by qc_conn_shutdown. */
+/* True while the connection is down other than by qc_conn_shutdown (lost
+ * and not, or not yet, replaced). */
 bool qc_conn_lost(struct qc_conn *c);
 
 /*
- * Sends `req` (its id is assigned here) and waits for the reply.  Returns
- * 0 with *rep filled (free it with qc_reply_free), or a negative errno:
- * the server's status as an errno, -EIO if the connection is gone or the
- * reply is malformed.  On error *rep holds nothing to free.
+ * Waits, at most the request deadline, for a live link and stores its
+ * generation in *gen.  -EIO when there is none by then (or reconnecting is
+ * off, or the connection is shutting down).
+ */
+int qc_conn_wait(struct qc_conn *c, uint64_t *gen);
+
+/* The live link's generation, or 0 when there is none right now. */
+uint64_t qc_conn_gen(struct qc_conn *c);
+
+/*
+ * Sends `req` (its id is assigned here) on the live link, waiting for one
+ * as qc_conn_wait does, and waits for the reply.  Returns 0 with *rep
+ * filled (free it with qc_reply_free), or a negative errno: the server's
+ * status as an errno, -EIO if there is no link, the link died before the
+ * reply, or the reply is malformed.  On error *rep holds nothing to free.
+ * For requests that name no handle.
  */
 int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep);
 
 /*
+ * The same on link `gen` only: -ENOTCONN, without sending, when that is
+ * not the live link.  For requests that name a handle of that link.
+ */
+int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		struct qc_reply *rep);
+
+/*
  * Completion of an asynchronous call: err is 0 with `rep` the decoded
- * successful reply, or a negative errno (the server's status, -EIO when the
- * connection is gone or the reply malformed, -ENOMEM) with `rep` NULL.
+ * successful reply, or a negative errno (the server's status, -EIO when
+ * the reply is malformed, -ENOTCONN when the link was lost before the
+ * reply came or was not the live one, -ENOMEM) with `rep` NULL.
  *
- * It runs on the reader thread, which no other reply gets past while it
- * runs, so it must be short and must never wait: no qc_call (its reply
+ * It runs on a link's reader thread, which no other reply gets past while
+ * it runs, so it must be short and must never wait: no qc_call (its reply
  * could never be read), no sleeping on a condition that another reply
  * would satisfy, and no lock that anyone holds while sending (a sender
  * blocked on a full socket waits for the server, which waits for us to
- * read).  It may also run on a sending thread when the connection fails
- * there, and before qc_call_async returns when the request cannot be sent.
+ * read).  It may also run on the thread that failed the link (a sender or
+ * the watchdog), and before qc_call_async returns when the request cannot
+ * be sent.
  *
  * `rep` is freed after done returns; to keep it, move it out:
  * `mine = *rep; memset(rep, 0, sizeof(*rep));` then qc_reply_free(&mine)
@@ -101,32 +202,40 @@ int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep);
 typedef void qc_done_fn(void *ctx, int err, struct qc_reply *rep);
 
 /*
- * Sends `req` (its id is assigned here) and returns without waiting for
- * the reply; `done` is called exactly once with the outcome, including
- * when the connection dies or is shut down (-EIO).  Returns 0 when the
+ * Sends `req` (its id is assigned here) on link `gen` and returns without
+ * waiting for the reply; `done` is called exactly once with the outcome,
+ * including when the link dies or is shut down.  Returns 0 when the
  * request went out, or the negative errno it was completed with (done has
  * then already run, on this thread).  So the caller must not hold any lock
  * that `done` takes.  Only after qc_conn_start.  Requests keep their order
  * on the wire with those of qc_call, so the server executes a WRITE sent
  * here before any request sent after this returns.
  */
-int qc_call_async(struct qc_conn *c, struct qft_msg *req, qc_done_fn *done,
-		  void *ctx);
+int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		  qc_done_fn *done, void *ctx);
 
 /*
- * Sends `req` without waiting; the reader discards its reply (logging a
- * failure at debug level).  For CLOSE of handles the kernel released, whose
- * outcome nobody could be told about.
+ * Sends `req` on link `gen` without waiting; the reader discards its reply
+ * (logging a failure at debug level).  For CLOSE of handles the kernel
+ * released, whose outcome nobody could be told about.  -ENOTCONN when that
+ * link is gone (and with it the handle).
  */
-int qc_send_noreply(struct qc_conn *c, struct qft_msg *req);
+int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req);
 
 /*
- * Client-chosen handles, 1..QFT_MAX_HANDLES.  A handle may be reused as soon
- * as its CLOSE (or the failed OPEN that tried to bind it) has been sent: the
- * server executes requests in order, so it sees the CLOSE before any later
- * request that binds the number again.  -EMFILE when all are in use.
+ * Client-chosen handles of link `gen`, 1..QFT_MAX_HANDLES.  A handle may
+ * be reused as soon as its CLOSE (or the failed OPEN that tried to bind
+ * it) has been sent: the server executes requests in order, so it sees the
+ * CLOSE before any later request that binds the number again.  -EMFILE
+ * when all are in use, -ENOTCONN when `gen` is not the live link.  Freeing
+ * a handle of a link that is gone does nothing: its numbers went with it.
  */
-int qc_handle_alloc(struct qc_conn *c, uint64_t *handle);
-void qc_handle_free(struct qc_conn *c, uint64_t handle);
+int qc_handle_alloc(struct qc_conn *c, uint64_t gen, uint64_t *handle);
+void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle);
+
+/* Parses -o timeout= (> 0) and -o keepalive= (>= 0) as whole seconds, at
+ * most a day; prints the reason and returns -EINVAL on a bad value. */
+int qc_conn_parse_seconds(const char *name, const char *s, bool zero_ok,
+			  int *out);
 
 #endif /* QC_CONN_H */

@@ -62,6 +62,10 @@ struct cmdline {
 	char *transport;
 	char *window;
 	char *readahead;
+	char *compress;
+	char *timeout;
+	char *keepalive;
+	char *reconnect;
 	int password_stdin;
 	int foreground;
 	int debug;
@@ -100,6 +104,10 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("transport=%s", transport),
 	OPT("window=%s", window),
 	OPT("readahead=%s", readahead),
+	OPT("compress=%s", compress),
+	OPT("timeout=%s", timeout),
+	OPT("keepalive=%s", keepalive),
+	OPT("reconnect=%s", reconnect),
 	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -151,6 +159,18 @@ static void usage(void)
 "                           (K/M/G suffixes; default 16M, 0: synchronous)\n"
 "    -o readahead=SIZE      read-ahead per sequentially read file\n"
 "                           (default 16M)\n"
+"    -o compress=none|lz4|auto\n"
+"                           lz4 on file data, each chunk sent as it is when\n"
+"                           it does not shrink (default none; auto stops\n"
+"                           trying on data that does not compress)\n"
+"    -o timeout=SECS        a request unanswered for SECS seconds (or a\n"
+"                           server silent that long) ends the connection:\n"
+"                           operations fail with EIO (default 30)\n"
+"    -o keepalive=SECS      probe a quiet connection every SECS seconds\n"
+"                           (default 10, 0: off)\n"
+"    -o reconnect=yes|no    after losing the server, connect again in the\n"
+"                           background (yes, default); with no, every\n"
+"                           operation fails with EIO until unmounted\n"
 "\n"
 "remote sources:\n"
 "    -o IdentityFile=FILE   private key to log in with (repeatable); tried\n"
@@ -361,123 +381,253 @@ static int run_loop(struct fuse_session *se, bool single)
 	return r;
 }
 
-/* Ends the connection and collects the server's exit status. */
-static void stop_server(struct qc_conn *conn, struct qc_transport *tr)
-{
-	char desc[128];
-	int status, r;
+/*
+ * The server a local mount talks to, started for the first connection and
+ * again for every reconnect (qc_transport_ops; ep->priv is a heap-allocated
+ * struct qc_transport).
+ */
+struct local_tr {
+	const char *server;        /* -o server=, or NULL for the default */
+	const char *root;
+	bool capture;              /* daemonized: relay its stderr to the log */
+	struct qc_transport *first; /* the first one, until qc_conn_start */
+};
 
-	qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS);
-	r = qc_transport_reap(tr, REAP_WAIT_MS, &status);
-	if (r == 0 && status != 0)
-		qft_warn("server %s",
-			 qc_transport_status_str(status, desc, sizeof(desc)));
+static int local_open(void *ctx, struct qc_endpoint *ep)
+{
+	struct local_tr *lt = ctx;
+	struct qc_transport *t;
+	int r;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	r = qc_transport_spawn(t, lt->server, lt->root, lt->capture);
+	if (r < 0) {
+		qft_err("cannot start the server: %s", strerror(-r));
+		qc_transport_free(t, 0);
+		free(t);
+		return r;
+	}
+	if (lt->capture && (r = qc_transport_relay_start(t)) < 0)
+		qft_warn("cannot relay the server's messages: %s",
+			 strerror(-r));
+	ep->fd = t->fd;
+	ep->sealed = false;
+	ep->priv = t;
+	return 0;
 }
 
-static int start_server(struct qc_fs *fs, struct qc_transport *tr,
-			const struct cmdline *cl, const char *root)
+static void local_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
+			bool clean)
+{
+	struct qc_transport *t = ep->priv;
+	char desc[128];
+	int status = 0;
+
+	(void)ctx;
+	if (!clean)
+		qc_transport_kill(t, timeout_ms, NULL);
+	else if (qc_transport_reap(t, timeout_ms, &status) == 0 && status)
+		qft_warn("server %s",
+			 qc_transport_status_str(status, desc, sizeof(desc)));
+	qc_transport_free(t, RELAY_WAIT_MS);
+	free(t);
+}
+
+static const struct qc_transport_ops local_ops = {
+	.open = local_open,
+	.close = local_close,
+};
+
+/* The same for a remote mount: the whole bootstrap each time (ep->priv is
+ * a heap-allocated struct qc_boot). */
+struct remote_tr {
+	struct qc_boot_opts bo;    /* batch (no prompts) once mounted */
+	struct qc_boot *first;     /* the first one, until qc_conn_start */
+};
+
+/* Hands the data plane of a finished bootstrap to an endpoint. */
+static void boot_endpoint(struct qc_boot *b, struct qc_endpoint *ep)
+{
+	ep->fd = b->data_fd;
+	b->data_fd = -1;
+	ep->sealed = true;
+	ep->cipher = b->cipher;
+	ep->keys = b->keys;
+	qft_session_keys_wipe(&b->keys);
+	ep->priv = b;
+}
+
+static int remote_open(void *ctx, struct qc_endpoint *ep)
+{
+	struct remote_tr *rt = ctx;
+	struct qc_boot *b;
+	int r;
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	r = qc_boot_open(b, &rt->bo);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	boot_endpoint(b, ep);
+	return 0;
+}
+
+static void remote_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
+			 bool clean)
+{
+	struct qc_boot *b = ep->priv;
+
+	(void)ctx;
+	(void)clean;
+	/* Closing the channel ends the server, if it is still there. */
+	qc_boot_close(b, timeout_ms);
+	free(b);
+}
+
+static const struct qc_transport_ops remote_ops = {
+	.open = remote_open,
+	.close = remote_close,
+};
+
+/* Starts the server, says HELLO; on failure explains why, from the
+ * server's own words and exit status. */
+static int start_local(struct qc_fs *fs, struct local_tr *lt,
+		       const struct qc_conn_opts *co)
 {
 	char msg[QFT_MAX_ERRMSG + 128], desc[128];
+	struct qc_endpoint ep = { .fd = -1 };
+	struct qc_transport *t;
 	int status = 0, r;
 	bool reaped;
 
-	r = qc_transport_spawn(tr, cl->server, root, !cl->foreground);
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		return -ENOMEM;
+	}
+	r = qc_transport_spawn(t, lt->server, lt->root, lt->capture);
 	if (r < 0) {
 		fprintf(stderr, "qftfs: cannot start the server: %s\n",
 			strerror(-r));
-		return r;
+		goto out_free;
 	}
-	r = qc_conn_new(&fs->conn, tr->fd);
+	ep.fd = t->fd;
+	ep.priv = t;
+	r = qc_conn_new(&fs->conn, co, &ep);
 	if (r < 0) {
 		fprintf(stderr, "qftfs: %s\n", strerror(-r));
-		close(tr->fd);
-		qc_transport_reap(tr, REAP_WAIT_MS, NULL);
-		return r;
+		qc_transport_reap(t, REAP_WAIT_MS, NULL);
+		goto out_free;
 	}
 	r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
-	if (r == 0)
+	if (r == 0) {
+		lt->first = t;
 		return 0;
+	}
 
-	qc_conn_shutdown(fs->conn, 0);
-	reaped = qc_transport_reap(tr, REAP_WAIT_MS, &status) == 0;
+	/* The transport stays ours (-1), for its exit status and stderr. */
+	qc_conn_shutdown(fs->conn, 0, -1);
+	qc_conn_free(fs->conn);
+	fs->conn = NULL;
+	reaped = qc_transport_reap(t, REAP_WAIT_MS, &status) == 0;
 	/* What the server said (such as why exec failed) comes first. */
-	qc_transport_copy_stderr(tr, 1000);
+	qc_transport_copy_stderr(t, 1000);
 	if (r != -EPIPE)
 		fprintf(stderr, "qftfs: %s\n", msg);
 	else if (reaped)
 		fprintf(stderr, "qftfs: the server '%s' did not start (%s)\n",
-			tr->argv0,
+			t->argv0,
 			qc_transport_status_str(status, desc, sizeof(desc)));
 	else
 		fprintf(stderr, "qftfs: the server '%s' did not start\n",
-			tr->argv0);
-	qc_conn_free(fs->conn);
-	fs->conn = NULL;
+			t->argv0);
+out_free:
+	qc_transport_free(t, RELAY_WAIT_MS);
+	free(t);
 	return r;
 }
 
 /* Logs in, starts the server, opens the data plane, says HELLO. */
-static int start_remote(struct qc_fs *fs, struct qc_boot *b,
-			const struct qc_boot_opts *bo)
+static int start_remote(struct qc_fs *fs, struct remote_tr *rt,
+			const struct qc_conn_opts *co)
 {
 	char msg[QFT_MAX_ERRMSG + 128];
+	struct qc_endpoint ep = { .fd = -1 };
+	struct qc_boot *b;
 	int r;
 
-	r = qc_boot_open(b, bo);
-	if (r < 0)
-		return r;
-	r = qc_conn_new(&fs->conn, b->data_fd);
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		return -ENOMEM;
+	}
+	r = qc_boot_open(b, &rt->bo);
 	if (r < 0) {
-		fprintf(stderr, "qftfs: %s\n", strerror(-r));
-		close(b->data_fd);
-		b->data_fd = -1;
-		qc_boot_close(b, REAP_WAIT_MS);
+		free(b);
 		return r;
 	}
-	b->data_fd = -1;        /* the connection owns it now */
-	r = qc_conn_set_keys(fs->conn, b->cipher, &b->keys);
-	qft_session_keys_wipe(&b->keys);
-	if (r < 0)
-		snprintf(msg, sizeof(msg), "cannot key the data plane: %s",
-			 strerror(-r));
-	else
-		r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
-	if (r == 0)
+	boot_endpoint(b, &ep);
+	r = qc_conn_new(&fs->conn, co, &ep);
+	if (r < 0) {
+		fprintf(stderr, "qftfs: cannot set up the data plane: %s\n",
+			strerror(-r));
+		qc_boot_close(b, REAP_WAIT_MS);
+		free(b);
+		return r;
+	}
+	r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
+	if (r == 0) {
+		rt->first = b;
 		return 0;
+	}
 
 	if (r == -EPIPE)
 		snprintf(msg, sizeof(msg), "qftfs-server closed the data "
 			 "connection during the handshake");
-	qc_conn_shutdown(fs->conn, 0);
-	qc_boot_close(b, REAP_WAIT_MS);
-	fprintf(stderr, "qftfs: %s\n", msg);
+	qc_conn_shutdown(fs->conn, 0, -1);
 	qc_conn_free(fs->conn);
 	fs->conn = NULL;
+	qc_boot_close(b, REAP_WAIT_MS);
+	free(b);
+	fprintf(stderr, "qftfs: %s\n", msg);
 	return r;
 }
 
-/* Ends the data connection, then the ssh channel, which ends the server. */
-static void stop_remote(struct qc_conn *conn, struct qc_boot *b)
+/*
+ * Ends the connection and what it runs over.  False when a reconnect
+ * attempt would not stop in time and was left to the exiting process
+ * (nothing it uses may be freed then).
+ */
+static bool stop_conn(struct qc_conn *conn, struct remote_tr *rt)
 {
 	int r;
 
-	/* The tunnel needs the pump to carry the end of stream. */
-	r = qc_boot_resume(b);
-	if (r < 0)
+	/* Before qc_conn_start the tunnel's pump may still be paused for
+	 * the fork, and it has to carry the end of stream. */
+	if (rt && rt->first && (r = qc_boot_resume(rt->first)) < 0)
 		qft_warn("cannot restart the ssh channel thread: %s",
 			 strerror(-r));
-	qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS);
-	qc_boot_close(b, REAP_WAIT_MS);
+	return qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS, REAP_WAIT_MS) !=
+	       -EINPROGRESS;
 }
 
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cmdline cl = { 0 };
-	struct qc_transport tr = { .fd = -1 };
 	struct qc_remote rem = { 0 };
-	struct qc_boot_opts bo;
-	struct qc_boot boot = { .ctl_fd = -1, .data_fd = -1 };
+	struct local_tr lt = { 0 };
+	struct remote_tr rt = { 0 };
+	struct qc_conn_opts co = {
+		.timeout_s = QC_TIMEOUT_DEFAULT,
+		.keepalive_s = QC_KEEPALIVE_DEFAULT,
+		.reconnect = true,
+	};
 	struct qc_fs fs = { 0 };
 	struct fuse_session *se;
 	char *root = NULL, *mnt = NULL;
@@ -546,16 +696,41 @@ int main(int argc, char *argv[])
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
+	if ((cl.timeout &&
+	     qc_conn_parse_seconds("timeout", cl.timeout, false,
+				   &co.timeout_s) < 0) ||
+	    (cl.keepalive &&
+	     qc_conn_parse_seconds("keepalive", cl.keepalive, true,
+				   &co.keepalive_s) < 0)) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	if (cl.reconnect && strcmp(cl.reconnect, "yes") != 0 &&
+	    strcmp(cl.reconnect, "no") != 0) {
+		fprintf(stderr, "qftfs: invalid reconnect '%s': expected yes "
+			"or no\n", cl.reconnect);
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	co.reconnect = !cl.reconnect || strcmp(cl.reconnect, "yes") == 0;
+	if (cl.compress && qft_lz4_mode_parse(cl.compress, &co.compress) < 0) {
+		fprintf(stderr, "qftfs: invalid compress '%s': expected none, "
+			"lz4 or auto\n", cl.compress);
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
 
 	remote = qc_boot_is_remote(cl.source);
 	if (remote && qc_boot_parse_source(cl.source, &rem) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
-	if (remote_opts(&cl, remote ? &rem : NULL, &bo) < 0) {
+	if (remote_opts(&cl, remote ? &rem : NULL, &rt.bo) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
+	rt.bo.timeout_s = rt.bo.ssh.timeout_s = co.timeout_s;
+	rt.bo.keepalive_s = rt.bo.ssh.keepalive_s = co.keepalive_s;
 	if (remote) {
 		if (qc_ssh_global_init() < 0) {
 			fprintf(stderr, "qftfs: cannot initialise libssh2\n");
@@ -604,10 +779,20 @@ int main(int argc, char *argv[])
 	}
 
 	fs.se = se;
-	if (remote)
-		r = start_remote(&fs, &boot, &bo);
-	else
-		r = start_server(&fs, &tr, &cl, root);
+	if (remote) {
+		co.host = rem.host;
+		co.ops = &remote_ops;
+		co.ops_ctx = &rt;
+		r = start_remote(&fs, &rt, &co);
+	} else {
+		lt.server = cl.server;
+		lt.root = root;
+		lt.capture = !cl.foreground;
+		co.host = "the local server";
+		co.ops = &local_ops;
+		co.ops_ctx = &lt;
+		r = start_local(&fs, &lt, &co);
+	}
 	if (r < 0)
 		goto out_destroy_session;
 	if (fuse_set_signal_handlers(se) != 0)
@@ -615,29 +800,36 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_remove_handlers;
 	/* The pump thread would not survive the fork. */
-	qc_boot_pause(&boot);
+	if (rt.first)
+		qc_boot_pause(rt.first);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)
 		qft_log_to_syslog(true);
 	if (remote) {
-		r = qc_boot_resume(&boot);
+		r = qc_boot_resume(rt.first);
 		if (r < 0) {
 			qft_err("cannot restart the ssh channel thread: %s",
 				strerror(-r));
 			goto out_unmount;
 		}
 	} else {
-		r = qc_transport_relay_start(&tr);
+		r = qc_transport_relay_start(lt.first);
 		if (r < 0)
 			qft_warn("cannot relay the server's messages: %s",
 				 strerror(-r));
 	}
+	/* Reconnects log in again without anyone to type a password. */
+	rt.bo.ssh.batch = true;
 	r = qc_conn_start(fs.conn);
 	if (r < 0) {
-		qft_err("cannot start the reader thread: %s", strerror(-r));
+		qft_err("cannot start the connection's threads: %s",
+			strerror(-r));
 		goto out_unmount;
 	}
+	/* From here on the watchdog owns the transports. */
+	lt.first = NULL;
+	rt.first = NULL;
 
 	r = run_loop(se, cl.single);
 	/* A signal ends the loop with its number: a normal unmount. */
@@ -653,14 +845,19 @@ out_remove_handlers:
 	/* libfuse restores SIGPIPE to the default it assumed we had. */
 	signal(SIGPIPE, SIG_IGN);
 out_stop_server:
-	if (remote)
-		stop_remote(fs.conn, &boot);
-	else
-		stop_server(fs.conn, &tr);
+	if (!stop_conn(fs.conn, remote ? &rt : NULL)) {
+		/*
+		 * A reconnect attempt is still blocked on the network (an ssh
+		 * login to a host that is gone), using what would be freed
+		 * below: leave at once, the mount being gone already.
+		 */
+		fuse_session_destroy(se);
+		fflush(stdout);
+		fflush(stderr);
+		_exit(ret);
+	}
 	qc_conn_free(fs.conn);
 out_destroy_session:
-	if (!remote)
-		qc_transport_free(&tr, RELAY_WAIT_MS);
 	fuse_session_destroy(se);
 out_free_nodes:
 	qc_fs_destroy(&fs);
@@ -684,6 +881,10 @@ out_free_args:
 	free(cl.transport);
 	free(cl.window);
 	free(cl.readahead);
+	free(cl.compress);
+	free(cl.timeout);
+	free(cl.keepalive);
+	free(cl.reconnect);
 	qc_remote_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();

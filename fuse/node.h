@@ -41,7 +41,9 @@ struct qn_file {
 	struct qn_file *next;   /* table lock: node's list of open files */
 	unsigned refs;          /* table lock: 1 for the kernel + borrowers */
 	bool listed;            /* table lock: on node's list */
-	uint64_t handle;        /* immutable once attached */
+	uint64_t handle;        /* set on attach; later only by its owner,
+				 * under its own lock (re-opening after a
+				 * reconnect) */
 };
 
 struct qn_node {
@@ -58,6 +60,9 @@ struct qn_node {
 	 * pages survive an open */
 	uint64_t size;
 	struct qft_time mtime;
+	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
+	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
+	uint64_t noxattr_until;
 	struct qn_file *files;  /* table lock: open files of this node */
 };
 

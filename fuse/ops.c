@@ -113,11 +113,38 @@ struct qc_file {
 	struct ra_chunk *ra_tail; /* lock */
 	uint64_t nocap_until;   /* lock: CLOCK_MONOTONIC ns until which the
 				 * node is known to have no file capability */
+	/*
+	 * Reconnects (conn.h): nf.handle is a number on link `gen`, and
+	 * both change (under lock) when file_handle() re-opens the file on
+	 * a new link -- which it does only when nothing written through it
+	 * can have been lost; otherwise the file fails for good (`failed`).
+	 * mods counts changes sent through the handle (WRITE, FALLOCATE,
+	 * truncation); durable is the count that a successful FLUSH or
+	 * FSYNC covered.
+	 */
+	uint64_t gen;           /* lock */
+	int oflags;             /* immutable: the open(2) flags */
+	int failed;             /* lock: -errno for every later use, or 0 */
+	bool reopening;         /* lock: a thread re-opens it; others wait */
+	uint64_t mods;          /* lock */
+	uint64_t durable;       /* lock */
 };
 
 /* Bumped by every change of XATTR_CAPS through the mount, so that a
  * GETXATTR answered meanwhile is not remembered. */
 static atomic_uint_fast64_t caps_gen;
+
+/* Bumped by every SETXATTR and REMOVEXATTR sent, so that a NOXATTR hint in
+ * attributes the server read around it is not remembered. */
+static atomic_uint_fast64_t xattr_gen;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static struct qc_fs *fs_of(fuse_req_t req)
 {
@@ -168,12 +195,53 @@ static void attr_to_stat(const struct qft_attr *a, struct stat *st)
 	st->st_blksize = QFT_MAX_DATA;
 }
 
+/*
+ * Remembers the server's NOXATTR hint (protocol.h) for attr_timeout, as
+ * long as it trusts the attributes that carried it, or forgets it when
+ * they did not carry it.  `xgen` is xattr_gen as it was before the request
+ * that returned `a` was sent.
+ */
+static void noxattr_note(struct qc_fs *fs, struct qn_node *n,
+			 const struct qft_attr *a, uint64_t xgen)
+{
+	uint64_t until = 0;
+
+	if ((a->flags & QFT_ATTR_NOXATTR) && fs->attr_timeout > 0 &&
+	    atomic_load(&xattr_gen) == xgen)
+		until = now_ns() + (uint64_t)(fs->attr_timeout * 1e9);
+	pthread_mutex_lock(&fs->nodes.lock);
+	n->noxattr_until = until;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
+static bool noxattr_known(struct qc_fs *fs, fuse_ino_t ino)
+{
+	struct qn_node *n = node_of(fs, ino);
+	uint64_t now = now_ns();
+	bool known;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	known = now < n->noxattr_until;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return known;
+}
+
+static void noxattr_forget(struct qc_fs *fs, fuse_ino_t ino)
+{
+	struct qn_node *n = node_of(fs, ino);
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	n->noxattr_until = 0;
+	pthread_mutex_unlock(&fs->nodes.lock);
+}
+
 static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
-		       const struct qft_attr *a)
+		       const struct qft_attr *a, uint64_t xgen)
 {
 	struct stat st;
 
 	qn_note_attr(&fs->nodes, n, a, NULL);
+	noxattr_note(fs, n, a, xgen);
 	attr_to_stat(a, &st);
 	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
@@ -190,7 +258,8 @@ static void fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
 
 /* Answers a request that created or found `name` in `parent`. */
 static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
-			const char *name, const struct qft_attr *a)
+			const char *name, const struct qft_attr *a,
+			uint64_t xgen)
 {
 	struct fuse_entry_param e;
 	struct qn_node *n;
@@ -200,6 +269,7 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	noxattr_note(fs, n, a, xgen);
 	fill_entry(fs, &e, n, a);
 	/* An interrupted request's reply never reaches the kernel, and
 	 * neither does the lookup it counted. */
@@ -298,13 +368,18 @@ static void file_async_done(struct qc_file *f)
 static void file_close(struct qc_fs *fs, struct qc_file *f)
 {
 	struct qft_msg m;
+	uint64_t gen;
 	bool last;
 
+	pthread_mutex_lock(&f->lock);
+	gen = f->gen;
 	qft_msg_init(&m, QFT_OP_CLOSE, 0);
 	m.handle = f->nf.handle;
-	(void)qc_send_noreply(fs->conn, &m);
+	pthread_mutex_unlock(&f->lock);
+	/* A handle of a link that is gone went with it: nothing to close. */
+	(void)qc_send_noreply(fs->conn, gen, &m);
 	/* Reusable now: the server sees this CLOSE before any later bind. */
-	qc_handle_free(fs->conn, f->nf.handle);
+	qc_handle_free(fs->conn, gen, m.handle);
 	pthread_mutex_lock(&f->lock);
 	ra_stop(f);
 	f->closing = true;
@@ -392,6 +467,245 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 	return 0;
 }
 
+/* The connection's "that handle's link is gone" is EIO to a user. */
+static int user_err(int r)
+{
+	return r == -ENOTCONN ? -EIO : r;
+}
+
+/* Whether attributes `a` name another object than node `n` knew: another
+ * type, or with `ino_too`, another inode. */
+static bool node_replaced(struct qc_fs *fs, struct qn_node *n,
+			  const struct qft_attr *a, bool ino_too)
+{
+	bool changed;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
+		  (ino_too && n->rino && n->rino != a->ino);
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return changed;
+}
+
+/*
+ * After a failed OPEN or OPENDIR of `path` for node `n`: the name may now
+ * lead to another type of object than the kernel looked up (replaced
+ * behind its back), which the server reports as ELOOP (a symlink it will
+ * not follow), EISDIR, ENOTDIR, ENXIO or EINVAL.  Then the answer is
+ * ESTALE, on which the VFS looks the name up again and retries the open.
+ */
+static int open_error(struct qc_fs *fs, struct qn_node *n, const char *path,
+		      int r)
+{
+	struct qc_reply rep;
+	struct qft_msg m;
+
+	if (r != -ELOOP && r != -EINVAL && r != -EISDIR && r != -ENOTDIR &&
+	    r != -ENXIO)
+		return user_err(r);
+	qft_msg_init(&m, QFT_OP_LSTAT, 0);
+	set_str(&m.path, path);
+	if (qc_call(fs->conn, &m, &rep) < 0)
+		return r;
+	if (node_replaced(fs, n, &rep.msg.attr, false))
+		r = -ESTALE;
+	qc_reply_free(&rep);
+	return r;
+}
+
+static struct qn_node *file_node(struct qc_fs *fs, struct qc_file *f)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&fs->nodes.lock);
+	n = f->nf.node;
+	pthread_mutex_unlock(&fs->nodes.lock);
+	return n;
+}
+
+/* For messages: the file's path, or a description when it has none. */
+static const char *file_name(struct qc_fs *fs, struct qc_file *f, char *buf)
+{
+	if (qn_path(&fs->nodes, file_node(fs, f), NULL, buf) < 0)
+		return "(a removed file)";
+	return buf[0] ? buf : "/";
+}
+
+/*
+ * Opens f again on link `gen`, by path, with its flags less those that
+ * create or truncate, and checks that the file is the one it was: same
+ * type and inode and, for a handle that changed nothing, the size and
+ * mtime the client last saw.  Returns 0 with the new handle in *handle,
+ * -ENOTCONN when the link went away meanwhile (try again), or the error
+ * the file is failed with (ESTALE when it changed).  No lock held.
+ */
+static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+		       bool changed_it, uint64_t *handle)
+{
+	char path[QFT_MAX_PATH + 1];
+	struct qn_node *n = file_node(fs, f);
+	struct qc_reply rep;
+	struct qft_msg m;
+	bool same = true;
+	uint64_t h;
+	int r;
+
+	r = qn_path(&fs->nodes, n, NULL, path);
+	if (r < 0) {
+		qft_warn("an open file that was removed cannot be re-opened "
+			 "after reconnecting; it fails with ESTALE");
+		return -ESTALE;
+	}
+	r = qc_handle_alloc(fs->conn, gen, &h);
+	if (r < 0)
+		return r == -ENOTCONN ? r : user_err(r);
+	qft_msg_init(&m, f->dir ? QFT_OP_OPENDIR : QFT_OP_OPEN, 0);
+	m.handle = h;
+	set_str(&m.path, path);
+	if (!f->dir)
+		m.opflags = qft_oflags_from_host(f->oflags &
+						 ~(O_CREAT | O_EXCL | O_TRUNC));
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
+	if (r < 0) {
+		qc_handle_free(fs->conn, gen, h);
+		/* Lost again, or nothing to tell apart from that. */
+		if (r == -ENOTCONN || r == -EIO)
+			return -ENOTCONN;
+		if (r == -ENOENT || open_error(fs, n, path, r) == -ESTALE)
+			r = -ESTALE;
+		qft_warn("%s: cannot re-open after reconnecting: %s",
+			 path[0] ? path : "/", strerror(-r));
+		return r;
+	}
+	/* OPENDIR answers no attributes: a directory just re-opens. */
+	if (!f->dir && node_replaced(fs, n, &rep.msg.attr, true)) {
+		same = false;
+	} else if (!f->dir) {
+		/* A handle that wrote changed size and mtime itself. */
+		if (changed_it)
+			qn_note_attr(&fs->nodes, n, &rep.msg.attr, NULL);
+		else
+			qn_note_attr(&fs->nodes, n, &rep.msg.attr, &same);
+	}
+	qc_reply_free(&rep);
+	if (!same) {
+		qft_msg_init(&m, QFT_OP_CLOSE, 0);
+		m.handle = h;
+		(void)qc_send_noreply(fs->conn, gen, &m);
+		qc_handle_free(fs->conn, gen, h);
+		qft_warn("%s changed on the server while the connection was "
+			 "down; its open file fails with ESTALE",
+			 path[0] ? path : "/");
+		return -ESTALE;
+	}
+	qft_debug("%s: re-opened after reconnecting", path[0] ? path : "/");
+	*handle = h;
+	return 0;
+}
+
+/*
+ * The handle (and its link) to send a request of f on.  After the link it
+ * was opened on is gone, waits for a new one (at most the deadline) and
+ * re-opens f there -- unless something written through f may not have
+ * reached the server's disk: data answered to the kernel but not made
+ * durable by a FLUSH or FSYNC since, or WRITEs that were in flight.  Such
+ * a file fails for good with EIO, never silently.  Returns 0 or the
+ * -errno to answer with.
+ */
+static int file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
+		       uint64_t *handle)
+{
+	int r = 0, tries = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		char name[QFT_MAX_PATH + 1];
+		uint64_t h, live;
+		bool changed_it;
+
+		while (f->reopening)
+			pthread_cond_wait(&f->cond, &f->lock);
+		/* Read after f->gen settled, so an older value cannot make
+		 * a handle just re-opened look lost. */
+		live = qc_conn_gen(fs->conn);
+		if (f->failed) {
+			r = f->failed;
+			break;
+		}
+		if (live && f->gen == live) {
+			*gen = f->gen;
+			*handle = f->nf.handle;
+			r = 0;
+			break;
+		}
+		if (tries++ == 3) {
+			r = -EIO;
+			break;
+		}
+		/* Generations only grow: f's link is dead.  A file that
+		 * lost data with it fails now, without waiting for a new
+		 * link that could not help. */
+		if (f->mods != f->durable || f->wb_bytes || f->werr) {
+			f->failed = -EIO;
+			pthread_mutex_unlock(&f->lock);
+			qft_err("%s: data written before the connection was "
+				"lost may not have reached the server; the "
+				"open file fails with EIO",
+				file_name(fs, f, name));
+			pthread_mutex_lock(&f->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&f->lock);
+		r = qc_conn_wait(fs->conn, &live);
+		pthread_mutex_lock(&f->lock);
+		if (r < 0)
+			break;
+		if (f->reopening || f->failed || f->gen == live)
+			continue;
+		/* Written meanwhile?  Then it is not clean any more. */
+		if (f->mods != f->durable || f->wb_bytes || f->werr)
+			continue;
+		changed_it = f->mods != 0;
+		f->reopening = true;
+		pthread_mutex_unlock(&f->lock);
+		r = file_reopen(fs, f, live, changed_it, &h);
+		pthread_mutex_lock(&f->lock);
+		f->reopening = false;
+		pthread_cond_broadcast(&f->cond);
+		if (r == -ENOTCONN)
+			continue;
+		if (r < 0) {
+			f->failed = r;
+			continue;
+		}
+		/* Read-ahead of the old handle is gone with its link. */
+		ra_stop(f);
+		f->gen = live;
+		f->nf.handle = h;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return user_err(r);
+}
+
+/* qc_call on the handle of f, re-opened first if its link was replaced. */
+static int file_call(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
+		     struct qc_reply *rep)
+{
+	uint64_t gen;
+	int r;
+
+	for (int tries = 0; tries < 3; tries++) {
+		r = file_handle(fs, f, &gen, &m->handle);
+		if (r < 0)
+			return r;
+		r = qc_call_gen(fs->conn, gen, m, rep);
+		/* Not sent: the link changed since; once more. */
+		if (r != -ENOTCONN)
+			return r;
+	}
+	return -EIO;
+}
+
 static void qc_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct qc_fs *fs = userdata;
@@ -442,16 +756,18 @@ static void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
+	uint64_t xgen;
 
 	r = node_path(fs, parent, name, path);
 	if (r < 0)
 		goto out_err;
 	qft_msg_init(&m, QFT_OP_LSTAT, 0);
 	set_str(&m.path, path);
+	xgen = atomic_load(&xattr_gen);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
 		goto out_err;
-	reply_entry(req, fs, parent, name, &rep.msg.attr);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -494,27 +810,30 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
+	uint64_t xgen;
 
 	if (fi) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
-		m.handle = file_of(fi)->nf.handle;
 	} else {
 		r = target_of(fs, ino, path, &borrowed);
 		if (r < 0)
 			goto out_err;
 		if (borrowed) {
 			qft_msg_init(&m, QFT_OP_FSTAT, 0);
-			m.handle = borrowed->nf.handle;
 		} else {
 			qft_msg_init(&m, QFT_OP_LSTAT, 0);
 			set_str(&m.path, path);
 		}
 	}
-	r = qc_call(fs->conn, &m, &rep);
+	xgen = atomic_load(&xattr_gen);
+	if (fi || borrowed)
+		r = file_call(fs, fi ? file_of(fi) : borrowed, &m, &rep);
+	else
+		r = qc_call(fs->conn, &m, &rep);
 	file_put(fs, borrowed);
 	if (r < 0)
 		goto out_err;
-	reply_attr(req, fs, node_of(fs, ino), &rep.msg.attr);
+	reply_attr(req, fs, node_of(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -526,10 +845,11 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1] = "";
-	struct qc_file *borrowed = NULL;
+	struct qc_file *borrowed = NULL, *hf;
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
+	uint64_t xgen;
 
 	qft_msg_init(&m, QFT_OP_SETATTR, 0);
 	if (valid & FUSE_SET_ATTR_MODE) {
@@ -568,24 +888,32 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		m.mtime.nsec = (uint32_t)attr->st_mtim.tv_nsec;
 	}
 
-	if (fi) {
-		m.handle = file_of(fi)->nf.handle;
-	} else {
+	if (!fi) {
 		r = target_of(fs, ino, path, &borrowed);
 		if (r < 0)
 			goto out_err;
-		if (borrowed)
-			m.handle = borrowed->nf.handle;
+	}
+	hf = fi ? file_of(fi) : borrowed;
+	if (hf && (m.valid & QFT_SET_SIZE)) {
+		/* A truncation through the handle is a change to make
+		 * durable like a write. */
+		pthread_mutex_lock(&hf->lock);
+		hf->mods++;
+		pthread_mutex_unlock(&hf->lock);
 	}
 	set_str(&m.path, path);
-	r = qc_call(fs->conn, &m, &rep);
+	xgen = atomic_load(&xattr_gen);
+	if (hf)
+		r = file_call(fs, hf, &m, &rep);
+	else
+		r = qc_call(fs->conn, &m, &rep);
 	file_put(fs, borrowed);
 	/* Even a failed truncation may have cut the file. */
 	if (m.valid & QFT_SET_SIZE)
 		ra_invalidate(fs, node_of(fs, ino));
 	if (r < 0)
 		goto out_err;
-	reply_attr(req, fs, node_of(fs, ino), &rep.msg.attr);
+	reply_attr(req, fs, node_of(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -623,6 +951,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char path[QFT_MAX_PATH + 1];
 	struct qc_reply rep;
 	int r;
+	uint64_t xgen;
 
 	r = check_name(name);
 	if (r < 0)
@@ -632,10 +961,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_err;
 	set_str(&m->path, path);
 	set_str(&m->name, name);
+	xgen = atomic_load(&xattr_gen);
 	r = qc_call(fs->conn, m, &rep);
 	if (r < 0)
 		goto out_err;
-	reply_entry(req, fs, parent, name, &rep.msg.attr);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -760,6 +1090,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
+	uint64_t xgen;
 
 	if ((r = check_name(newname)) < 0 ||
 	    (r = node_path(fs, ino, NULL, path)) < 0 ||
@@ -769,6 +1100,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	set_str(&m.path, path);
 	set_str(&m.path2, path2);
 	set_str(&m.name2, newname);
+	xgen = atomic_load(&xattr_gen);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
 		goto out_err;
@@ -777,7 +1109,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	 * kernel does not see the link count of the old one change: make it
 	 * ask again.  Attributes only, which takes no lock.
 	 */
-	reply_entry(req, fs, newparent, newname, &rep.msg.attr);
+	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	if (fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
@@ -793,7 +1125,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct qc_reply rep;
 	struct qc_file *f;
 	struct qft_msg m;
-	uint64_t handle;
+	uint64_t handle, gen = 0;
 	bool same;
 	int r;
 
@@ -805,19 +1137,36 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		r = -ENOMEM;
 		goto out_err;
 	}
-	r = qc_handle_alloc(fs->conn, &handle);
-	if (r < 0)
+	f->oflags = fi->flags;
+	r = qc_conn_wait(fs->conn, &gen);
+	if (r == 0)
+		r = qc_handle_alloc(fs->conn, gen, &handle);
+	if (r < 0) {
+		r = user_err(r);
 		goto out_free_file;
+	}
 	qft_msg_init(&m, QFT_OP_OPEN, 0);
 	m.handle = handle;
 	set_str(&m.path, path);
 	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
-	r = qc_call(fs->conn, &m, &rep);
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
 	if (m.opflags & QFT_O_TRUNC)
 		ra_invalidate(fs, node_of(fs, ino));
-	if (r < 0)
+	if (r < 0) {
+		r = open_error(fs, node_of(fs, ino), path, r);
 		goto out_free_handle;
+	}
+	if (node_replaced(fs, node_of(fs, ino), &rep.msg.attr, false)) {
+		/* Opened something else than the kernel looked up. */
+		qc_reply_free(&rep);
+		qft_msg_init(&m, QFT_OP_CLOSE, 0);
+		m.handle = handle;
+		(void)qc_send_noreply(fs->conn, gen, &m);
+		r = -ESTALE;
+		goto out_free_handle;
+	}
+	f->gen = gen;
 
 	/*
 	 * Cached pages stay valid if the file is as the kernel last saw it;
@@ -833,8 +1182,9 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	return;
 
 out_free_handle:
-	/* The server bound nothing, so the number is free at once. */
-	qc_handle_free(fs->conn, handle);
+	/* The server bound nothing (or its CLOSE is sent), so the number is
+	 * free at once. */
+	qc_handle_free(fs->conn, gen, handle);
 out_free_file:
 	file_free(f);
 out_err:
@@ -851,7 +1201,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct qc_file *f;
 	struct qn_node *n;
 	struct qft_msg m;
-	uint64_t handle;
+	uint64_t handle, gen;
 	int r;
 
 	if ((r = check_name(name)) < 0 ||
@@ -862,20 +1212,27 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = -ENOMEM;
 		goto out_err;
 	}
-	r = qc_handle_alloc(fs->conn, &handle);
-	if (r < 0)
+	f->oflags = fi->flags;
+	r = qc_conn_wait(fs->conn, &gen);
+	if (r == 0)
+		r = qc_handle_alloc(fs->conn, gen, &handle);
+	if (r < 0) {
+		r = user_err(r);
 		goto out_free_file;
+	}
 	qft_msg_init(&m, QFT_OP_CREATE, 0);
 	m.handle = handle;
 	set_str(&m.path, path);
 	set_str(&m.name, name);
 	m.opflags = qft_oflags_from_host(fi->flags & ~O_CREAT);
 	m.mode = mode & 07777;
-	r = qc_call(fs->conn, &m, &rep);
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r < 0) {
-		qc_handle_free(fs->conn, handle);
+		qc_handle_free(fs->conn, gen, handle);
+		r = user_err(r);
 		goto out_free_file;
 	}
+	f->gen = gen;
 
 	n = qn_lookup(&fs->nodes, node_of(fs, parent), name, &rep.msg.attr);
 	if (!n) {
@@ -910,10 +1267,9 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	int r;
 
 	qft_msg_init(&m, QFT_OP_READ, 0);
-	m.handle = f->nf.handle;
 	m.offset = off;
 	m.length = size;
-	r = qc_call(fs->conn, &m, &rep);
+	r = file_call(fs, f, &m, &rep);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1042,7 +1398,10 @@ static void ra_done(void *ctx, int err, struct qc_reply *rep)
 	file_async_done(f);
 }
 
-static void ra_send(struct qc_fs *fs, struct qc_file *f, struct ra_chunk *c)
+/* Sends the READs of chunks on handle `handle` of link `gen` (a chunk of
+ * a link that is gone completes with -ENOTCONN). */
+static void ra_send(struct qc_fs *fs, uint64_t gen, uint64_t handle,
+		    struct ra_chunk *c)
 {
 	while (c) {
 		/* Once sent, the chunk may be completed and freed. */
@@ -1050,10 +1409,10 @@ static void ra_send(struct qc_fs *fs, struct qc_file *f, struct ra_chunk *c)
 		struct qft_msg m;
 
 		qft_msg_init(&m, QFT_OP_READ, 0);
-		m.handle = f->nf.handle;
+		m.handle = handle;
 		m.offset = c->off;
 		m.length = c->len;
-		(void)qc_call_async(fs->conn, &m, ra_done, c);
+		(void)qc_call_async(fs->conn, gen, &m, ra_done, c);
 		c = next;
 	}
 }
@@ -1142,7 +1501,9 @@ static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct iovec iov[RA_MAX_IOV];
 	uint64_t start = (uint64_t)off, end;
 	int npin = 0, niov = 0;
+	uint64_t gen, handle;
 	ssize_t got;
+	int r;
 
 	/* The kernel never asks for more than max_read; a larger request
 	 * would just see a short read. */
@@ -1153,13 +1514,21 @@ static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_plain(req, fs, f, size, start);
 		return;
 	}
+	/* A stream only on a live handle (re-opened after a reconnect). */
+	r = file_handle(fs, f, &gen, &handle);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	pthread_mutex_lock(&f->lock);
 	if (ra_admit(fs, f, start, end)) {
 		fresh = ra_fill(fs, f);
 		npin = ra_pin(f, start, end, pinned);
 	}
+	gen = f->gen;
+	handle = f->nf.handle;
 	pthread_mutex_unlock(&f->lock);
-	ra_send(fs, f, fresh);
+	ra_send(fs, gen, handle, fresh);
 	if (npin == 0) {
 		read_plain(req, fs, f, size, start);
 		return;
@@ -1187,11 +1556,13 @@ static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_mutex_unlock(&f->lock);
-	if (got < 0)
+	if (got < 0 && got != -ENOTCONN)
 		fuse_reply_err(req, (int)-got);
 	else
 		/* Nothing at all where the stream saw the end: ask the
-		 * server, in case the file grew since. */
+		 * server, in case the file grew since.  Or the chunk was
+		 * lost with its link: read it again on the handle re-opened
+		 * (or fail with EIO when that cannot be). */
 		read_plain(req, fs, f, size, start);
 }
 
@@ -1212,6 +1583,8 @@ static void wb_done(void *ctx, int err, struct qc_reply *rep)
 			(unsigned long long)rep->msg.count, w->len);
 		err = -EIO;
 	}
+	/* Lost with its link: whether it was written nobody knows. */
+	err = user_err(err);
 	pthread_mutex_lock(&f->lock);
 	f->wb_bytes -= w->len;
 	f->wb_answered++;
@@ -1228,6 +1601,7 @@ static void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	struct qc_file *f = file_of(fi);
 	struct wb_write *w;
 	struct qft_msg m;
+	uint64_t gen, handle;
 	uint32_t len;
 	int r;
 
@@ -1236,6 +1610,11 @@ static void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	len = (uint32_t)(size < QFT_MAX_DATA ? size : QFT_MAX_DATA);
 	if (len == 0) {
 		fuse_reply_write(req, 0);
+		return;
+	}
+	r = file_handle(fs, f, &gen, &handle);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
 		return;
 	}
 	w = malloc(sizeof(*w));
@@ -1256,6 +1635,7 @@ static void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		/* Flagged before sending, so a FLUSH that races with this
 		 * write is never skipped. */
 		f->written = true;
+		f->mods++;
 		f->wb_bytes += len;
 		f->wb_issued++;
 		f->async++;
@@ -1270,12 +1650,12 @@ static void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 
 	qft_msg_init(&m, QFT_OP_WRITE, 0);
-	m.handle = f->nf.handle;
+	m.handle = handle;
 	m.offset = (uint64_t)off;
 	m.data.p = (const uint8_t *)buf;
 	m.data.len = len;
 	/* On failure wb_done has run and made the error sticky. */
-	r = qc_call_async(fs->conn, &m, wb_done, w);
+	r = user_err(qc_call_async(fs->conn, gen, &m, wb_done, w));
 	ra_invalidate_file(fs, f);
 	if (r == 0 && fs->window == 0) {
 		/* No write-behind: answer once the server did. */
@@ -1315,35 +1695,52 @@ static int wb_collect(struct qc_file *f, uint64_t issued, bool clear)
 	return werr;
 }
 
+/* A FLUSH or FSYNC sent when f had made `mods` changes succeeded. */
+static void file_durable(struct qc_file *f, uint64_t mods)
+{
+	pthread_mutex_lock(&f->lock);
+	if (mods > f->durable)
+		f->durable = mods;
+	pthread_mutex_unlock(&f->lock);
+}
+
 static void qc_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	struct qc_file *f = file_of(fi);
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t issued;
+	uint64_t issued, mods;
 	bool written;
-	int r, werr;
+	int r, werr, failed;
 
 	pthread_mutex_lock(&f->lock);
-	written = f->written;
+	written = f->written || f->mods != f->durable;
 	werr = f->werr;
 	issued = f->wb_issued;
+	mods = f->mods;
+	failed = f->failed;
 	f->written = false;
 	pthread_mutex_unlock(&f->lock);
-	/* close() of a file that was only read costs no round trip. */
+	/* close() of a file that was only read costs no round trip (and
+	 * does not fail, even when the file went stale). */
 	if (!written && werr == 0) {
 		fuse_reply_err(req, 0);
 		return;
 	}
+	if (failed) {
+		fuse_reply_err(req, -failed);
+		return;
+	}
 	qft_msg_init(&m, QFT_OP_FLUSH, 0);
-	m.handle = f->nf.handle;
 	m.opflags = fs->commit_none ? QFT_FLUSH_NOSYNC : 0;
-	r = qc_call(fs->conn, &m, &rep);
+	r = file_call(fs, f, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Reported here, so cleared, as the server's FLUSH clears its own. */
 	werr = wb_collect(f, issued, true);
+	if (r == 0 && werr == 0)
+		file_durable(f, mods);
 	fuse_reply_err(req, werr ? -werr : -r);
 }
 
@@ -1361,20 +1758,22 @@ static void qc_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct qc_file *f = file_of(fi);
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t issued;
+	uint64_t issued, mods;
 	int r, werr;
 
 	pthread_mutex_lock(&f->lock);
 	issued = f->wb_issued;
+	mods = f->mods;
 	pthread_mutex_unlock(&f->lock);
 	qft_msg_init(&m, QFT_OP_FSYNC, 0);
-	m.handle = f->nf.handle;
 	m.opflags = datasync ? QFT_FSYNC_DATASYNC : 0;
-	r = qc_call(fs->conn, &m, &rep);
+	r = file_call(fs, f, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Kept for the flush at close as well. */
 	werr = wb_collect(f, issued, false);
+	if (r == 0 && werr == 0)
+		file_durable(f, mods);
 	fuse_reply_err(req, werr ? -werr : -r);
 }
 
@@ -1386,7 +1785,7 @@ static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 	struct qc_reply rep;
 	struct qc_file *f;
 	struct qft_msg m;
-	uint64_t handle;
+	uint64_t handle, gen;
 	int r;
 
 	r = node_path(fs, ino, NULL, path);
@@ -1397,17 +1796,24 @@ static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 		r = -ENOMEM;
 		goto out_err;
 	}
-	r = qc_handle_alloc(fs->conn, &handle);
-	if (r < 0)
+	f->oflags = fi->flags;
+	r = qc_conn_wait(fs->conn, &gen);
+	if (r == 0)
+		r = qc_handle_alloc(fs->conn, gen, &handle);
+	if (r < 0) {
+		r = user_err(r);
 		goto out_free_file;
+	}
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = handle;
 	set_str(&m.path, path);
-	r = qc_call(fs->conn, &m, &rep);
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r < 0) {
-		qc_handle_free(fs->conn, handle);
+		qc_handle_free(fs->conn, gen, handle);
+		r = open_error(fs, node_of(fs, ino), path, r);
 		goto out_free_file;
 	}
+	f->gen = gen;
 	qc_reply_free(&rep);
 	qn_file_attach(&fs->nodes, node_of(fs, ino), &f->nf, handle);
 	fi->fh = (uintptr_t)f;
@@ -1434,8 +1840,9 @@ static bool is_dot(const char *name)
  * looked-up nodes are listed in `counted` so a lost reply can undo them.
  */
 static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
-		       const struct qft_blob *data, bool plus, char *buf,
-		       size_t size, struct qn_node **counted, size_t *ncounted)
+		       const struct qft_blob *data, bool plus, uint64_t xgen,
+		       char *buf, size_t size, struct qn_node **counted,
+		       size_t *ncounted)
 {
 	struct qft_dirent d;
 	struct qcur c;
@@ -1461,6 +1868,7 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 					      d.name.s, &d.attr);
 				if (n) {
 					counted[(*ncounted)++] = n;
+					noxattr_note(fs, n, &d.attr, xgen);
 					fill_entry(fs, &e, n, &d.attr);
 				}
 			}
@@ -1486,27 +1894,6 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 	return used;
 }
 
-/* Checks every entry of a READDIR reply before any is used; returns the
- * number of entries or -EIO. */
-static int check_entries(const struct qft_blob *data, bool plus)
-{
-	struct qft_dirent d;
-	struct qcur c;
-	int n = 0, r;
-
-	qcur_init(&c, data->p, data->len);
-	while (c.left) {
-		r = qft_dirent_decode(&c, &d, plus);
-		if (r < 0) {
-			qft_err("malformed READDIR reply from the server: %s",
-				strerror(-r));
-			return -EIO;
-		}
-		n++;
-	}
-	return n;
-}
-
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		       off_t off, struct fuse_file_info *fi, bool plus)
 {
@@ -1517,20 +1904,27 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	struct qft_msg m;
 	char *buf = NULL;
 	int r, n;
+	uint64_t xgen;
 
 	if (size > QFT_MAX_READDIR)
 		size = QFT_MAX_READDIR;
 	qft_msg_init(&m, QFT_OP_READDIR, 0);
-	m.handle = file_of(fi)->nf.handle;
 	m.offset = (uint64_t)off;
 	/* The wire entries are no larger than the kernel's, so a budget of
 	 * the kernel's buffer size fills it without much left over. */
 	m.length = size;
 	m.opflags = plus ? QFT_READDIR_PLUS : 0;
-	r = qc_call(fs->conn, &m, &rep);
+	xgen = atomic_load(&xattr_gen);
+	/*
+	 * A directory handle re-opened after a reconnect is a new stream: a
+	 * listing in progress (a cookie other than 0) resumes only where the
+	 * server's filesystem keeps cookies stable across opens, and may
+	 * otherwise fail with EIO; a new listing starts clean.
+	 */
+	r = file_call(fs, file_of(fi), &m, &rep);
 	if (r < 0)
 		goto out_err;
-	n = check_entries(&rep.msg.data, plus);
+	n = qc_readdir_check(&rep.msg.data, plus);
 	if (n < 0) {
 		r = n;
 		goto out_free_reply;
@@ -1541,8 +1935,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		r = -ENOMEM;
 		goto out_free_reply;
 	}
-	used = fill_dir(req, fs, ino, &rep.msg.data, plus, buf, size, counted,
-			&ncounted);
+	used = fill_dir(req, fs, ino, &rep.msg.data, plus, xgen, buf, size,
+			counted, &ncounted);
 	qc_reply_free(&rep);
 	if (fuse_reply_buf(req, buf, used) != 0) {
 		for (size_t i = 0; i < ncounted; i++)
@@ -1605,14 +1999,6 @@ static void qc_statfs(fuse_req_t req, fuse_ino_t ino)
 }
 
 #define XATTR_CAPS "security.capability"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * The kernel asks for XATTR_CAPS before every write(2) to a file (FUSE
@@ -1694,9 +2080,12 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	caps = strcmp(name, XATTR_CAPS) == 0;
 	if (caps)
 		atomic_fetch_add(&caps_gen, 1);
+	atomic_fetch_add(&xattr_gen, 1);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
+	/* Even a failed call may have changed them (a lost reply). */
+	noxattr_forget(fs, ino);
 	if (caps)
 		nocap_set(fs, ino, 0);
 out:
@@ -1749,7 +2138,7 @@ static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ERANGE);
 		return;
 	}
-	if (caps && nocap_known(fs, ino)) {
+	if ((caps && nocap_known(fs, ino)) || noxattr_known(fs, ino)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -1763,6 +2152,14 @@ static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct qft_msg m;
+
+	if (noxattr_known(fs_of(req), ino)) {
+		if (size == 0)
+			fuse_reply_xattr(req, 0);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 
 	qft_msg_init(&m, QFT_OP_LISTXATTR, 0);
 	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
@@ -1792,9 +2189,12 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	caps = strcmp(name, XATTR_CAPS) == 0;
 	if (caps)
 		atomic_fetch_add(&caps_gen, 1);
+	atomic_fetch_add(&xattr_gen, 1);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
+	/* Even a failed call may have changed them (a lost reply). */
+	noxattr_forget(fs, ino);
 	if (caps)
 		nocap_set(fs, ino, 0);
 out:
@@ -1826,14 +2226,14 @@ static void qc_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 		m.opflags |= QFT_FALLOC_PUNCH_HOLE;
 	if (mode & FALLOC_FL_ZERO_RANGE)
 		m.opflags |= QFT_FALLOC_ZERO_RANGE;
-	m.handle = f->nf.handle;
 	m.offset = (uint64_t)offset;
 	m.length = (uint64_t)length;
 	/* Changed data must be made durable by the next flush as well. */
 	pthread_mutex_lock(&f->lock);
 	f->written = true;
+	f->mods++;
 	pthread_mutex_unlock(&f->lock);
-	r = qc_call(fs->conn, &m, &rep);
+	r = file_call(fs, f, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Punched or zeroed ranges, or a grown file, change what reads see. */

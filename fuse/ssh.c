@@ -77,6 +77,8 @@ struct qc_ssh {
 	char *password;         /* login only: from stdin with password_stdin */
 	bool use_tty;           /* login only: prompts go to /dev/tty */
 
+	int keepalive_s;        /* immutable: libssh2 keepalive interval */
+	int64_t ka_due;         /* pump: CLOCK_MONOTONIC ms of the next try */
 	int fd;                 /* the pump's end of the socketpair, or -1 */
 	int wake[2];            /* a byte here asks the pump to look at `pause` */
 	pthread_t thread;
@@ -238,7 +240,7 @@ out_close:
 }
 
 /* Tries every address of host:port in turn, as ssh does. */
-static int ssh_tcp(struct qc_ssh *s)
+static int ssh_tcp(struct qc_ssh *s, int timeout_s)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
@@ -275,10 +277,16 @@ static int ssh_tcp(struct qc_ssh *s)
 	/* The tunnel carries request/reply traffic: no Nagle delays. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/*
-	 * The kernel's keepalive rather than libssh2's: a libssh2 keepalive
-	 * that meets a full socket leaves half a packet behind, and the next
-	 * call that sends anything else fails (see pump_step).
+	 * The kernel's keepalive notices a peer that is gone while the
+	 * connection is idle; the user timeout, one that stops acknowledging
+	 * what we send (the pump's libssh2 keepalives included), so that a
+	 * cut link ends the session instead of retransmitting for minutes.
 	 */
+	if (timeout_s > 0) {
+		unsigned ut = (unsigned)timeout_s * 1000u;
+
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+	}
 	r = SSH_KEEPIDLE_S;
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &r, sizeof(r));
 	r = SSH_KEEPINTVL_S;
@@ -1106,9 +1114,11 @@ static int ssh_login(struct qc_ssh *s, struct login *l,
 	const char *methods;
 	int r;
 
-	if (o->password_stdin && (r = read_password_stdin(s)) < 0)
+	/* A reconnect runs in the background: nobody is there to answer. */
+	if (o->password_stdin && !o->batch &&
+	    (r = read_password_stdin(s)) < 0)
 		return r;
-	s->use_tty = isatty(STDIN_FILENO);
+	s->use_tty = !o->batch && isatty(STDIN_FILENO);
 	methods = libssh2_userauth_list(s->session, s->user,
 					(unsigned)strlen(s->user));
 	if (!methods) {
@@ -1186,7 +1196,7 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 		goto out_free_login;
 	qft_debug("connecting to %s@%s port %d", s->user, s->hostname,
 		  s->port);
-	if ((r = ssh_tcp(s)) < 0)
+	if ((r = ssh_tcp(s, o->timeout_s)) < 0)
 		goto out_free_login;
 
 	s->session = libssh2_session_init_ex(NULL, NULL, NULL, s);
@@ -1219,6 +1229,12 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 		goto out_free_kh;
 	if ((r = ssh_login(s, &l, o)) < 0)
 		goto out_free_kh;
+	/* The server answers each (want_reply), which keeps traffic -- and
+	 * so TCP_USER_TIMEOUT -- going on an idle session; sent by the pump. */
+	s->keepalive_s = o->keepalive_s;
+	if (s->keepalive_s > 0)
+		libssh2_keepalive_config(s->session, 1,
+					 (unsigned)s->keepalive_s);
 	secret_free(s->password);
 	s->password = NULL;
 	libssh2_knownhost_free(kh);
@@ -1519,6 +1535,34 @@ static void pump_finish(struct qc_ssh *s, int err)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * Sends a libssh2 keepalive when one is due; returns the milliseconds
+ * until the next.  Only with nothing half sent and room in the socket: a
+ * keepalive that left half a packet in libssh2 would make the next call
+ * that sends anything else fail (see pump_step), since libssh2 never
+ * finishes a keepalive packet it could not send at once.
+ */
+static int pump_keepalive(struct qc_ssh *s)
+{
+	struct pollfd p = { .fd = s->sock, .events = POLLOUT };
+	int64_t now = now_ms();
+	int next = 0;
+
+	if (s->keepalive_s <= 0)
+		return -1;
+	if (now < s->ka_due)
+		return (int)(s->ka_due - now);
+	s->ka_due = now + 1000;
+	if (s->pending != OP_NONE || half_sent(s) || poll(&p, 1, 0) != 1 ||
+	    !(p.revents & POLLOUT))
+		return 1000;
+	/* An error here shows again in the next call that reads or sends. */
+	if (libssh2_keepalive_send(s->session, &next) != 0 || next <= 0)
+		return 1000;
+	s->ka_due = now + (int64_t)next * 1000;
+	return next * 1000;
+}
+
 static void *pump_main(void *arg)
 {
 	struct qc_ssh *s = arg;
@@ -1563,7 +1607,7 @@ static void *pump_main(void *arg)
 			p[2].events = POLLIN;
 		if (!p[2].events)
 			p[2].fd = -1;
-		if (poll(p, 3, pump_queued(s) ? 10 : -1) < 0 &&
+		if (poll(p, 3, pump_queued(s) ? 10 : pump_keepalive(s)) < 0 &&
 		    errno != EINTR) {
 			r = -errno;
 			qft_err("ssh pump: poll failed: %s", strerror(errno));

@@ -53,6 +53,10 @@ struct qc_ssh_opts {
 	const char *known_hosts;    /* -o UserKnownHostsFile=, or NULL */
 	enum qc_strict strict;
 	bool password_stdin;        /* read the password from stdin */
+	bool batch;                 /* never prompt or read stdin (reconnects) */
+	int timeout_s;              /* unacknowledged data this long ends the
+				     * connection (TCP_USER_TIMEOUT); 0: none */
+	int keepalive_s;            /* ssh keepalives this often; 0: none */
 };
 
 /* How the remote command ended; `known` is false when the channel closed

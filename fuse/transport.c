@@ -417,6 +417,32 @@ int qc_transport_reap(struct qc_transport *t, int timeout_ms, int *status)
 	return r;
 }
 
+int qc_transport_kill(struct qc_transport *t, int timeout_ms, int *status)
+{
+	int st = 0, r;
+
+	if (t->pid <= 0)
+		return -ECHILD;
+	/* Not ours to signal after daemonizing (see qc_transport_reap). */
+	if (getpid() != t->parent) {
+		t->pid = 0;
+		return -ECHILD;
+	}
+	r = wait_for(t->pid, timeout_ms, &st);
+	if (r == -ETIMEDOUT) {
+		qft_debug("server (pid %d) did not exit; killing it",
+			  (int)t->pid);
+		kill(t->pid, SIGKILL);
+		do {
+			r = waitpid(t->pid, &st, 0) == t->pid ? 0 : -errno;
+		} while (r == -EINTR);
+	}
+	t->pid = 0;
+	if (r == 0 && status)
+		*status = st;
+	return r;
+}
+
 void qc_transport_free(struct qc_transport *t, int timeout_ms)
 {
 	relay_stop(t, timeout_ms);

@@ -38,8 +38,10 @@ struct qc_transport {
  * Starts `server_cmd` (split on blanks, no shell; NULL for the default:
  * qftfs-server next to our own binary if it is there, else from PATH) with
  * "--stdio --root ROOT" appended.  With `capture_stderr` the server's stderr
- * is a pipe (t->errfd).  Must be called while the process has a single
- * thread.  On success t->fd is connected to the server.
+ * is a pipe (t->errfd).  Any thread may call it (a reconnect does): the
+ * child makes only async-signal-safe calls before exec, apart from
+ * formatting the message when exec fails.  On success t->fd is connected
+ * to the server.
  */
 int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 		       const char *root, bool capture_stderr);
@@ -62,6 +64,14 @@ int qc_transport_relay_start(struct qc_transport *t);
  * longer our child (we daemonized: init reaps it), or another -errno.
  */
 int qc_transport_reap(struct qc_transport *t, int timeout_ms, int *status);
+
+/*
+ * The same after a fault (the connection timed out or broke): the server
+ * gets `timeout_ms` to notice the end of its stream and exit, then SIGKILL
+ * -- a stopped or stuck server would ignore anything milder, and one
+ * whose client gave up has nothing left to finish.
+ */
+int qc_transport_kill(struct qc_transport *t, int timeout_ms, int *status);
 
 /* Stops the relay (waiting up to `timeout_ms` for the pipe's end) and
  * frees what spawn allocated; does not close t->fd. */

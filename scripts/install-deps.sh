@@ -8,9 +8,13 @@ build_pkgs=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liburing-dev
 # setpriv (util-linux), diff, tar and mount are essential on Debian, listed
 # so a stripped image still gets them; strace lets a test watch the
 # server's fdatasync calls (commit=close); tcpdump shows what the data
-# plane puts on the wire.
-test_pkgs=(python3-pytest rsync sqlite3 git attr openssh-server
-	openssh-client util-linux diffutils tar mount strace tcpdump)
+# plane puts on the wire; acl checks that ls -l still sees POSIX ACLs;
+# clang and its runtimes build the libFuzzer targets (-Dfuzz=true);
+# iproute2 builds the fault tests' network namespace; python3-cryptography
+# lets the hostile-peer tests forge and replay sealed records.
+test_pkgs=(python3-pytest python3-cryptography iproute2 rsync sqlite3 git
+	attr acl openssh-server openssh-client util-linux diffutils tar mount
+	strace tcpdump clang libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-build}" = test ] && pkgs+=("${test_pkgs[@]}")

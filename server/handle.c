@@ -12,6 +12,7 @@ void srv_handle_init(struct srv_handles *t)
 {
 	t->tab = NULL;
 	t->cap = 0;
+	t->ndirs = 0;
 }
 
 static int close_entry(struct srv_handle *e)
@@ -38,6 +39,7 @@ void srv_handle_destroy(struct srv_handles *t)
 	free(t->tab);
 	t->tab = NULL;
 	t->cap = 0;
+	t->ndirs = 0;
 }
 
 int srv_handle_get(struct srv_handles *t, uint64_t h,
@@ -90,8 +92,10 @@ void srv_handle_set_file(struct srv_handle *e, int fd)
 	e->fd = fd;
 }
 
-void srv_handle_set_dir(struct srv_handle *e, DIR *dir)
+void srv_handle_set_dir(struct srv_handles *t, struct srv_handle *e,
+			DIR *dir)
 {
+	t->ndirs++;
 	memset(e, 0, sizeof(*e));
 	e->kind = SRV_H_DIR;
 	e->dir = dir;
@@ -105,5 +109,7 @@ int srv_handle_close(struct srv_handles *t, uint64_t h)
 
 	if ((r = srv_handle_get(t, h, SRV_H_ANY, &e)) < 0)
 		return r;
+	if (e->kind == SRV_H_DIR)
+		t->ndirs--;
 	return close_entry(e);
 }

@@ -31,11 +31,28 @@ struct srv_handle {
 	bool dirty;     /* file: written since the last successful sync */
 	int err;        /* file: first failed write's -errno, until FLUSH */
 	long dir_pos;   /* dir: cookie the stream stands at, 0 = start */
+	/* file, set at open: READ and WRITE of a regular file go through
+	 * the I/O engine (xfer.c), which must order them against other
+	 * handles of the same file (dev, ino) and keep O_APPEND writes in
+	 * sequence. */
+	bool regular;
+	bool append;
+	uint64_t dev, ino;
 };
+
+/*
+ * Open directory handles at most.  Each holds a libc directory stream
+ * with a 32 KiB buffer, so without a cap a client could make the server
+ * take 2 GiB by opening QFT_MAX_HANDLES directories; past it OPENDIR fails
+ * with EMFILE.  Far above what tools keep open (one per level of a tree
+ * walk).
+ */
+#define SRV_MAX_DIRS 1024u
 
 struct srv_handles {
 	struct srv_handle *tab;  /* tab[h] for h < cap; tab[0] unused */
 	size_t cap;
+	unsigned ndirs;          /* SRV_H_DIR entries */
 };
 
 void srv_handle_init(struct srv_handles *t);
@@ -53,7 +70,9 @@ int srv_handle_get(struct srv_handles *t, uint64_t h,
 int srv_handle_reserve(struct srv_handles *t, uint64_t h,
 		       struct srv_handle **out);
 void srv_handle_set_file(struct srv_handle *e, int fd);
-void srv_handle_set_dir(struct srv_handle *e, DIR *dir);
+/* The caller checked t->ndirs < SRV_MAX_DIRS before opening `dir`. */
+void srv_handle_set_dir(struct srv_handles *t, struct srv_handle *e,
+			DIR *dir);
 /* Closes handle `h` (either kind); the slot is freed even on error. */
 int srv_handle_close(struct srv_handles *t, uint64_t h);
 

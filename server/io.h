@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * File data I/O for READ, WRITE, FLUSH and FSYNC.  All of it goes through
- * these functions so that the io_uring backend (batched reads ahead of the
- * socket, a queue of writes behind it) can replace them in one place,
- * keeping pread/pwrite as the fallback when io_uring is unavailable.
+ * File data I/O for READ, WRITE, FLUSH and FSYNC with pread/pwrite: the
+ * posix backend of the engine (uring.h) and the path for handles that are
+ * not regular files.
+ *
+ * In a build with -Dfault_injection=true this is also where test faults
+ * enter: srv_io_fault_init() reads QFTFS_FAULT once, and every read, write
+ * and sync of a regular file, through these functions or through the
+ * io_uring backend (which asks srv_io_fault() before it starts an
+ * operation), fails with EIO when the fault covers it.  Without the option
+ * none of that is compiled.
  *
  * Error convention: a byte count or a negative errno.
  */
@@ -25,5 +31,29 @@ ssize_t srv_io_read(int fd, void *buf, size_t len, uint64_t off);
 ssize_t srv_io_write(int fd, const void *buf, size_t len, uint64_t off);
 /* fsync, or fdatasync when `datasync`; 0 or a negative errno. */
 int srv_io_sync(int fd, bool datasync);
+
+#ifdef QFT_FAULT_INJECTION
+/* The environment variable, and what --version says about it. */
+#define SRV_IO_FAULT_ENV  "QFTFS_FAULT"
+#define SRV_IO_FAULT_HELP "read_eio_at=OFFSET,write_eio_at=OFFSET,fsync_eio"
+
+enum srv_io_fault_kind {
+	SRV_IO_FAULT_READ,
+	SRV_IO_FAULT_WRITE,
+	SRV_IO_FAULT_SYNC,
+};
+
+/*
+ * Parses QFTFS_FAULT (comma-separated read_eio_at=N, write_eio_at=N,
+ * fsync_eio) and logs what it armed.  -EINVAL on anything else, logged.
+ */
+int srv_io_fault_init(void);
+/*
+ * -EIO when an operation of `kind` on `fd` covering [off, off + len)
+ * must fail (a sync covers everything), else 0.  Only regular files fail.
+ */
+int srv_io_fault(int fd, enum srv_io_fault_kind kind, uint64_t off,
+		 size_t len);
+#endif
 
 #endif /* SRV_IO_H */

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: MIT
 /* Request loop (see loop.h). */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
+#include "xfer.h"
+
+/* A poll timeout, as insurance: should the ring ever hold an operation
+ * back without signalling, the loop looks again after this long. */
+#define POLL_RECHECK_MS 1000
 
 static void log_malformed(const struct qft_hdr *h)
 {
@@ -21,39 +27,90 @@ static void log_malformed(const struct qft_hdr *h)
 		(unsigned long long)h->id);
 }
 
-int srv_loop_run(struct srv *s)
+/*
+ * Returns once the socket has something to read (or has ended), sending
+ * the replies of operations that complete meanwhile.  With nothing queued
+ * it returns at once, and the receive itself blocks.  The caller has just
+ * reaped.
+ */
+static int wait_input(struct srv *s)
+{
+	for (;;) {
+		struct pollfd p[2];
+		int r;
+
+		if (!srv_xfer_pending(s))
+			return 0;
+		p[0].fd = s->chan.rfd;
+		p[0].events = POLLIN;
+		p[1].fd = srv_xfer_fd(s);
+		p[1].events = POLLIN;
+		p[0].revents = p[1].revents = 0;
+		if (poll(p, 2, POLL_RECHECK_MS) < 0 && errno != EINTR) {
+			r = -errno;
+			qft_err("closing connection: poll failed: %s",
+				strerror(-r));
+			return r;
+		}
+		/* Hang-ups and errors too: the receive reports them. */
+		if (p[0].revents)
+			return 0;
+		if ((r = srv_xfer_reap(s, false)) < 0)
+			return r;
+	}
+}
+
+/* Logs why a receive failed and returns what the loop returns. */
+static int recv_failed(struct srv *s, const struct qft_hdr *h, int r)
+{
+	if (r == -EBADMSG && s->chan.rx && s->chan.rx->failed) {
+		/* Nothing of it was applied; no word to the peer. */
+		qft_err("closing connection: a record failed "
+			"authentication (corrupted, replayed or forged)");
+		return r;
+	}
+	if (r == -EBADMSG || r == -ENOSYS) {
+		/* The header was read, so op and id are there to log. */
+		log_malformed(h);
+		return -EBADMSG;
+	}
+	if (r == -EIO) {
+		qft_err("closing connection: stream ended inside a frame");
+		return r;
+	}
+	if (r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -ENETUNREACH ||
+	    r == -EHOSTDOWN) {
+		/* TCP keepalive or user timeout (session.c): the client's
+		 * host is gone or unreachable (the errno is the last ICMP
+		 * error, if any, else ETIMEDOUT). */
+		qft_err("closing connection: the client stopped answering "
+			"(%s)", strerror(-r));
+		return r;
+	}
+	qft_err("closing connection: receive failed: %s", strerror(-r));
+	return r;
+}
+
+static int serve(struct srv *s)
 {
 	for (;;) {
 		struct qft_msg req;
 		struct qft_hdr h;
 		int r;
 
+		/* Replies first: that also frees the buffers of finished
+		 * writes, so a pread/pwrite server keeps reusing one. */
+		if ((r = srv_xfer_reap(s, false)) < 0 ||
+		    (r = srv_xfer_rx(s)) < 0 || (r = wait_input(s)) < 0)
+			return r;
 		memset(&h, 0, sizeof(h));
 		r = qft_chan_recv(&s->chan, &s->in, &h);
 		if (r == -EPIPE) {
 			qft_debug("end of stream: client is done");
-			return 0;
+			return srv_xfer_drain(s);
 		}
-		if (r == -EBADMSG && s->chan.rx && s->chan.rx->failed) {
-			/* Nothing of it was applied; no word to the peer. */
-			qft_err("closing connection: a record failed "
-				"authentication (corrupted, replayed or forged)");
-			return r;
-		}
-		if (r == -EBADMSG || r == -ENOSYS) {
-			/* The header was read, so op and id are there to log. */
-			log_malformed(&h);
-			return -EBADMSG;
-		}
-		if (r == -EIO) {
-			qft_err("closing connection: stream ended inside a frame");
-			return r;
-		}
-		if (r < 0) {
-			qft_err("closing connection: receive failed: %s",
-				strerror(-r));
-			return r;
-		}
+		if (r < 0)
+			return recv_failed(s, &h, r);
 		/* A reply has no business travelling to the server. */
 		if (h.flags & QFT_F_REPLY) {
 			log_malformed(&h);
@@ -63,7 +120,8 @@ int srv_loop_run(struct srv *s)
 		r = qft_msg_decode(&req, s->in.data, s->in.len);
 		if (r == -EINVAL && s->hello_done) {
 			/* Well framed but invalid (a name with '/', unknown
-			 * flags): refuse this request, keep the connection. */
+			 * flags): refuse this request, keep the connection.
+			 * It has no effect, so it need not wait its turn. */
 			qft_debug("%s id %llu: invalid request",
 				  qft_op_name(h.op), (unsigned long long)h.id);
 			r = srv_op_reply_error(s, h.op, h.id, EINVAL,
@@ -82,7 +140,28 @@ int srv_loop_run(struct srv *s)
 			log_malformed(&h);
 			return r;
 		}
-		if ((r = srv_op_dispatch(s, &req)) < 0)
+		if (s->hello_done) {
+			r = srv_xfer_submit(s, &req);
+			if (r < 0)
+				return r;
+			if (r > 0)
+				continue;
+		}
+		/* Everything else acts on the state earlier requests left. */
+		if ((r = srv_xfer_drain(s)) < 0 ||
+		    (r = srv_op_dispatch(s, &req)) < 0)
 			return r;
 	}
+}
+
+int srv_loop_run(struct srv *s)
+{
+	int r = srv_xfer_init(s);
+
+	if (r < 0)
+		return r;
+	r = serve(s);
+	/* Waits for what the kernel still has before handles close. */
+	srv_xfer_destroy(s);
+	return r;
 }

@@ -22,23 +22,38 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "io.h"
 #include "log.h"
 #include "loop.h"
 #include "session.h"
 #include "srv.h"
+#include "uring.h"
 
 #define EXIT_USAGE 2
+
+/*
+ * The file I/O backend when neither --io nor QFTFS_SERVER_IO chooses one.
+ * Measured through a mount and with the server alone (512 MiB onto and
+ * off it, page cache warm and cold, ext4): pread/pwrite moved as much or
+ * more data for 10-20% less server CPU and half the memory, because
+ * ext4's buffered writes go to io_uring's worker threads (a wakeup and a
+ * context switch per 1 MiB WRITE) and its reads from the page cache
+ * complete inline, like pread.  --io=auto or uring choose io_uring.
+ */
+#define DEFAULT_IO SRV_IO_POSIX
 
 enum {
 	OPT_STDIO = 256,
 	OPT_ROOT,
 	OPT_SESSION,
+	OPT_IO,
+	OPT_NO_COMPRESS,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: qftfs-server --stdio|--session --root DIR [-d]\n"
+		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -47,6 +62,12 @@ static void usage(FILE *f)
 		"                serve the client that proves it knows the secret\n"
 		"  --root DIR    the directory to serve; nothing outside it is\n"
 		"                ever reached\n"
+		"  --io=MODE     file I/O: posix (pread/pwrite; the default),\n"
+		"                uring (io_uring; fail if it is refused) or\n"
+		"                auto (io_uring where the kernel allows it,\n"
+		"                else pread/pwrite)\n"
+		"  --no-compress refuse the client's lz4 compression\n"
+		"                (qftfs -o compress=): frames travel as they are\n"
 		"  -d, --debug   log every request to stderr\n"
 		"  -V, --version print the version and exit\n"
 		"  -h, --help    print this help and exit\n"
@@ -95,10 +116,30 @@ static int take_stdio(int *rfd, int *wfd)
 	return 0;
 }
 
+/* --io, else QFTFS_SERVER_IO (kept for test suites), else the default. */
+static int choose_io(const char *opt, enum srv_io_backend *b)
+{
+	const char *env = getenv(SRV_URING_ENV);
+
+	if (opt) {
+		if (srv_uring_backend_parse(opt, b) == 0)
+			return 0;
+		qft_err("--io=%s: expected auto, uring or posix", opt);
+		return -EINVAL;
+	}
+	*b = DEFAULT_IO;
+	if (env && *env && srv_uring_backend_parse(env, b) < 0) {
+		qft_warn("%s=%s: expected auto, uring or posix; using %s",
+			 SRV_URING_ENV, env, srv_uring_backend_name(DEFAULT_IO));
+		*b = DEFAULT_IO;
+	}
+	return 0;
+}
+
 static void srv_free(struct srv *s)
 {
 	srv_handle_destroy(&s->handles);
-	qbuf_free(&s->in);
+	/* s->in was a view of the I/O engine's pool, gone with it. */
 	qbuf_free(&s->out);
 	qbuf_free(&s->dirents);
 	free(s->data);
@@ -110,12 +151,14 @@ int main(int argc, char **argv)
 		{ "stdio",   no_argument,       NULL, OPT_STDIO },
 		{ "root",    required_argument, NULL, OPT_ROOT },
 		{ "session", no_argument,       NULL, OPT_SESSION },
+		{ "io",      required_argument, NULL, OPT_IO },
+		{ "no-compress", no_argument,   NULL, OPT_NO_COMPRESS },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *root = NULL, *resolve;
+	const char *root = NULL, *resolve, *io = NULL;
 	bool use_stdio = false, debug = false, session = false;
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
 	static struct srv_session ss;
@@ -132,12 +175,24 @@ int main(int argc, char **argv)
 		case OPT_SESSION:
 			session = true;
 			break;
+		case OPT_NO_COMPRESS:
+			s.no_compress = true;
+			break;
+		case OPT_IO:
+			io = optarg;
+			break;
 		case 'd':
 			debug = true;
 			break;
 		case 'V':
 			printf("qftfs-server %s (protocol v%u)\n",
 			       QFT_VERSION_STRING, QFT_VERSION);
+			printf("default io: %s\n",
+			       srv_uring_backend_name(DEFAULT_IO));
+#ifdef QFT_FAULT_INJECTION
+			printf("fault-injection: built in (test build; %s=%s)\n",
+			       SRV_IO_FAULT_ENV, SRV_IO_FAULT_HELP);
+#endif
 			return 0;
 		case 'h':
 			usage(stdout);
@@ -167,6 +222,12 @@ int main(int argc, char **argv)
 		qft_err("--root DIR is required");
 		return EXIT_USAGE;
 	}
+	if (choose_io(io, &s.io_backend) < 0)
+		return EXIT_USAGE;
+#ifdef QFT_FAULT_INJECTION
+	if (srv_io_fault_init() < 0)
+		return EXIT_USAGE;
+#endif
 
 	/* Modes from the client were already masked by its kernel; a second
 	 * mask here would silently drop bits the user asked for. */
@@ -223,7 +284,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	srv_handle_init(&s.handles);
-	qbuf_init(&s.in, QFT_CHAN_RECV_LIMIT);
 	qbuf_init(&s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
 	qbuf_init(&s.dirents, QFT_MAX_READDIR);
 	qft_debug("serving %s (protocol v%u)", root, QFT_VERSION);

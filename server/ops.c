@@ -5,7 +5,9 @@
  * bits), resolve paths through path.c so nothing outside the root is ever
  * reached, make the system call, and fill the reply.  Entry operations
  * open the parent directory confined and then use *at calls on the single
- * name, never following it.  File data goes through io.c.
+ * name, never following it.  READ and WRITE of regular files are queued
+ * in the I/O engine by xfer.c and never reach op_read/op_write; those
+ * serve the rest (devices, O_APPEND handles) through io.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +86,8 @@ static int reply_attr_at(int dfd, const char *name, struct qft_msg *rep)
 static int op_hello(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
+	enum qft_lz4_mode z;
+
 	if (s->hello_done) {
 		set_errmsg(s, rep, "duplicate HELLO");
 		return -EPROTO;
@@ -100,20 +104,67 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	s->hello_done = true;
 	rep->magic = QFT_MAGIC;
 	rep->version = QFT_VERSION;
-	rep->features = 0;
+	/* Compression goes on before this reply leaves, which is safe: the
+	 * reply is far below QFT_CHAN_LZ4_MIN, so it goes as it is. */
+	z = qft_chan_lz4_accept(&s->chan, req->features, !s->no_compress,
+				&rep->features);
+	if (req->features & QFT_FEAT_LZ4)
+		qft_debug("compression: %s%s", qft_lz4_mode_name(z),
+			  s->no_compress ? " (--no-compress)" : "");
 	return 0;
+}
+
+/*
+ * Attributes of `name` in dfd, not following it, with the NOXATTR hint
+ * (protocol.h) for regular files and directories.  The hint is read
+ * through an O_PATH descriptor of the very object stat'ed, so a rename
+ * racing with us cannot pin another object's answer on it.  Only the stat
+ * can fail: without the hint the client merely asks for xattrs itself.
+ */
+static int attr_at(int dfd, const char *name, struct stat *st,
+		   struct qft_attr *a)
+{
+	char proc[SRV_PROC_FD_MAX];
+	int fd, r = 0;
+
+	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		/* Out of descriptors, say: the attributes still count. */
+		if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		qft_attr_from_stat(a, st);
+		return 0;
+	}
+	if (fstat(fd, st) < 0) {
+		r = -errno;
+		goto out_close_fd;
+	}
+	qft_attr_from_stat(a, st);
+	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
+		srv_path_proc_fd(proc, fd);
+		if (listxattr(proc, NULL, 0) == 0)
+			a->flags |= QFT_ATTR_NOXATTR;
+	}
+out_close_fd:
+	close(fd);
+	return r;
 }
 
 static int op_lstat(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
+	const char *name;
 	struct stat st;
-	int r;
+	int dfd, r;
 
-	if ((r = srv_path_lstat(&s->root, req->path.s, &st)) < 0)
-		return r;
-	qft_attr_from_stat(&rep->attr, &st);
-	return 0;
+	if (*req->path.s == '\0')
+		return attr_at(s->root.fd, ".", &st, &rep->attr);
+	dfd = srv_path_open_parent(&s->root, req->path.s, &name);
+	if (dfd < 0)
+		return dfd;
+	r = attr_at(dfd, name, &st, &rep->attr);
+	close(dfd);
+	return r;
 }
 
 static int op_fstat(struct srv *s, const struct qft_msg *req,
@@ -279,6 +330,11 @@ static int op_opendir(struct srv *s, const struct qft_msg *req,
 
 	if ((r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
 		return r;
+	if (s->handles.ndirs >= SRV_MAX_DIRS) {
+		set_errmsg(s, rep, "too many open directories (%u)",
+			   SRV_MAX_DIRS);
+		return -EMFILE;
+	}
 	fd = srv_path_open(&s->root, req->path.s, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return fd;
@@ -288,7 +344,7 @@ static int op_opendir(struct srv *s, const struct qft_msg *req,
 		close(fd);
 		return r;
 	}
-	srv_handle_set_dir(h, dir);
+	srv_handle_set_dir(&s->handles, h, dir);
 	return 0;
 }
 
@@ -365,11 +421,21 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 		d.type = dtype_to_mode(de->d_type);
 		d.name.s = de->d_name;
 		d.name.len = (uint32_t)strlen(de->d_name);
+		/* Clients reject a reply with a name the protocol forbids, so
+		 * one such entry (a filesystem with longer names) would hide
+		 * the whole directory: leave it out instead. */
+		if (!is_dot_or_dotdot(de->d_name) &&
+		    !qft_name_valid(d.name.s, d.name.len)) {
+			qft_debug("READDIR: skipping an entry whose name the "
+				  "protocol cannot carry (%u bytes)",
+				  d.name.len);
+			h->dir_pos = de->d_off;
+			continue;
+		}
 		/* ".." of the root lies outside it: never look at it. */
 		if (plus && !is_dot_or_dotdot(de->d_name) &&
-		    fstatat(h->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		    attr_at(h->fd, de->d_name, &st, &d.attr) == 0) {
 			d.has_attr = true;
-			qft_attr_from_stat(&d.attr, &st);
 			if (d.type == 0)
 				d.type = st.st_mode & S_IFMT;
 		}
@@ -459,6 +525,10 @@ static int finish_open(struct srv_handle *h, int fd, uint32_t qflags,
 	/* Truncating changed the file as much as a write would. */
 	h->dirty = (qflags & QFT_O_TRUNC) &&
 		   (qflags & QFT_O_ACCMODE) != QFT_O_RDONLY;
+	h->regular = S_ISREG(st.st_mode);
+	h->append = qflags & QFT_O_APPEND;
+	h->dev = (uint64_t)st.st_dev;
+	h->ino = (uint64_t)st.st_ino;
 	return 0;
 out_close_fd:
 	r = -errno;
@@ -839,6 +909,13 @@ static int op_mknod(struct srv *s, const struct qft_msg *req,
 	return r;
 }
 
+/* The client's keepalive: answering is the whole point. */
+static int op_ping(struct srv *s, const struct qft_msg *req,
+		   struct qft_msg *rep)
+{
+	return 0;
+}
+
 static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_HELLO]       = op_hello,
 	[QFT_OP_LSTAT]       = op_lstat,
@@ -867,6 +944,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_LISTXATTR]   = op_listxattr,
 	[QFT_OP_REMOVEXATTR] = op_removexattr,
 	[QFT_OP_MKNOD]       = op_mknod,
+	[QFT_OP_PING]        = op_ping,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)
@@ -894,6 +972,11 @@ static int send_reply(struct srv *s, const struct qft_msg *rep)
 		qft_err("closing connection: cannot send reply: %s",
 			strerror(-r));
 	return r;
+}
+
+int srv_op_reply(struct srv *s, const struct qft_msg *rep)
+{
+	return send_reply(s, rep);
 }
 
 int srv_op_reply_error(struct srv *s, uint16_t op, uint64_t id, int err,

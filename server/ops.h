@@ -19,6 +19,9 @@
  */
 int srv_op_dispatch(struct srv *s, const struct qft_msg *req);
 
+/* Encodes and sends a reply built elsewhere (xfer.c's completions). */
+int srv_op_reply(struct srv *s, const struct qft_msg *rep);
+
 /* Sends an error reply to request (op, id) with an optional message. */
 int srv_op_reply_error(struct srv *s, uint16_t op, uint64_t id, int err,
 		       const char *msg);

@@ -158,23 +158,6 @@ int srv_path_open_parent(const struct srv_root *r, const char *path,
 	return resolve(r, path, (size_t)(slash - path), O_PATH | O_DIRECTORY);
 }
 
-int srv_path_lstat(const struct srv_root *r, const char *path,
-		   struct stat *st)
-{
-	const char *name;
-	int dfd, ret = 0;
-
-	if (*path == '\0')
-		return fstat(r->fd, st) < 0 ? -errno : 0;
-	dfd = srv_path_open_parent(r, path, &name);
-	if (dfd < 0)
-		return dfd;
-	if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
-		ret = -errno;
-	close(dfd);
-	return ret;
-}
-
 void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
 {
 	snprintf(buf, SRV_PROC_FD_MAX, "/proc/self/fd/%d", fd);

@@ -53,10 +53,6 @@ int srv_path_open_parent(const struct srv_root *r, const char *path,
 /* Opens the directory `path` as O_PATH, for *at calls on names in it. */
 int srv_path_open_dir(const struct srv_root *r, const char *path);
 
-/* Attributes of `path` itself, not following a final symlink. */
-int srv_path_lstat(const struct srv_root *r, const char *path,
-		   struct stat *st);
-
 /*
  * "/proc/self/fd/N" for `fd`: lets the *xattr and chmod calls, which have
  * no descriptor form for O_PATH descriptors, reach exactly the object a

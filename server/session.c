@@ -36,6 +36,18 @@
 #define MAX_FAILED         16
 #define LISTEN_BACKLOG     8
 #define SECRET_LINE        (2 * QFT_SECRET_SIZE + 1)
+/*
+ * Liveness of the data connection.  A client whose host vanished (cable
+ * cut, laptop closed) sends no FIN or RST, so without these the server
+ * would wait for it forever: probes after 20 s of silence, every 10 s,
+ * and the kernel drops the connection once data or probes have gone
+ * unacknowledged for 60 s; the request loop then ends with ETIMEDOUT.
+ * The client's own keepalive (PING) keeps an idle mount well inside this.
+ */
+#define KEEPALIVE_IDLE_S   20
+#define KEEPALIVE_INTVL_S  10
+#define KEEPALIVE_CNT      4
+#define USER_TIMEOUT_MS    60000
 
 struct waiter;
 
@@ -210,6 +222,31 @@ static int session_listen(int *lfd, unsigned *port)
 	*lfd = fd;
 	qft_debug("listening on %s port %u", ip, *port);
 	return 0;
+}
+
+/* Keepalive and user timeout on the data socket (see above).  Failing to
+ * set them costs only the exit on a vanished client: warn, go on. */
+static void set_liveness(int fd)
+{
+	static const struct {
+		int level, name, value;
+		const char *what;
+	} opt[] = {
+		{ SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE" },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, KEEPALIVE_IDLE_S, "TCP_KEEPIDLE" },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, KEEPALIVE_INTVL_S,
+		  "TCP_KEEPINTVL" },
+		{ IPPROTO_TCP, TCP_KEEPCNT, KEEPALIVE_CNT, "TCP_KEEPCNT" },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, USER_TIMEOUT_MS,
+		  "TCP_USER_TIMEOUT" },
+	};
+
+	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++)
+		if (setsockopt(fd, opt[i].level, opt[i].name, &opt[i].value,
+			       sizeof(opt[i].value)) < 0)
+			qft_warn("cannot set %s on the data connection: %s; "
+				 "a vanished client may go unnoticed",
+				 opt[i].what, strerror(errno));
 }
 
 static const char *auth_reason(int r)
@@ -432,8 +469,7 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 		/* Requests and replies are small and latency-bound. */
 		setsockopt(ss->data_fd, IPPROTO_TCP, TCP_NODELAY, &one,
 			   sizeof(one));
-		setsockopt(ss->data_fd, SOL_SOCKET, SO_KEEPALIVE, &one,
-			   sizeof(one));
+		set_liveness(ss->data_fd);
 		qft_debug("client authenticated from %s (%s)", winner->peer,
 			  qft_cipher_name(winner->cipher));
 		r = session_keys(ss, winner->cipher, &winner->keys);

@@ -15,6 +15,21 @@
 #include "msg.h"
 #include "path.h"
 #include "protocol.h"
+#include "uring.h"
+
+/*
+ * The I/O engine's pool: every frame is received into one of these
+ * buffers (a WRITE's data is written from there, a READ's data read into
+ * another), so they bound the memory of requests in flight, and an empty
+ * pool is what stops the server reading the socket.
+ */
+#define SRV_XFER_BUFS 8u
+
+/* A handle with operations in the engine (xfer.c). */
+struct srv_xfer_stream {
+	uint64_t handle;               /* 0 when unused */
+	struct srv_uring_stream st;
+};
 
 struct srv {
 	struct srv_root root;
@@ -22,11 +37,20 @@ struct srv {
 	struct qft_chan chan;
 	bool hello_done;     /* the first frame was a matching HELLO */
 	int fatal;           /* -errno: close the connection after this reply */
+	bool no_compress;    /* --no-compress: HELLO refuses QFT_FEAT_LZ4 */
+
+	/* File data of regular files goes through the engine (xfer.c). */
+	enum srv_io_backend io_backend;  /* what --io / QFTFS_SERVER_IO chose */
+	struct srv_uring *io;
+	struct srv_uring_buf *rx;      /* the pool buffer `in` points into */
+	size_t read_head;              /* READ reply bytes before its data */
+	struct srv_xfer_stream streams[SRV_XFER_BUFS];
 
 	/*
 	 * Buffers reused across requests, so the steady state allocates
-	 * nothing: the received frame, the encoded reply, and the storage
-	 * that reply fields point into until the reply is sent.
+	 * nothing: the received frame (a view of s->rx, never freed as a
+	 * qbuf), the encoded reply, and the storage that reply fields point
+	 * into until the reply is sent.
 	 */
 	struct qbuf in;
 	struct qbuf out;

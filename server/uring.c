@@ -40,6 +40,7 @@ enum buf_owner { BUF_POOL, BUF_CALLER, BUF_ENGINE };
 struct srv_uring_op {
 	struct srv_uring_stream *st;
 	struct srv_uring_buf *buf;    /* READ/WRITE */
+	uint8_t *data;                /* READ/WRITE: inside buf */
 	struct srv_uring_op *next;    /* stream queue, reap queue, free list */
 	uint64_t tag;
 	uint64_t off;
@@ -111,22 +112,6 @@ static bool first_time(bool *said)
 	return !__atomic_exchange_n(said, true, __ATOMIC_RELAXED);
 }
 
-static enum srv_io_backend env_backend(void)
-{
-	static bool said;
-	const char *v = getenv(SRV_URING_ENV);
-	enum srv_io_backend b;
-
-	if (!v || !*v)
-		return SRV_IO_AUTO;
-	if (srv_uring_backend_parse(v, &b) == 0)
-		return b;
-	if (first_time(&said))
-		qft_warn("%s=%s: expected auto, uring or posix; ignored",
-			 SRV_URING_ENV, v);
-	return SRV_IO_AUTO;
-}
-
 /*
  * Sets up the ring.  A ring that lacks the READ, WRITE or FSYNC opcodes
  * (kernels before 5.6) counts as unavailable, like a refused one.
@@ -163,14 +148,15 @@ out_exit_ring:
 
 static int pool_setup(struct srv_uring *e, unsigned nbufs, size_t size)
 {
+	/* Every buffer page-aligned, so that O_DIRECT stays possible later. */
+	size_t stride = (size + 4095) & ~(size_t)4095;
 	void *mem;
 	int r;
 
 	e->bufs = calloc(nbufs, sizeof(*e->bufs));
 	if (!e->bufs)
 		return -ENOMEM;
-	/* Page-aligned, so that O_DIRECT stays possible later. */
-	r = posix_memalign(&mem, 4096, (size_t)nbufs * size);
+	r = posix_memalign(&mem, 4096, (size_t)nbufs * stride);
 	if (r)
 		return -r;
 	e->mem = mem;
@@ -178,7 +164,7 @@ static int pool_setup(struct srv_uring *e, unsigned nbufs, size_t size)
 	for (unsigned i = nbufs; i-- > 0;) {
 		struct srv_uring_buf *b = &e->bufs[i];
 
-		b->data = e->mem + (size_t)i * size;
+		b->data = e->mem + (size_t)i * stride;
 		b->cap = size;
 		b->owner = BUF_POOL;
 		b->next_free = e->free_bufs;
@@ -201,8 +187,6 @@ int srv_uring_init(struct srv_uring **ep, const struct srv_uring_cfg *cfg)
 	    (size_t)cfg->backend >= sizeof(backend_names) /
 				    sizeof(backend_names[0]))
 		return -EINVAL;
-	if (want == SRV_IO_AUTO)
-		want = env_backend();
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -235,8 +219,10 @@ int srv_uring_init(struct srv_uring **ep, const struct srv_uring_cfg *cfg)
 			/* Containers and kernel.io_uring_disabled refuse
 			 * io_uring with EPERM, old or trimmed kernels with
 			 * ENOSYS: the data still flows, only slower. */
-			qft_warn("io_uring unavailable (%s): using "
-				 "pread/pwrite", strerror(-r));
+			qft_warn("io_uring unavailable (%s%s): using "
+				 "pread/pwrite", strerror(-r),
+				 r == -EPERM ? ": kernel.io_uring_disabled or "
+				 "a seccomp policy" : "");
 		}
 	}
 	qft_debug("file I/O: %s, depth %u, %u buffers of %zu bytes",
@@ -356,9 +342,11 @@ static bool must_wait(const struct srv_uring_op *op,
 	case SRV_URING_SYNC:
 		return prev->kind == SRV_URING_WRITE;
 	case SRV_URING_WRITE:
-		return prev->kind != SRV_URING_SYNC && overlap(op, prev);
+		/* A write past a read's range still moves end of file. */
+		return prev->kind == SRV_URING_READ ||
+		       (prev->kind == SRV_URING_WRITE && overlap(op, prev));
 	case SRV_URING_READ:
-		return prev->kind == SRV_URING_WRITE && overlap(op, prev);
+		return prev->kind == SRV_URING_WRITE;
 	}
 	return true;
 }
@@ -379,12 +367,12 @@ static int sqe_prep(struct srv_uring *e, struct srv_uring_op *op)
 	}
 	switch (op->kind) {
 	case SRV_URING_READ:
-		io_uring_prep_read(sqe, fd, op->buf->data + op->done,
+		io_uring_prep_read(sqe, fd, op->data + op->done,
 				   (unsigned)(op->len - op->done),
 				   op->off + op->done);
 		break;
 	case SRV_URING_WRITE:
-		io_uring_prep_write(sqe, fd, op->buf->data + op->done,
+		io_uring_prep_write(sqe, fd, op->data + op->done,
 				    (unsigned)(op->len - op->done),
 				    op->off + op->done);
 		break;
@@ -401,10 +389,9 @@ static int64_t posix_run(const struct srv_uring_op *op)
 {
 	switch (op->kind) {
 	case SRV_URING_READ:
-		return srv_io_read(op->st->fd, op->buf->data, op->len, op->off);
+		return srv_io_read(op->st->fd, op->data, op->len, op->off);
 	case SRV_URING_WRITE:
-		return srv_io_write(op->st->fd, op->buf->data, op->len,
-				    op->off);
+		return srv_io_write(op->st->fd, op->data, op->len, op->off);
 	case SRV_URING_SYNC:
 		return srv_io_sync(op->st->fd, op->datasync);
 	}
@@ -423,6 +410,16 @@ static void op_start(struct srv_uring *e, struct srv_uring_op *op)
 		op_complete(op, posix_run(op));
 		return;
 	}
+#ifdef QFT_FAULT_INJECTION
+	/* The posix backend meets the same faults inside srv_io_*(). */
+	if ((r = srv_io_fault(op->st->fd, op->kind == SRV_URING_READ ?
+			      SRV_IO_FAULT_READ : op->kind == SRV_URING_WRITE ?
+			      SRV_IO_FAULT_WRITE : SRV_IO_FAULT_SYNC,
+			      op->off, op->len)) < 0) {
+		op_complete(op, r);
+		return;
+	}
+#endif
 	if ((r = sqe_prep(e, op)) < 0) {
 		op_complete(op, r);
 		return;
@@ -532,7 +529,8 @@ static int wait_some(struct srv_uring *e)
 
 static int submit(struct srv_uring *e, struct srv_uring_stream *st,
 		  enum srv_uring_kind kind, uint64_t off, size_t len,
-		  struct srv_uring_buf *buf, bool datasync, uint64_t tag)
+		  struct srv_uring_buf *buf, size_t skip, bool datasync,
+		  uint64_t tag)
 {
 	struct srv_uring_op *op;
 
@@ -540,7 +538,8 @@ static int submit(struct srv_uring *e, struct srv_uring_stream *st,
 		return e->broken;
 	if (kind != SRV_URING_SYNC &&
 	    (!buf_ours(e, buf) || buf->owner != BUF_CALLER ||
-	     len > buf->cap || off > INT64_MAX || len > INT64_MAX - off))
+	     skip > buf->cap || len > buf->cap - skip || off > INT64_MAX ||
+	     len > INT64_MAX - off))
 		return -EINVAL;
 	op = e->free_ops;
 	if (!op)
@@ -557,6 +556,7 @@ static int submit(struct srv_uring *e, struct srv_uring_stream *st,
 	op->state = OP_WAITING;
 	if (buf) {
 		op->buf = buf;
+		op->data = buf->data + skip;
 		buf->owner = BUF_ENGINE;
 	}
 	if (st->tail)
@@ -576,20 +576,42 @@ int srv_uring_read(struct srv_uring *e, struct srv_uring_stream *st,
 		   uint64_t off, size_t len, struct srv_uring_buf *buf,
 		   uint64_t tag)
 {
-	return submit(e, st, SRV_URING_READ, off, len, buf, false, tag);
+	return submit(e, st, SRV_URING_READ, off, len, buf, 0, false, tag);
+}
+
+int srv_uring_read_into(struct srv_uring *e, struct srv_uring_stream *st,
+			uint64_t off, uint8_t *data, size_t len,
+			struct srv_uring_buf *buf, uint64_t tag)
+{
+	if (!buf_ours(e, buf) || data < buf->data ||
+	    data > buf->data + buf->cap)
+		return -EINVAL;
+	return submit(e, st, SRV_URING_READ, off, len, buf,
+		      (size_t)(data - buf->data), false, tag);
 }
 
 int srv_uring_write(struct srv_uring *e, struct srv_uring_stream *st,
 		    uint64_t off, size_t len, struct srv_uring_buf *buf,
 		    uint64_t tag)
 {
-	return submit(e, st, SRV_URING_WRITE, off, len, buf, false, tag);
+	return submit(e, st, SRV_URING_WRITE, off, len, buf, 0, false, tag);
+}
+
+int srv_uring_write_from(struct srv_uring *e, struct srv_uring_stream *st,
+			 uint64_t off, const uint8_t *data, size_t len,
+			 struct srv_uring_buf *buf, uint64_t tag)
+{
+	if (!buf_ours(e, buf) || data < buf->data ||
+	    data > buf->data + buf->cap)
+		return -EINVAL;
+	return submit(e, st, SRV_URING_WRITE, off, len, buf,
+		      (size_t)(data - buf->data), false, tag);
 }
 
 int srv_uring_sync(struct srv_uring *e, struct srv_uring_stream *st,
 		   bool datasync, uint64_t tag)
 {
-	return submit(e, st, SRV_URING_SYNC, 0, 0, NULL, datasync, tag);
+	return submit(e, st, SRV_URING_SYNC, 0, 0, NULL, 0, datasync, tag);
 }
 
 int srv_uring_stream_wait(struct srv_uring *e, struct srv_uring_stream *st)

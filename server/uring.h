@@ -16,16 +16,19 @@
  *    read-ahead stream can send its chunks as they arrive and a
  *    write-behind stream can acknowledge cumulatively.
  *  - Within a stream, operations take effect as if run one after the
- *    other in submission order: a write waits for in-flight reads and
- *    writes of the stream that overlap it, a read for overlapping writes,
+ *    other in submission order: a write waits for in-flight writes of
+ *    the stream that overlap it and for every in-flight read, a read for
+ *    every in-flight write (a write anywhere may move end of file, which
+ *    decides what a read returns, even where their ranges do not meet),
  *    and a SYNC for every write before it (it is held in the engine, not
  *    in the kernel, until they have completed: no IOSQE_IO_DRAIN, which
  *    would stall every other file too, and no links, which would cancel
  *    the rest of a chain after one short write).  Operations start in
  *    submission order, so one queued behind a waiting operation waits
- *    too; non-overlapping reads and writes otherwise run concurrently,
- *    up to the queue depth.  Ordering holds within one stream only:
- *    two streams on the same file are not ordered against each other.
+ *    too; reads run concurrently with reads, and non-overlapping writes
+ *    with writes, up to the queue depth.  Ordering holds within one
+ *    stream only: two streams on the same file are not ordered against
+ *    each other.
  *  - A READ returns fewer bytes than asked only at end of file; a short
  *    transfer that is not EOF is continued by the engine, as is a short
  *    write.  Errors are negative errno values.
@@ -56,9 +59,9 @@
  * otherwise, after one log line "io_uring unavailable (<reason>): using
  * pread/pwrite" per process, pread/pwrite.  SRV_IO_URING fails instead of
  * falling back (for --io=uring: a benchmark must not silently measure the
- * other path); SRV_IO_POSIX never touches io_uring.  With SRV_IO_AUTO the
- * environment variable QFTFS_SERVER_IO=auto|uring|posix overrides the
- * choice, so that a test suite can run every path without new options.
+ * other path); SRV_IO_POSIX never touches io_uring.  The engine reads no
+ * environment: the server's main() decides between --io and
+ * QFTFS_SERVER_IO (SRV_URING_ENV) and passes the result.
  *
  * Nothing is locked: one engine belongs to one thread (the server's event
  * loop).  Error convention: 0 (or a count) or a negative errno.
@@ -84,7 +87,7 @@ enum srv_io_backend {
 #define SRV_URING_DEFAULT_NBUFS 16u
 #define SRV_URING_MAX_DEPTH     4096u
 #define SRV_URING_MAX_NBUFS     4096u
-/* The environment variable read by SRV_IO_AUTO (see above). */
+/* The environment variable qftfs-server reads when --io is not given. */
 #define SRV_URING_ENV           "QFTFS_SERVER_IO"
 
 struct srv_uring_cfg {
@@ -205,10 +208,26 @@ int srv_uring_stream_wait(struct srv_uring *e, struct srv_uring_stream *st);
 int srv_uring_read(struct srv_uring *e, struct srv_uring_stream *st,
 		   uint64_t off, size_t len, struct srv_uring_buf *buf,
 		   uint64_t tag);
+/*
+ * Reads into `data`, which lies inside `buf`, leaving room before it: the
+ * server reads a READ's data where its reply frame will carry it, so the
+ * frame goes out without a copy.  The same rules otherwise.
+ */
+int srv_uring_read_into(struct srv_uring *e, struct srv_uring_stream *st,
+			uint64_t off, uint8_t *data, size_t len,
+			struct srv_uring_buf *buf, uint64_t tag);
 /* Writes buf->data[0..len) at `off`; the same rules. */
 int srv_uring_write(struct srv_uring *e, struct srv_uring_stream *st,
 		    uint64_t off, size_t len, struct srv_uring_buf *buf,
 		    uint64_t tag);
+/*
+ * Writes `len` bytes from `data`, which lies inside `buf`: the server
+ * receives a WRITE frame into a pool buffer and writes its data from
+ * there, after the header, without a copy.  The same rules otherwise.
+ */
+int srv_uring_write_from(struct srv_uring *e, struct srv_uring_stream *st,
+			 uint64_t off, const uint8_t *data, size_t len,
+			 struct srv_uring_buf *buf, uint64_t tag);
 /*
  * fdatasync (datasync) or fsync of st->fd, run once every WRITE submitted
  * on `st` before it has completed.  When its completion arrives, st->err

@@ -56,9 +56,13 @@ def keygen(path, kind='ed25519', comment='qftfs-test'):
 class Sshd:
     """One sshd; start() it, stop() it (also on failure)."""
 
-    def __init__(self, base, user='root'):
+    def __init__(self, base, user='root', addr='127.0.0.1', wrapper=()):
         self.base = base
         self.user = user
+        # The address to listen on, and a command prefix that runs sshd
+        # elsewhere (tests/netns.py: inside a network namespace).
+        self.addr = addr
+        self.wrapper = list(wrapper)
         self.port = None
         self.proc = None
         self.log_path = os.path.join(base, 'sshd.log')
@@ -70,7 +74,7 @@ class Sshd:
     def _config(self, env):
         lines = [
             'Port %d' % self.port,
-            'ListenAddress 127.0.0.1',
+            'ListenAddress %s' % self.addr,
             'HostKey %s/host_ed25519' % self.base,
             'HostKey %s/host_ecdsa' % self.base,
             'PidFile %s/sshd.pid' % self.base,
@@ -118,10 +122,11 @@ class Sshd:
             cfg = os.path.join(self.base, 'sshd_config')
             with open(cfg, 'w') as f:
                 f.write(self._config(env))
-            util.run([SSHD, '-t', '-f', cfg], timeout=30, check=True)
+            util.run(self.wrapper + [SSHD, '-t', '-f', cfg], timeout=30,
+                     check=True)
             logf = open(self.log_path, 'ab')
             self.proc = subprocess.Popen(
-                [SSHD, '-D', '-f', cfg, '-E', self.log_path],
+                self.wrapper + [SSHD, '-D', '-f', cfg, '-E', self.log_path],
                 stdin=subprocess.DEVNULL, stdout=logf,
                 stderr=subprocess.STDOUT)
             logf.close()
@@ -137,7 +142,7 @@ class Sshd:
             if self.proc.poll() is not None:
                 return False
             try:
-                with socket.create_connection(('127.0.0.1', self.port),
+                with socket.create_connection((self.addr, self.port),
                                               timeout=1) as s:
                     if s.recv(4).startswith(b'SSH-'):
                         return True
@@ -160,7 +165,7 @@ class Sshd:
 
     def known_hosts_lines(self):
         """known_hosts lines for every host key, as ssh would write them."""
-        name = '[127.0.0.1]:%d' % self.port
+        name = '[%s]:%d' % (self.addr, self.port)
         return ['%s %s' % (name, ' '.join(k.split()[:2]))
                 for k in self.host_keys.values()]
 
@@ -191,7 +196,7 @@ class Sshd:
         return env
 
     def source(self, path):
-        return '%s@127.0.0.1:%s' % (self.user, path)
+        return '%s@%s:%s' % (self.user, self.addr, path)
 
     def log(self):
         return util.read_log(self.log_path)

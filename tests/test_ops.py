@@ -934,7 +934,9 @@ def test_exec_from_mount(mount):
 
 @pytest.mark.deadline(120)
 def test_server_killed_fails_fast(mounter):
-    m = mounter(expect_rc=None)
+    # reconnect=no: everything after the loss fails (test_deadline.py
+    # covers the mount coming back by itself).
+    m = mounter(expect_rc=None, opts=['reconnect=no'])
     src, mnt = m
     _write(P(mnt, 'f'), b'before')
     fd = os.open(P(mnt, 'g'), os.O_CREAT | os.O_WRONLY, 0o644)

@@ -567,7 +567,8 @@ def test_server_killed_during_stream_write(mounter, when):
 def test_server_killed_during_read_stream(mounter):
     """kill -9 of the server under a sequential reader: reads fail with EIO;
     none is short (which would look like the end of the file)."""
-    m = mounter(expect_rc=None)
+    # reconnect=no: with it, a read-only handle may go on transparently.
+    m = mounter(expect_rc=None, opts=['reconnect=no'])
     src, mnt = m
     data = _content(5, 64 * MiB)
     _put(P(src, 'f'), data)

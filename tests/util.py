@@ -340,7 +340,11 @@ class Mount:
         for b in (self.client,):
             if not os.access(b, os.X_OK):
                 raise MountError('client binary %s is missing (not built?)' % b)
-        server_exe = self.server.split(' ')[-1] if self.server else None
+        # The server command may carry a wrapper before it and options
+        # after it: the binary is the word naming qftfs-server.
+        words = self.server.split(' ') if self.server else []
+        server_exe = next((w for w in words if os.path.basename(w) == 'qftfs-server'),
+                          words[-1] if words else None)
         if server_exe and not os.access(server_exe, os.X_OK):
             raise MountError('server binary %s is missing (not built?)' % server_exe)
         os.makedirs(self.mnt, exist_ok=True)

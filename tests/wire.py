@@ -116,15 +116,18 @@ def encode_request(op, rid, **fields):
 
 
 class Attr:
-    FMT = struct.Struct('>QIIIIQQQIqIqIqI')
+    FMT = struct.Struct('>QIIIIQQQIqIqIqII')
+    SIZE = FMT.size   # 92: QFT_ATTR_WIRE_SIZE
+    NOXATTR = 0x1     # QFT_ATTR_NOXATTR
     __slots__ = ('ino', 'mode', 'nlink', 'uid', 'gid', 'rdev', 'size',
-                 'blocks', 'blksize', 'atime', 'mtime', 'ctime')
+                 'blocks', 'blksize', 'atime', 'mtime', 'ctime', 'flags')
 
     def __init__(self, raw):
         v = self.FMT.unpack(raw)
         (self.ino, self.mode, self.nlink, self.uid, self.gid, self.rdev,
          self.size, self.blocks, self.blksize) = v[:9]
         self.atime, self.mtime, self.ctime = (v[9], v[10]), (v[11], v[12]), (v[13], v[14])
+        self.flags = v[15]
 
 
 class Reply:
@@ -168,7 +171,7 @@ class Reply:
             (n,) = struct.unpack_from('>I', p, pos)
             return p[pos + 4:pos + 4 + n], pos + 4 + n
         if f == 'attr':
-            return Attr(p[pos:pos + 88]), pos + 88
+            return Attr(p[pos:pos + Attr.SIZE]), pos + Attr.SIZE
         if f == 'statfs':
             return struct.unpack_from('>9Q', p, pos), pos + 72
         raise ValueError(f)
@@ -189,7 +192,7 @@ def parse_dirents(data):
         pos += 20
         name, pos = Reply._str(data, pos)
         has_attr = data[pos]
-        pos += 1 + (88 if has_attr else 0)
+        pos += 1 + (Attr.SIZE if has_attr else 0)
         out.append((name, typ, off))
     return out
 

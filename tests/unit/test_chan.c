@@ -2,8 +2,12 @@
 /*
  * Unit test of common/chan.c: frames over a socketpair (and a pipe pair)
  * between threads, the receiver's limits and end-of-stream results, and
- * senders racing on one channel.  alarm() bounds the whole run, so a
- * deadlock fails the test instead of hanging it.
+ * senders racing on one channel, with and without compression; and
+ * compression (QFT_F_LZ4): round trips plain and sealed, what goes as it
+ * is, chunks that claim too much or do not expand, a compressed frame
+ * where it was not agreed, the auto policy on noise, and the HELLO
+ * negotiation.  alarm() bounds the whole run, so a deadlock fails the
+ * test instead of hanging it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +21,10 @@
 #include "buf.h"
 #include "chan.h"
 #include "check.h"
+#include "lz4chunk.h"
 #include "msg.h"
 #include "protocol.h"
+#include "seal.h"
 
 #define FRAME_LIMIT (QFT_HDR_SIZE + QFT_MAX_PAYLOAD)
 
@@ -671,7 +677,7 @@ static void *sender_run(void *arg)
 	return NULL;
 }
 
-static void test_concurrent_senders(void)
+static void test_concurrent_senders(enum qft_lz4_mode mode)
 {
 	struct qft_chan tx, rx;
 	struct sender s[NSENDERS];
@@ -682,10 +688,14 @@ static void test_concurrent_senders(void)
 	struct qft_msg m;
 	int sv[2], received = 0, bad = 0, r;
 
-	check_ctx("concurrent senders");
+	check_ctx("concurrent senders, compress=%s", qft_lz4_mode_name(mode));
 	make_pair(sv);
 	CHECK_EQ(qft_chan_init(&tx, sv[0], sv[0]), 0);
 	CHECK_EQ(qft_chan_init(&rx, sv[1], sv[1]), 0);
+	if (mode != QFT_LZ4_NONE) {
+		qft_chan_set_lz4(&tx, mode);
+		qft_chan_set_lz4(&rx, QFT_LZ4_NONE);
+	}
 	for (int i = 0; i < NSENDERS; i++) {
 		s[i] = (struct sender){ .ch = &tx, .idx = i };
 		start(&t[i], sender_run, &s[i]);
@@ -723,11 +733,578 @@ static void test_concurrent_senders(void)
 	}
 	CHECK_EQ(received, NSENDERS * PER_SENDER);
 	CHECK_EQ(bad, 0);
+	if (mode != QFT_LZ4_NONE) {
+		struct qft_chan_lz4_stats st;
+
+		/* The pattern compresses: some frames went compressed, and
+		 * what was sent is what arrived. */
+		qft_chan_lz4_stats(&tx, &st);
+		CHECK(st.tx_lz4 > 0);
+		CHECK(st.tx_wire < st.tx_bytes);
+		CHECK_EQ(st.tx_frames, NSENDERS * PER_SENDER);
+		CHECK_EQ(rx.st.rx_lz4, st.tx_lz4);
+		CHECK_EQ(rx.st.rx_bytes, st.tx_bytes);
+		CHECK_EQ(rx.st.rx_wire, st.tx_wire);
+	}
 	qft_chan_destroy(&tx);
 	/* All senders done and the channel closed: a clean end. */
 	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EPIPE);
 	qft_chan_destroy(&rx);
 	qbuf_free(&in);
+	check_ctx("%s", "");
+}
+
+/* ---- compression (QFT_F_LZ4) ---- */
+
+#define KEY_BYTE 0x42
+
+/* Text like a JSON log, the data compress=lz4 is for. */
+static void fill_json(uint8_t *p, size_t n, unsigned seed)
+{
+	static const char *const states[] = { "ok", "degraded", "failed" };
+	char rec[160];
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned v = seed = seed * 1103515245u + 12345u;
+		int len = snprintf(rec, sizeof(rec),
+			"{\"id\": %u, \"name\": \"sensor-%u\", \"value\": "
+			"%u.%03u, \"state\": \"%s\"}\n", v % 100000,
+			(v >> 8) % 64, (v >> 12) % 1000, (v >> 3) % 1000,
+			states[(v >> 20) % 3]);
+		size_t take = (size_t)len < n - i ? (size_t)len : n - i;
+
+		memcpy(p + i, rec, take);
+		i += take;
+	}
+}
+
+static void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = (uint8_t)(seed >> 56);
+	}
+}
+
+/* Both directions of a sealed link, keyed alike. */
+struct seals {
+	struct qft_seal tx, rx;
+};
+
+static void seals_init(struct seals *s)
+{
+	uint8_t key[QFT_KEY_SIZE];
+
+	memset(key, KEY_BYTE, sizeof(key));
+	CHECK_EQ(qft_seal_init(&s->tx, QFT_CIPHER_AES256GCM, key, true), 0);
+	CHECK_EQ(qft_seal_init(&s->rx, QFT_CIPHER_AES256GCM, key, false), 0);
+}
+
+static void seals_free(struct seals *s)
+{
+	qft_seal_free(&s->tx);
+	qft_seal_free(&s->rx);
+}
+
+/* Bytes as they travelled. */
+struct wire {
+	uint8_t *p;
+	size_t len;
+};
+
+struct capture {
+	struct qft_chan *ch;
+	int fd;
+	const struct qft_msg *m;
+	int r;
+};
+
+static void *capture_send(void *arg)
+{
+	struct capture *cp = arg;
+	struct qbuf scratch;
+
+	qbuf_init(&scratch, FRAME_LIMIT);
+	cp->r = qft_chan_send_msg(cp->ch, &scratch, cp->m);
+	shutdown(cp->fd, SHUT_WR);
+	qbuf_free(&scratch);
+	return NULL;
+}
+
+/* The same, leaving the stream open for the next frame. */
+static void *capture_send_keep(void *arg)
+{
+	struct capture *cp = arg;
+	struct qbuf scratch;
+
+	qbuf_init(&scratch, FRAME_LIMIT);
+	cp->r = qft_chan_send_msg(cp->ch, &scratch, cp->m);
+	qbuf_free(&scratch);
+	return NULL;
+}
+
+/* Reads a stream to its end into *w (which the caller frees). */
+static void read_to_end(int fd, struct wire *w)
+{
+	size_t cap = 1 << 16;
+
+	w->p = malloc(cap);
+	w->len = 0;
+	for (;;) {
+		ssize_t n;
+
+		if (w->len == cap) {
+			cap *= 2;
+			w->p = realloc(w->p, cap);
+		}
+		if (!w->p) {
+			perror("realloc");
+			exit(1);
+		}
+		n = read(fd, w->p + w->len, cap - w->len);
+		if (n <= 0)
+			break;
+		w->len += (size_t)n;
+	}
+}
+
+/*
+ * Sends *m on a channel that compresses with `mode` (sealed with `tx`
+ * unless NULL) and returns what went on the wire, from a thread because
+ * a large frame does not fit the socket buffer.
+ */
+static void capture(enum qft_lz4_mode mode, struct qft_seal *tx,
+		    const struct qft_msg *m, struct wire *w,
+		    struct qft_chan_lz4_stats *st)
+{
+	struct qft_chan ch;
+	struct capture cp = { .ch = &ch, .m = m };
+	pthread_t t;
+	int sv[2];
+
+	make_pair(sv);
+	cp.fd = sv[0];
+	CHECK_EQ(qft_chan_init(&ch, sv[0], sv[0]), 0);
+	if (tx)
+		qft_chan_set_seal(&ch, tx, NULL);
+	if (mode != QFT_LZ4_NONE)
+		qft_chan_set_lz4(&ch, mode);
+	start(&t, capture_send, &cp);
+	read_to_end(sv[1], w);
+	pthread_join(t, NULL);
+	CHECK_EQ(cp.r, 0);
+	if (st)
+		qft_chan_lz4_stats(&ch, st);
+	qft_chan_destroy(&ch);
+	close(sv[1]);
+}
+
+struct replay {
+	int fd;
+	const struct wire *w;
+};
+
+static void *replay_write(void *arg)
+{
+	struct replay *rp = arg;
+	size_t off = 0;
+
+	/* Stops quietly when the receiver gives up mid-frame. */
+	while (off < rp->w->len) {
+		ssize_t n = write(rp->fd, rp->w->p + off, rp->w->len - off);
+
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	shutdown(rp->fd, SHUT_WR);
+	return NULL;
+}
+
+/*
+ * Feeds `w` to a receiving channel that accepts compressed frames when
+ * `lz4` (and opens records with `rx` unless NULL); returns what
+ * qft_chan_recv said, with the frame in *in and its header in *h.
+ */
+static int replay(const struct wire *w, bool lz4, struct qft_seal *rx,
+		  struct qbuf *in, struct qft_hdr *h)
+{
+	struct qft_chan ch;
+	struct replay rp = { .w = w };
+	pthread_t t;
+	int sv[2], r;
+
+	make_pair(sv);
+	rp.fd = sv[0];
+	CHECK_EQ(qft_chan_init(&ch, sv[1], sv[1]), 0);
+	if (rx)
+		qft_chan_set_seal(&ch, NULL, rx);
+	if (lz4)
+		qft_chan_set_lz4(&ch, QFT_LZ4_NONE);
+	start(&t, replay_write, &rp);
+	memset(h, 0, sizeof(*h));
+	r = qft_chan_recv(&ch, in, h);
+	/* Unblock a writer stuck on what was not read. */
+	shutdown(sv[1], SHUT_RDWR);
+	pthread_join(t, NULL);
+	qft_chan_destroy(&ch);
+	close(sv[0]);
+	return r;
+}
+
+/* A WRITE of data[0..n) and its plain encoding. */
+static void write_msg(struct qft_msg *m, struct qbuf *enc, const uint8_t *data,
+		      size_t n)
+{
+	qft_msg_init(m, QFT_OP_WRITE, 99);
+	m->handle = 3;
+	m->offset = 1 << 20;
+	m->data = (struct qft_blob){ data, (uint32_t)n };
+	qbuf_reset(enc);
+	CHECK_EQ(qft_msg_encode(enc, m), 0);
+}
+
+static bool same_frame(const struct qbuf *in, const struct qbuf *enc)
+{
+	return in->len == enc->len && memcmp(in->data, enc->data, in->len) == 0;
+}
+
+static void test_lz4_round_trips(void)
+{
+	static uint8_t json[QFT_MAX_DATA], noise[QFT_MAX_DATA];
+	struct qft_chan_lz4_stats st;
+	struct qbuf enc, in;
+	struct qft_msg m;
+	struct qft_hdr h;
+	struct wire w;
+	struct seals sl;
+
+	fill_json(json, sizeof(json), 1);
+	fill_random(noise, sizeof(noise), 2);
+	qbuf_init(&enc, FRAME_LIMIT);
+	qbuf_init(&in, FRAME_LIMIT);
+
+	/* Compressible: the wire carries a QFT_F_LZ4 frame much smaller
+	 * than the original, and the receiver hands on the original, byte
+	 * for byte, without the flag. */
+	for (int i = 0; i < 2; i++) {
+		enum qft_lz4_mode mode = i ? QFT_LZ4_AUTO : QFT_LZ4_ALWAYS;
+
+		check_ctx("lz4 round trip, compress=%s",
+			  qft_lz4_mode_name(mode));
+		write_msg(&m, &enc, json, sizeof(json));
+		capture(mode, NULL, &m, &w, &st);
+		CHECK(w.len >= QFT_HDR_SIZE);
+		CHECK(qft_load16(w.p + 6) == QFT_F_LZ4);
+		CHECK_EQ(qft_load32(w.p), w.len - QFT_HDR_SIZE);
+		CHECK(w.len < enc.len / 2);
+		CHECK_EQ(st.tx_lz4, 1);
+		CHECK_EQ(st.tx_bytes, enc.len - QFT_HDR_SIZE);
+		CHECK_EQ(st.tx_wire, w.len - QFT_HDR_SIZE);
+		CHECK_EQ(replay(&w, true, NULL, &in, &h), 0);
+		CHECK(same_frame(&in, &enc));
+		CHECK_EQ(h.len, enc.len - QFT_HDR_SIZE);
+		CHECK_EQ(h.flags, 0);
+		CHECK_EQ(h.op, QFT_OP_WRITE);
+		CHECK_EQ(h.id, 99);
+		free(w.p);
+	}
+
+	/* Incompressible, or too small to bother: sent as it is. */
+	check_ctx("lz4 raw fallback");
+	write_msg(&m, &enc, noise, sizeof(noise));
+	capture(QFT_LZ4_ALWAYS, NULL, &m, &w, &st);
+	CHECK(w.len == enc.len && memcmp(w.p, enc.data, enc.len) == 0);
+	CHECK_EQ(st.tx_lz4, 0);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), 0);
+	CHECK(same_frame(&in, &enc));
+	free(w.p);
+	check_ctx("lz4 small frame");
+	write_msg(&m, &enc, json, QFT_CHAN_LZ4_MIN - 21);
+	CHECK_EQ(enc.len, QFT_HDR_SIZE + QFT_CHAN_LZ4_MIN - 1);
+	capture(QFT_LZ4_ALWAYS, NULL, &m, &w, NULL);
+	CHECK(w.len == enc.len && memcmp(w.p, enc.data, enc.len) == 0);
+	free(w.p);
+	check_ctx("lz4 at the threshold");
+	write_msg(&m, &enc, json, QFT_CHAN_LZ4_MIN - 20);
+	capture(QFT_LZ4_ALWAYS, NULL, &m, &w, NULL);
+	CHECK(qft_load16(w.p + 6) == QFT_F_LZ4 && w.len < enc.len);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), 0);
+	CHECK(same_frame(&in, &enc));
+	free(w.p);
+
+	/* Receiving only: a channel set to QFT_LZ4_NONE sends as it is. */
+	check_ctx("lz4 receive only");
+	write_msg(&m, &enc, json, sizeof(json));
+	capture(QFT_LZ4_NONE, NULL, &m, &w, NULL);
+	CHECK(w.len == enc.len && memcmp(w.p, enc.data, enc.len) == 0);
+	free(w.p);
+
+	/* Sealed: compressed before sealing (the record is small), opened
+	 * then expanded; a replayed record still fails, and so does a
+	 * compressed one where compression was not agreed. */
+	check_ctx("lz4 sealed");
+	seals_init(&sl);
+	capture(QFT_LZ4_ALWAYS, &sl.tx, &m, &w, &st);
+	CHECK(w.len < enc.len / 2);
+	CHECK_EQ(st.tx_lz4, 1);
+	CHECK_EQ(replay(&w, true, &sl.rx, &in, &h), 0);
+	CHECK(same_frame(&in, &enc));
+	CHECK_EQ(h.len, enc.len - QFT_HDR_SIZE);
+	CHECK_EQ(replay(&w, true, &sl.rx, &in, &h), -EBADMSG);
+	seals_free(&sl);
+	seals_init(&sl);
+	CHECK_EQ(replay(&w, false, &sl.rx, &in, &h), -EBADMSG);
+	CHECK(!sl.rx.failed);   /* the record was fine; its content not */
+	seals_free(&sl);
+	free(w.p);
+
+	qbuf_free(&in);
+	qbuf_free(&enc);
+	check_ctx("%s", "");
+}
+
+/*
+ * A frame with QFT_F_LZ4 and the given chunk as payload, as a hostile or
+ * broken peer could send it.
+ */
+static void lz4_frame(struct wire *w, const uint8_t *chunk, size_t n)
+{
+	w->len = QFT_HDR_SIZE + n;
+	w->p = malloc(w->len);
+	if (!w->p) {
+		perror("malloc");
+		exit(1);
+	}
+	put_header(w->p, (uint32_t)n, QFT_OP_WRITE, QFT_F_LZ4, 5);
+	if (n)
+		memcpy(w->p + QFT_HDR_SIZE, chunk, n);
+}
+
+static void test_lz4_hostile(void)
+{
+	size_t cap = qft_lz4_bound(QFT_MAX_PAYLOAD), zlen, blen;
+	uint8_t *zeros = calloc(1, QFT_MAX_PAYLOAD + 1);
+	uint8_t *chunk = malloc(cap + 64), *bad = malloc(cap + 64);
+	struct qbuf in;
+	struct qft_hdr h;
+	struct wire w;
+
+	if (!zeros || !chunk || !bad) {
+		perror("malloc");
+		exit(1);
+	}
+	qbuf_init(&in, FRAME_LIMIT);
+
+	/* A chunk of exactly QFT_MAX_PAYLOAD bytes is the largest frame. */
+	check_ctx("lz4 largest payload");
+	CHECK_EQ(qft_lz4_encode(NULL, zeros, QFT_MAX_PAYLOAD, chunk, cap,
+				&zlen), 0);
+	CHECK_EQ(chunk[0], QFT_LZ4_LZ4);
+	lz4_frame(&w, chunk, zlen);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), 0);
+	CHECK_EQ(h.len, QFT_MAX_PAYLOAD);
+	CHECK_EQ(in.len, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
+	CHECK(memcmp(in.data + QFT_HDR_SIZE, zeros, QFT_MAX_PAYLOAD) == 0);
+	free(w.p);
+
+	/* ... and one that claims a byte more is refused before anything
+	 * is expanded or allocated for it, whatever the block says. */
+	check_ctx("lz4 oversized claim");
+	memcpy(bad, chunk, zlen);
+	qft_store32(bad + 1, QFT_MAX_PAYLOAD + 1);
+	lz4_frame(&w, bad, zlen);
+	qbuf_free(&in);
+	qbuf_init(&in, FRAME_LIMIT);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), -EBADMSG);
+	CHECK_EQ(in.len, QFT_HDR_SIZE);
+	CHECK(in.cap <= 4096);
+	free(w.p);
+	qft_store32(bad + 1, UINT32_MAX);
+	lz4_frame(&w, bad, zlen);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), -EBADMSG);
+	free(w.p);
+
+	/* Corrupted chunks: a claimed length one off either way, an unknown
+	 * kind, a cut or padded block, a header alone, nothing at all, a
+	 * RAW chunk whose length disagrees. */
+	fill_json(zeros, 200000, 7);
+	CHECK_EQ(qft_lz4_encode(NULL, zeros, 200000, chunk, cap, &zlen), 0);
+	CHECK_EQ(chunk[0], QFT_LZ4_LZ4);
+	for (int i = 0; i < 9; i++) {
+		check_ctx("lz4 corrupted chunk #%d", i);
+		memcpy(bad, chunk, zlen);
+		blen = zlen;
+		switch (i) {
+		case 0: qft_store32(bad + 1, 200001); break;
+		case 1: qft_store32(bad + 1, 199999); break;
+		case 2: bad[0] = 2; break;
+		case 3: blen = zlen - 7; break;
+		case 4: memset(bad + zlen, 0, 64); blen = zlen + 64; break;
+		case 5: blen = QFT_LZ4_HDR_SIZE; break;
+		case 6: blen = 3; break;
+		case 7: blen = 0; break;
+		default:
+			bad[0] = QFT_LZ4_RAW;
+			break;
+		}
+		lz4_frame(&w, bad, blen);
+		CHECK_EQ(replay(&w, true, NULL, &in, &h), -EBADMSG);
+		free(w.p);
+	}
+	/* A block of garbage: whatever LZ4 makes of it, never more than
+	 * the claimed length, and here not exactly that. */
+	check_ctx("lz4 garbage block");
+	fill_random(bad + QFT_LZ4_HDR_SIZE, 5000, 11);
+	bad[0] = QFT_LZ4_LZ4;
+	qft_store32(bad + 1, 100000);
+	lz4_frame(&w, bad, QFT_LZ4_HDR_SIZE + 5000);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), -EBADMSG);
+	free(w.p);
+
+	/* A RAW chunk is a valid chunk, if a useless one. */
+	check_ctx("lz4 raw chunk");
+	CHECK_EQ(qft_lz4_encode(NULL, zeros, 10, chunk, cap, &zlen), 0);
+	CHECK_EQ(chunk[0], QFT_LZ4_RAW);
+	lz4_frame(&w, chunk, zlen);
+	CHECK_EQ(replay(&w, true, NULL, &in, &h), 0);
+	CHECK_EQ(h.len, 10);
+	free(w.p);
+
+	/* Compression not agreed: refused on the header alone. */
+	check_ctx("lz4 not agreed");
+	lz4_frame(&w, chunk, zlen);
+	qbuf_free(&in);
+	qbuf_init(&in, FRAME_LIMIT);
+	CHECK_EQ(replay(&w, false, NULL, &in, &h), -EBADMSG);
+	CHECK_EQ(in.len, QFT_HDR_SIZE);
+	CHECK(in.cap <= 4096);
+	CHECK_EQ(h.id, 5);
+	free(w.p);
+
+	qbuf_free(&in);
+	free(bad);
+	free(chunk);
+	free(zeros);
+	check_ctx("%s", "");
+}
+
+/*
+ * compress=auto on a stream of noise stops trying after a few chunks and
+ * only probes now and then; text after it is compressed again soon.
+ */
+static void test_lz4_auto(void)
+{
+	static uint8_t json[QFT_MAX_DATA], noise[QFT_MAX_DATA];
+	struct qft_chan tx, rx;
+	struct qbuf scratch, in;
+	struct qft_msg m;
+	struct qft_hdr h;
+	int sv[2];
+	unsigned compressed = 0;
+
+	check_ctx("lz4 auto");
+	fill_json(json, sizeof(json), 3);
+	fill_random(noise, sizeof(noise), 4);
+	make_pair(sv);
+	CHECK_EQ(qft_chan_init(&tx, sv[0], sv[0]), 0);
+	CHECK_EQ(qft_chan_init(&rx, sv[1], sv[1]), 0);
+	qft_chan_set_lz4(&tx, QFT_LZ4_AUTO);
+	qft_chan_set_lz4(&rx, QFT_LZ4_AUTO);
+	qbuf_init(&scratch, FRAME_LIMIT);
+	qbuf_init(&in, FRAME_LIMIT);
+	/* One frame at a time, each read before the next is sent: the
+	 * receiver's socket buffer never has to hold one. */
+	for (int i = 0; i < 60; i++) {
+		struct capture cp = { .ch = &tx, .fd = -1, .m = &m };
+		pthread_t t;
+
+		noise[0] = (uint8_t)i;
+		write_msg(&m, &scratch, i < 40 ? noise : json, QFT_MAX_DATA);
+		m.id = (uint64_t)i;
+		qbuf_reset(&scratch);
+		CHECK_EQ(qft_msg_encode(&scratch, &m), 0);
+		start(&t, capture_send_keep, &cp);
+		CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
+		pthread_join(t, NULL);
+		CHECK_EQ(cp.r, 0);
+		CHECK_EQ(h.id, (uint64_t)i);
+		CHECK(same_frame(&in, &scratch));
+		if (i >= 40 && rx.st.rx_lz4 > compressed)
+			compressed = (unsigned)rx.st.rx_lz4;
+	}
+	/* Noise: never compressed, and most chunks not even tried. */
+	CHECK_EQ(tx.txz.reprobe, QFT_CHAN_LZ4_REPROBE);
+	CHECK(tx.txz.skipped >= 40 - QFT_LZ4_AUTO_GIVE_UP -
+			       40 / (QFT_CHAN_LZ4_REPROBE + 1));
+	/* Text: compressed from at most one back-off period on. */
+	CHECK(compressed >= 20 - QFT_CHAN_LZ4_REPROBE);
+	CHECK_EQ(tx.st.tx_lz4, rx.st.rx_lz4);
+	printf("auto: 40 noise then 20 text frames: %llu compressed, "
+	       "%llu skipped untried, %llu rejected by samples\n",
+	       (unsigned long long)tx.st.tx_lz4,
+	       (unsigned long long)tx.txz.skipped,
+	       (unsigned long long)tx.txz.sampled_out);
+	qbuf_free(&scratch);
+	qbuf_free(&in);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+	check_ctx("%s", "");
+}
+
+/* HELLO negotiation: what each side asks, accepts and turns on. */
+static void test_lz4_negotiation(void)
+{
+	static const struct {
+		enum qft_lz4_mode client;
+		uint32_t extra;      /* unknown bits the client adds */
+		bool allow;          /* server: not --no-compress */
+		enum qft_lz4_mode server_tx, client_tx;
+		uint32_t reply;
+	} cases[] = {
+		{ QFT_LZ4_NONE, 0, true, QFT_LZ4_NONE, QFT_LZ4_NONE, 0 },
+		{ QFT_LZ4_ALWAYS, 0, true, QFT_LZ4_ALWAYS, QFT_LZ4_ALWAYS,
+		  QFT_FEAT_LZ4 },
+		{ QFT_LZ4_AUTO, 0, true, QFT_LZ4_AUTO, QFT_LZ4_AUTO,
+		  QFT_FEAT_LZ4 | QFT_FEAT_LZ4_AUTO },
+		{ QFT_LZ4_ALWAYS, 0, false, QFT_LZ4_NONE, QFT_LZ4_NONE, 0 },
+		{ QFT_LZ4_AUTO, 0, false, QFT_LZ4_NONE, QFT_LZ4_NONE, 0 },
+		{ QFT_LZ4_ALWAYS, 0xfff0u, true, QFT_LZ4_ALWAYS,
+		  QFT_LZ4_ALWAYS, QFT_FEAT_LZ4 },
+		{ QFT_LZ4_NONE, ~QFT_FEAT_KNOWN, true, QFT_LZ4_NONE,
+		  QFT_LZ4_NONE, 0 },
+	};
+
+	CHECK_EQ(qft_chan_lz4_offer(QFT_LZ4_NONE), 0);
+	CHECK_EQ(qft_chan_lz4_offer(QFT_LZ4_ALWAYS), QFT_FEAT_LZ4);
+	CHECK_EQ(qft_chan_lz4_offer(QFT_LZ4_AUTO),
+		 QFT_FEAT_LZ4 | QFT_FEAT_LZ4_AUTO);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct qft_chan cc, sc;
+		uint32_t asked, reply = 0xdead;
+		int sv[2];
+
+		check_ctx("negotiation #%zu", i);
+		make_pair(sv);
+		CHECK_EQ(qft_chan_init(&cc, sv[0], sv[0]), 0);
+		CHECK_EQ(qft_chan_init(&sc, sv[1], sv[1]), 0);
+		asked = qft_chan_lz4_offer(cases[i].client) | cases[i].extra;
+		CHECK_EQ(qft_chan_lz4_accept(&sc, asked, cases[i].allow,
+					     &reply), cases[i].server_tx);
+		CHECK_EQ(reply, cases[i].reply);
+		CHECK_EQ(sc.txz.mode, cases[i].server_tx);
+		CHECK_EQ(sc.rx_lz4, cases[i].reply != 0);
+		/* A reply with bits the client never asked for turns
+		 * nothing more on. */
+		CHECK_EQ(qft_chan_lz4_agreed(&cc, cases[i].client,
+					     reply | 0xff00u),
+			 cases[i].client_tx);
+		CHECK_EQ(cc.txz.mode, cases[i].client_tx);
+		CHECK_EQ(cc.rx_lz4, cases[i].client_tx != QFT_LZ4_NONE);
+		qft_chan_destroy(&cc);
+		qft_chan_destroy(&sc);
+	}
 	check_ctx("%s", "");
 }
 
@@ -746,6 +1323,12 @@ int main(void)
 	test_send_errors();
 	test_sticky_send_error();
 	test_pipes();
-	test_concurrent_senders();
+	test_concurrent_senders(QFT_LZ4_NONE);
+	test_concurrent_senders(QFT_LZ4_ALWAYS);
+	test_concurrent_senders(QFT_LZ4_AUTO);
+	test_lz4_round_trips();
+	test_lz4_hostile();
+	test_lz4_auto();
+	test_lz4_negotiation();
 	return check_exit("test_chan");
 }

@@ -298,7 +298,7 @@ static void test_encode_args(void)
 	CHECK_EQ(qft_lz4_encode(NULL, in, 64, out, sizeof(out) - 1, &len),
 		 -EMSGSIZE);
 	CHECK_EQ(len, 12345);
-	CHECK_EQ(qft_lz4_encode(NULL, in, (size_t)QFT_MAX_DATA + 1, out,
+	CHECK_EQ(qft_lz4_encode(NULL, in, (size_t)QFT_LZ4_MAX_CHUNK + 1, out,
 				(size_t)-1, &len), -EINVAL);
 	CHECK_EQ(qft_lz4_encode(NULL, in, 64, out, sizeof(out), &len), 0);
 	CHECK_EQ(out[0], QFT_LZ4_LZ4);
@@ -405,11 +405,11 @@ static void test_lengths_checked_first(void)
 		}
 	CHECK_EQ(qft_lz4_decode(enc, elen, out, 0, &len), -EMSGSIZE);
 
-	/* A declared length over QFT_MAX_DATA is malformed, whatever the
+	/* A declared length over QFT_LZ4_MAX_CHUNK is malformed, whatever the
 	 * capacity; so is one that disagrees with the block. */
 	hdr = xmalloc(elen);
 	memcpy(hdr, enc, elen);
-	qft_store32(hdr + 1, QFT_MAX_DATA + 1);
+	qft_store32(hdr + 1, QFT_LZ4_MAX_CHUNK + 1);
 	CHECK_EQ(qft_lz4_peek(hdr, elen, &kind, &len), -EBADMSG);
 	CHECK_EQ(qft_lz4_decode(hdr, elen, out, (size_t)-1, &len), -EBADMSG);
 	qft_store32(hdr + 1, UINT32_MAX);
@@ -618,6 +618,48 @@ static void test_auto_policy(void)
 	free(rnd);
 }
 
+/*
+ * try_encode: an LZ4 chunk identical to encode's when it pays, and 0 with
+ * nothing to send when it does not; a whole frame payload (more than
+ * QFT_MAX_DATA) is one chunk.
+ */
+static void test_try_encode(void)
+{
+	size_t n = QFT_LZ4_MAX_CHUNK, cap = qft_lz4_bound(n), elen, tlen, dlen;
+	uint8_t *txt = xmalloc(n), *rnd = xmalloc(n), *enc = xmalloc(cap);
+	uint8_t *tenc = xmalloc(cap), *dec = xmalloc(n);
+	struct qft_lz4_policy pol;
+
+	check_ctx("try_encode");
+	rng_state = 41;
+	fill_json(txt, n);
+	fill_random(rnd, n);
+	CHECK_EQ(qft_lz4_encode(NULL, txt, n, enc, cap, &elen), 0);
+	CHECK_EQ(enc[0], QFT_LZ4_LZ4);
+	CHECK_EQ(qft_lz4_try_encode(NULL, txt, n, tenc, cap, &tlen), 1);
+	CHECK(tlen == elen && memcmp(enc, tenc, elen) == 0);
+	CHECK_EQ(qft_lz4_decode(tenc, tlen, dec, n, &dlen), 0);
+	CHECK(dlen == n && memcmp(dec, txt, n) == 0);
+
+	tlen = 12345;
+	CHECK_EQ(qft_lz4_try_encode(NULL, rnd, n, tenc, cap, &tlen), 0);
+	CHECK_EQ(tlen, 12345);
+	qft_lz4_policy_init(&pol, QFT_LZ4_NONE);
+	CHECK_EQ(qft_lz4_try_encode(&pol, txt, n, tenc, cap, &tlen), 0);
+	CHECK_EQ(pol.chunks, 1);
+	CHECK_EQ(pol.bytes_out, qft_lz4_bound(n));
+	CHECK_EQ(qft_lz4_try_encode(NULL, txt, n, tenc, cap - 1, &tlen),
+		 -EMSGSIZE);
+	CHECK_EQ(qft_lz4_try_encode(NULL, txt, n + 1, tenc, cap + 1, &tlen),
+		 -EINVAL);
+	free(dec);
+	free(tenc);
+	free(enc);
+	free(rnd);
+	free(txt);
+	check_ctx("%s", "");
+}
+
 int main(void)
 {
 	arena_init(&in_arena);
@@ -630,5 +672,6 @@ int main(void)
 	test_lengths_checked_first();
 	test_corruption();
 	test_auto_policy();
+	test_try_encode();
 	return check_exit("test_lz4chunk");
 }

@@ -96,6 +96,7 @@ static const struct op_spec specs[] = {
 	  0, 0, QFT_MAX_XATTR_LIST },
 	{ QFT_OP_REMOVEXATTR, "REMOVEXATTR", F_PATH | F_XNAME, 0 },
 	{ QFT_OP_MKNOD, "MKNOD", F_PATH | F_NAME | F_MODE | F_RDEV, F_ATTR },
+	{ QFT_OP_PING, "PING", 0, 0 },
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
@@ -112,6 +113,7 @@ static const struct qft_attr sample_attr = {
 	.atime = { -1, 999999999 },
 	.mtime = { INT64_MAX, 0 },
 	.ctime = { INT64_MIN, 123456789 },
+	.flags = QFT_ATTR_NOXATTR,
 };
 
 static const struct qft_statfs sample_st = {
@@ -598,6 +600,7 @@ static void wattr(struct wr *w, const struct qft_attr *a)
 	wtime(w, a->atime);
 	wtime(w, a->mtime);
 	wtime(w, a->ctime);
+	wput(w, a->flags, 4);
 }
 
 static void check_golden(const struct qft_msg *m, const struct wr *w)
@@ -1157,6 +1160,13 @@ static void test_modes(void)
 		fill(&m, sp, true);
 		m.attr.blocks = UINT64_MAX;
 		CHECK_EQ(roundtrip(&m), -EINVAL);
+		for (uint32_t bit = 1; bit; bit <<= 1) {
+			check_ctx("%s attr flag %#x", sp->name, bit);
+			fill(&m, sp, true);
+			m.attr.flags = bit;
+			CHECK_EQ(roundtrip(&m),
+				 (bit & QFT_ATTR_KNOWN) ? 0 : -EINVAL);
+		}
 	}
 	check_ctx("%s", "");
 }
