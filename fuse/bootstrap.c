@@ -393,6 +393,10 @@ static int boot_direct(struct qc_boot *b, const struct qc_boot_opts *o,
 		qft_debug("data plane: direct to %s:%u (%s)", addr, port,
 			  qft_cipher_name(o->cipher));
 		b->data_fd = fd;
+		memcpy(b->meta_secret, secret, QFT_SECRET_SIZE);
+		memcpy(&b->peer, &ss, len);
+		b->peer_len = len;
+		b->meta_ok = true;
 		return 0;
 	}
 	close(fd);
@@ -549,6 +553,44 @@ out_free_ssh:
 	return r < 0 ? r : -EIO;
 }
 
+static void meta_wipe(struct qc_boot *b)
+{
+	OPENSSL_cleanse(b->meta_secret, sizeof(b->meta_secret));
+	b->meta_ok = false;
+}
+
+int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
+		      int *fd, struct qft_session_keys *keys)
+{
+	int s, r, one = 1;
+
+	if (!b->meta_ok)
+		return -ENOTSUP;
+	s = qc_ssh_tcp_connect((struct sockaddr *)&b->peer, b->peer_len,
+			       DIRECT_TIMEOUT_MS);
+	if (s < 0) {
+		r = s;
+		qft_info("no meta connection (%s): metadata shares the data "
+			 "connection", strerror(-r));
+		goto out_wipe;
+	}
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	direct_keepalive(s, o);
+	r = qft_auth_client(s, b->meta_secret, o->cipher, HANDSHAKE_TIMEOUT_MS,
+			    keys);
+	if (r < 0) {
+		qft_info("no meta connection (%s): metadata shares the data "
+			 "connection", auth_reason(r));
+		close(s);
+		goto out_wipe;
+	}
+	*fd = s;
+	qft_debug("meta connection: direct (%s)", qft_cipher_name(o->cipher));
+out_wipe:
+	meta_wipe(b);
+	return r;
+}
+
 void qc_boot_pause(struct qc_boot *b)
 {
 	if (b->ssh)
@@ -569,6 +611,7 @@ int qc_boot_close(struct qc_boot *b, int timeout_ms)
 	int r;
 
 	qft_session_keys_wipe(&b->keys);
+	meta_wipe(b);
 	if (!b->ssh)
 		return 0;
 	host = qc_ssh_host(b->ssh);

@@ -24,6 +24,7 @@
 #define QC_BOOTSTRAP_H
 
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "auth.h"
 #include "seal.h"
@@ -62,6 +63,12 @@ struct qc_boot {
 	bool tunnel;            /* data_fd is the channel itself */
 	enum qft_cipher cipher;
 	struct qft_session_keys keys;
+	/* Direct only: for the meta connection (qc_boot_open_meta), the
+	 * secret and the server's address; wiped after its one use. */
+	bool meta_ok;
+	uint8_t meta_secret[QFT_SECRET_SIZE];
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
 };
 
 /*
@@ -85,6 +92,16 @@ int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out);
 
 /* Steps 1-3.  On failure everything is released. */
 int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);
+
+/*
+ * The meta connection of a direct data plane (docs/protocol.md,
+ * "Connections"): another TCP connection to the same port and a fresh
+ * handshake under the same secret, which is then wiped.  0 with *fd and
+ * *keys set, -ENOTSUP for the tunnel (one connection), or -errno after a
+ * notice; the mount then goes on with one connection.
+ */
+int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
+		      int *fd, struct qft_session_keys *keys);
 
 /* Around fuse_daemonize(), which forks (see ssh.h). */
 void qc_boot_pause(struct qc_boot *b);

@@ -79,18 +79,30 @@ struct pending {
 	uint16_t op;            /* the request's opcode, to check the reply */
 };
 
+/* The streams of a link (conn.h, "Two streams"). */
+enum { LANE_BULK, LANE_META, LANES };
+
+struct lane {
+	struct link *l;         /* immutable */
+	struct qft_chan chan;
+	/* The stream's record keys, when sealed; the channel borrows them
+	 * (tx under its write lock, rx for the reader). */
+	struct qft_seal tx;
+	struct qft_seal rx;
+	bool sealed;            /* immutable once the lane is set up */
+	pthread_t reader;
+	bool reader_running;    /* the thread that frees the link only */
+};
+
 struct link {
 	struct qc_conn *c;      /* immutable */
 	uint64_t gen;           /* immutable */
-	struct qft_chan chan;
-	/* The data plane's record keys, when sealed; the channel borrows
-	 * them (tx under its write lock, rx for the reader). */
-	struct qft_seal tx;
-	struct qft_seal rx;
-	bool sealed;            /* immutable once the link is set up */
+	/* lane[0] is bulk; lane[1] is meta when nlanes is 2, else unused
+	 * and everything goes on bulk.  nlanes is fixed before the readers
+	 * start. */
+	struct lane lane[LANES];
+	unsigned nlanes;
 	struct qc_endpoint ep;  /* priv: for the transport's close */
-	pthread_t reader;
-	bool reader_running;    /* the thread that frees the link only */
 	atomic_int_fast64_t last_rx; /* ns: last frame received (or start) */
 	atomic_int_fast64_t last_tx; /* ns: last frame sent */
 
@@ -99,6 +111,8 @@ struct link {
 	unsigned users;         /* conn lock: senders using chan unlocked */
 	unsigned npending;      /* conn lock: its entries in the table */
 	int64_t busy_since;     /* conn lock: when npending last left 0 */
+	unsigned ended;         /* conn lock: lanes the server closed while
+				 * we were closing */
 };
 
 struct qc_conn {
@@ -135,6 +149,8 @@ struct qc_conn {
 	pthread_mutex_t hlock;
 	uint64_t hgen;          /* hlock: the link whose numbers hmap holds */
 	uint64_t hmap[HANDLE_WORDS]; /* hlock: bit n set = handle n + 1 taken */
+	uint64_t hdir[HANDLE_WORDS]; /* hlock: ... and bound by OPENDIR, so it
+				      * lives on the meta lane */
 	uint32_t hnext;         /* hlock: word where the next search starts */
 };
 
@@ -189,8 +205,92 @@ static void wipe_endpoint_keys(struct qc_endpoint *ep)
 		qft_session_keys_wipe(&ep->keys);
 }
 
-/* A link over `ep`: its fd is taken (closed on failure), its keys wiped.
- * Not yet reading. */
+static void wipe_meta(struct qc_endpoint *ep)
+{
+	if (ep->meta) {
+		if (ep->sealed)
+			qft_session_keys_wipe(&ep->meta_keys);
+		close(ep->meta_fd);
+		ep->meta = false;
+		ep->meta_fd = -1;
+	}
+}
+
+/* Sets up a lane's channel on `fd` (not taken: the caller closes it on
+ * failure), sealed with `keys` when `sealed`. */
+static int lane_init(struct link *l, struct lane *ln, int fd, bool sealed,
+		     enum qft_cipher cipher,
+		     const struct qft_session_keys *keys)
+{
+	int r;
+
+	ln->l = l;
+	r = qft_chan_init(&ln->chan, fd, fd);
+	if (r < 0)
+		return r;
+	if (sealed) {
+		r = qft_seal_init(&ln->tx, cipher, keys->c2s, true);
+		if (r < 0)
+			goto out_destroy_chan;
+		r = qft_seal_init(&ln->rx, cipher, keys->s2c, false);
+		if (r < 0) {
+			qft_seal_free(&ln->tx);
+			goto out_destroy_chan;
+		}
+		ln->sealed = true;
+		qft_chan_set_seal(&ln->chan, &ln->tx, &ln->rx);
+	}
+	return 0;
+
+out_destroy_chan:
+	/* The fd is the caller's to close. */
+	ln->chan.rfd = ln->chan.wfd = -1;
+	qft_chan_destroy(&ln->chan);
+	return r;
+}
+
+/* Closes a lane's stream and frees its seals. */
+static void lane_destroy(struct lane *ln)
+{
+	qft_chan_destroy(&ln->chan);
+	if (ln->sealed) {
+		qft_seal_free(&ln->tx);
+		qft_seal_free(&ln->rx);
+		ln->sealed = false;
+	}
+}
+
+/* Adds the meta lane from ep's meta stream (taken, keys wiped); before
+ * the link's readers start.  On failure the link stays on one lane. */
+static int link_add_meta(struct link *l, struct qc_endpoint *ep)
+{
+	int r;
+
+	r = lane_init(l, &l->lane[LANE_META], ep->meta_fd, ep->sealed,
+		      ep->cipher, &ep->meta_keys);
+	if (r == 0) {
+		ep->meta_fd = -1;
+		ep->meta = false;
+		if (ep->sealed)
+			qft_session_keys_wipe(&ep->meta_keys);
+		l->nlanes = 2;
+		return 0;
+	}
+	wipe_meta(ep);
+	return r;
+}
+
+/* Back to the bulk lane alone; before the readers start. */
+static void link_drop_meta(struct link *l)
+{
+	if (l->nlanes < 2)
+		return;
+	lane_destroy(&l->lane[LANE_META]);
+	l->nlanes = 1;
+}
+
+/* A link over `ep`: its fds are taken (closed on failure), its keys
+ * wiped.  Not yet reading. */
 static int link_new(struct qc_conn *c, struct qc_endpoint *ep,
 		    struct link **out)
 {
@@ -203,40 +303,50 @@ static int link_new(struct qc_conn *c, struct qc_endpoint *ep,
 		goto out_wipe;
 	}
 	l->c = c;
-	r = qft_chan_init(&l->chan, ep->fd, ep->fd);
+	r = lane_init(l, &l->lane[LANE_BULK], ep->fd, ep->sealed, ep->cipher,
+		      &ep->keys);
 	if (r < 0)
 		goto out_free;
-	if (ep->sealed) {
-		r = qft_seal_init(&l->tx, ep->cipher, ep->keys.c2s, true);
-		if (r < 0)
-			goto out_destroy_chan;
-		r = qft_seal_init(&l->rx, ep->cipher, ep->keys.s2c, false);
-		if (r < 0) {
-			qft_seal_free(&l->tx);
-			goto out_destroy_chan;
-		}
-		l->sealed = true;
-		qft_chan_set_seal(&l->chan, &l->tx, &l->rx);
-	}
+	l->nlanes = 1;
 	wipe_endpoint_keys(ep);
+	ep->fd = -1;            /* the channel's now */
+	if (ep->meta && (r = link_add_meta(l, ep)) < 0)
+		qft_warn("cannot set up the meta stream (%s); using one "
+			 "stream", strerror(-r));
 	l->ep = *ep;
-	l->ep.fd = -1;          /* the channel's now */
+	l->ep.meta = false;
+	l->ep.meta_fd = -1;
 	atomic_init(&l->last_rx, now_ns());
 	atomic_init(&l->last_tx, now_ns());
 	*out = l;
 	return 0;
 
-out_destroy_chan:
-	/* The fd is closed below, once. */
-	l->chan.rfd = l->chan.wfd = -1;
-	qft_chan_destroy(&l->chan);
 out_free:
 	free(l);
 out_wipe:
 	wipe_endpoint_keys(ep);
+	wipe_meta(ep);
 	close(ep->fd);
 	ep->fd = -1;
 	return r;
+}
+
+/* Shuts every lane's stream down: readers and blocked senders return. */
+static void link_shutdown(struct link *l)
+{
+	for (unsigned i = 0; i < l->nlanes; i++)
+		qft_chan_shutdown(&l->lane[i].chan);
+}
+
+/* Joins the readers of a link nobody else uses any more. */
+static void link_join(struct link *l)
+{
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		if (l->lane[i].reader_running) {
+			pthread_join(l->lane[i].reader, NULL);
+			l->lane[i].reader_running = false;
+		}
+	}
 }
 
 /*
@@ -246,11 +356,10 @@ out_wipe:
  */
 static void link_free(struct qc_conn *c, struct link *l, int reap_ms)
 {
-	qft_chan_destroy(&l->chan);
-	if (l->sealed) {
-		qft_seal_free(&l->tx);
-		qft_seal_free(&l->rx);
-	}
+	/* Bulk last: its lz4 statistics line, the one that tells about file
+	 * data, is the link's last word (tests/test_lz4.py reads it). */
+	for (unsigned i = l->nlanes; i-- > 0;)
+		lane_destroy(&l->lane[i]);
 	if (reap_ms >= 0 && c->o.ops)
 		c->o.ops->close(c->o.ops_ctx, &l->ep,
 				l->clean ? reap_ms : FAULT_REAP_MS, l->clean);
@@ -259,10 +368,11 @@ static void link_free(struct qc_conn *c, struct link *l, int reap_ms)
 
 static const char *fail_reason(struct link *l, int err)
 {
-	/* Only the reader opens records, and it has stopped by now. */
-	if (err == -EBADMSG && l->sealed && l->rx.failed)
-		return "a record failed authentication (corrupted or "
-		       "tampered with)";
+	/* Only the readers open records; the failing one has stopped. */
+	for (unsigned i = 0; i < l->nlanes && err == -EBADMSG; i++)
+		if (l->lane[i].sealed && l->lane[i].rx.failed)
+			return "a record failed authentication (corrupted "
+			       "or tampered with)";
 	switch (err) {
 	case -EPIPE:   return "the server closed the connection";
 	case -ECONNRESET: return "the connection was reset";
@@ -363,8 +473,9 @@ static void link_fail(struct qc_conn *c, struct link *l, int err,
 		qft_err("%s: connection lost", why);
 	else if (report)
 		qft_err("connection to server lost: %s", fail_reason(l, err));
-	/* Senders blocked on a full socket must not wait for a dead peer. */
-	qft_chan_shutdown(&l->chan);
+	/* Senders blocked on a full socket must not wait for a dead peer;
+	 * the other lane's reader must end too. */
+	link_shutdown(l);
 }
 
 /* Removes and returns the waiter for `id`; conn lock held. */
@@ -469,14 +580,16 @@ static int link_dispatch(struct link *l, const struct qft_hdr *h,
 
 static void *reader_main(void *arg)
 {
-	struct link *l = arg;
+	struct lane *ln = arg;
+	struct link *l = ln->l;
+	struct qc_conn *c = l->c;
 	struct qft_hdr h;
 	struct qbuf in;
 	int r;
 
 	qbuf_init(&in, FRAME_LIMIT);
 	for (;;) {
-		r = qft_chan_recv(&l->chan, &in, &h);
+		r = qft_chan_recv(&ln->chan, &in, &h);
 		if (r < 0)
 			break;
 		atomic_store(&l->last_rx, now_ns());
@@ -485,30 +598,51 @@ static void *reader_main(void *arg)
 			break;
 	}
 	qbuf_free(&in);
-	link_fail(l->c, l, r, NULL);
+	if (r == -EPIPE) {
+		bool wait_other;
+
+		/* While closing, the server ends each lane after answering
+		 * it; the link ends cleanly once all have ended. */
+		pthread_mutex_lock(&c->lock);
+		wait_other = c->closing && !l->dead &&
+			     ++l->ended < l->nlanes;
+		pthread_mutex_unlock(&c->lock);
+		if (wait_other)
+			return NULL;
+	}
+	link_fail(c, l, r, NULL);
 	return NULL;
 }
 
 static int link_start(struct link *l)
 {
-	int r;
+	int r = 0;
 
 	/* Signals belong to libfuse's handlers in the loop threads; one
 	 * delivered here would interrupt no one and leave the loop running. */
-	r = -qft_thread_start(&l->reader, reader_main, l);
-	if (r)
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		r = -qft_thread_start(&l->lane[i].reader, reader_main,
+				      &l->lane[i]);
+		if (r)
+			break;
+		l->lane[i].reader_running = true;
+	}
+	if (r) {
+		link_shutdown(l);
+		link_join(l);
 		return -r;
-	l->reader_running = true;
+	}
 	atomic_store(&l->last_rx, now_ns());
 	return 0;
 }
 
 /*
- * Version handshake on a link that is not reading yet.  See
+ * Version handshake on a lane that is not reading yet.  See
  * qc_conn_hello for the results.
  */
-static int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
+static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 {
+	struct link *l = ln->l;
 	struct timeval tv = { .tv_sec = timeout_s };
 	const struct timeval off = { 0 };
 	struct qft_msg m, rep;
@@ -522,7 +656,7 @@ static int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
 	m.magic = QFT_MAGIC;
 	m.version = QFT_VERSION;
 	m.features = qft_chan_lz4_offer(l->c->o.compress);
-	r = qft_chan_send_msg(&l->chan, &b, &m);
+	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
 		goto out_free_buf;
@@ -535,9 +669,9 @@ static int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
 
 	/* The handshake must not hang on a server that never answers; the
 	 * option is ignored where the stream is not a socket. */
-	setsockopt(l->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	r = qft_chan_recv(&l->chan, &b, &h);
-	setsockopt(l->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof(off));
+	setsockopt(ln->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = qft_chan_recv(&ln->chan, &b, &h);
+	setsockopt(ln->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof(off));
 	if (r == -EAGAIN || r == -EWOULDBLOCK) {
 		snprintf(msg, size, "the server did not answer within %d s",
 			 timeout_s);
@@ -578,11 +712,50 @@ static int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
 		goto out_free_buf;
 	}
 	/* Before the reader starts: no compressed frame can come earlier. */
-	qft_chan_lz4_agreed(&l->chan, l->c->o.compress, rep.features);
+	qft_chan_lz4_agreed(&ln->chan, l->c->o.compress, rep.features);
 	r = 0;
 out_free_buf:
 	qbuf_free(&b);
 	return r;
+}
+
+/*
+ * The handshake of a link: on bulk, then on meta when there is (or the
+ * transport can make) one.  A meta stream the server closes, or that
+ * fails otherwise, is dropped: the link runs on bulk alone.
+ */
+static int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
+{
+	const struct qc_transport_ops *ops = l->c->o.ops;
+	char mmsg[QFT_MAX_ERRMSG + 128];
+	int r;
+
+	r = lane_hello(&l->lane[LANE_BULK], timeout_s, msg, size);
+	if (r < 0)
+		return r;
+	if (l->nlanes < 2 && ops && ops->open_meta) {
+		struct qc_endpoint *ep = &l->ep;
+
+		r = ops->open_meta(l->c->o.ops_ctx, ep);
+		if (r == 0 && (r = link_add_meta(l, ep)) < 0)
+			qft_warn("cannot set up the meta stream (%s); using "
+				 "one stream", strerror(-r));
+	}
+	if (l->nlanes < 2)
+		return 0;
+	r = lane_hello(&l->lane[LANE_META], timeout_s, mmsg, sizeof(mmsg));
+	if (r == -EPIPE) {
+		qft_info("the server serves one stream: metadata shares it "
+			 "with file data");
+		link_drop_meta(l);
+	} else if (r < 0) {
+		qft_warn("meta stream: %s; using one stream",
+			 mmsg[0] ? mmsg : strerror(-r));
+		link_drop_meta(l);
+	} else {
+		qft_debug("two streams: bulk and meta");
+	}
+	return 0;
 }
 
 /* -------------------------------------------------------------------------
@@ -600,6 +773,7 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		wipe_endpoint_keys(ep);
+		wipe_meta(ep);
 		close(ep->fd);
 		ep->fd = -1;
 		return -ENOMEM;
@@ -640,10 +814,8 @@ void qc_conn_free(struct qc_conn *c)
 	if (c->cur) {
 		struct link *l = c->cur;
 
-		if (l->reader_running) {
-			qft_chan_shutdown(&l->chan);
-			pthread_join(l->reader, NULL);
-		}
+		link_shutdown(l);
+		link_join(l);
 		link_free(c, l, 0);
 		c->cur = NULL;
 	}
@@ -669,10 +841,7 @@ static void link_retire(struct qc_conn *c, struct link *l, int reap_ms)
 	while (l->users)
 		pthread_cond_wait(&c->cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
-	if (l->reader_running) {
-		pthread_join(l->reader, NULL);
-		l->reader_running = false;
-	}
+	link_join(l);
 	link_free(c, l, reap_ms);
 	pthread_mutex_lock(&c->lock);
 }
@@ -690,6 +859,7 @@ static int link_make(struct qc_conn *c, struct link **out)
 
 	memset(&ep, 0, sizeof(ep));
 	ep.fd = -1;
+	ep.meta_fd = -1;
 	r = c->o.ops->open(c->o.ops_ctx, &ep);
 	if (r < 0)
 		return r;
@@ -717,7 +887,7 @@ static int link_make(struct qc_conn *c, struct link **out)
 		if (r != -ECANCELED)
 			qft_err("cannot reconnect to %s: %s",
 				c->o.host ? c->o.host : "the server", msg);
-		qft_chan_shutdown(&l->chan);
+		link_shutdown(l);
 		link_free(c, l, FAULT_REAP_MS);
 		return r;
 	}
@@ -733,6 +903,7 @@ static void link_install(struct qc_conn *c, struct link *l)
 	pthread_mutex_lock(&c->hlock);
 	c->hgen = l->gen;
 	memset(c->hmap, 0, sizeof(c->hmap));
+	memset(c->hdir, 0, sizeof(c->hdir));
 	c->hnext = 0;
 	pthread_mutex_unlock(&c->hlock);
 	c->cur = l;
@@ -891,6 +1062,9 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
+static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
+		      struct qft_msg *req, qc_done_fn *done, void *ctx);
+
 static void ping_done(void *ctx, int err, struct qc_reply *rep)
 {
 	/* An answer is all a PING asks for; a loss is reported by the
@@ -912,6 +1086,7 @@ static void *pinger_main(void *arg)
 	pthread_mutex_lock(&c->lock);
 	while (!c->closing) {
 		struct qft_msg m;
+		unsigned lanes;
 		uint64_t gen;
 
 		if (!c->ping_wanted) {
@@ -922,9 +1097,13 @@ static void *pinger_main(void *arg)
 		if (!c->cur || c->cur->dead || c->cur->npending)
 			continue;
 		gen = c->cur->gen;
+		lanes = c->cur->nlanes;
 		pthread_mutex_unlock(&c->lock);
-		qft_msg_init(&m, QFT_OP_PING, 0);
-		(void)qc_call_async(c, gen, &m, ping_done, NULL);
+		/* Each lane can die on its own: each is probed. */
+		for (unsigned i = 0; i < lanes; i++) {
+			qft_msg_init(&m, QFT_OP_PING, 0);
+			(void)call_async(c, gen, i, &m, ping_done, NULL);
+		}
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1009,10 +1188,14 @@ static void link_drain(struct qc_conn *c, struct link *l, int64_t until)
 	 */
 	clock_gettime(CLOCK_REALTIME, &rt);
 	rt.tv_sec += SHUTDOWN_SILENCE_MS / 1000;
-	if (pthread_mutex_timedlock(&l->chan.wlock, &rt) != 0)
-		return;
-	shutdown(l->chan.wfd, SHUT_WR);
-	pthread_mutex_unlock(&l->chan.wlock);
+	for (unsigned i = 0; i < l->nlanes; i++) {
+		struct qft_chan *ch = &l->lane[i].chan;
+
+		if (pthread_mutex_timedlock(&ch->wlock, &rt) != 0)
+			return;
+		shutdown(ch->wfd, SHUT_WR);
+		pthread_mutex_unlock(&ch->wlock);
+	}
 
 	pthread_mutex_lock(&c->lock);
 	while (!l->dead) {
@@ -1039,7 +1222,7 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 	c->closing = true;
 	atomic_store(&c->live_gen, 0);
 	if (c->attempt)
-		qft_chan_shutdown(&c->attempt->chan);
+		link_shutdown(c->attempt);
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->ping_cond);
 	pthread_mutex_unlock(&c->lock);
@@ -1052,7 +1235,7 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 	l = c->cur;
 	r = !l || l->dead ? -EIO : 0;
 	pthread_mutex_unlock(&c->lock);
-	if (l && r == 0 && l->reader_running)
+	if (l && r == 0 && l->lane[LANE_BULK].reader_running)
 		link_drain(c, l, until);
 	if (l) {
 		/* A server that did not close in time is cut off. */
@@ -1129,12 +1312,14 @@ static void pending_add(struct qc_conn *c, struct link *l, struct pending *p)
  * failed send the link is failed, which completes the request (`id`, if
  * any) unless it could not even be encoded.
  */
-static int link_send(struct qc_conn *c, struct link *l, struct qft_msg *req,
-		     uint64_t id)
+static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
+		     struct qft_msg *req, uint64_t id)
 {
 	struct qbuf out;
 	int r;
 
+	if (lane >= l->nlanes)
+		lane = LANE_BULK;
 	qbuf_init(&out, FRAME_LIMIT);
 	r = qft_msg_encode(&out, req);
 	if (r < 0) {
@@ -1145,7 +1330,7 @@ static int link_send(struct qc_conn *c, struct link *l, struct qft_msg *req,
 		r = -EIO;
 		goto out_put;
 	}
-	r = qft_chan_send(&l->chan, out.data, out.len);
+	r = qft_chan_send(&l->lane[lane].chan, out.data, out.len);
 	qbuf_free(&out);
 	if (r < 0) {
 		link_fail(c, l, r, NULL);
@@ -1213,9 +1398,36 @@ int qc_readdir_check(const struct qft_blob *data, bool plus)
 	return n;
 }
 
+/*
+ * The lane for `req` on link `gen` (conn.h, "Two streams"): requests that
+ * name no handle (gen 0) and everything bound to a directory handle go on
+ * meta, the rest on bulk.  An OPENDIR marks its handle as a directory's
+ * until qc_handle_free.
+ */
+static unsigned route(struct qc_conn *c, uint64_t gen,
+		      const struct qft_msg *req)
+{
+	uint64_t n = req->handle - 1, mask = (uint64_t)1 << (n % 64);
+	bool dir = false;
+
+	if (!gen)
+		return LANE_META;
+	if (req->handle == 0 || req->handle > QFT_MAX_HANDLES)
+		return LANE_BULK;
+	pthread_mutex_lock(&c->hlock);
+	if (gen == c->hgen) {
+		if (req->op == QFT_OP_OPENDIR)
+			c->hdir[n / 64] |= mask;
+		dir = c->hdir[n / 64] & mask;
+	}
+	pthread_mutex_unlock(&c->hlock);
+	return dir || req->op == QFT_OP_OPENDIR ? LANE_META : LANE_BULK;
+}
+
 static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		struct qc_reply *rep)
 {
+	unsigned lane = route(c, gen, req);
 	struct pending p;
 	struct link *l;
 	int r;
@@ -1241,7 +1453,7 @@ static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	pending_add(c, l, &p);
 	pthread_mutex_unlock(&c->lock);
 
-	r = link_send(c, l, req, p.id);
+	r = link_send(c, l, lane, req, p.id);
 	pthread_mutex_lock(&c->lock);
 	if (r < 0 && !p.done) {
 		/* Not sent (encoding failed): nobody else will wake us. */
@@ -1284,8 +1496,8 @@ int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	return call(c, gen, req, rep);
 }
 
-int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
-		  qc_done_fn *done, void *ctx)
+static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
+		      struct qft_msg *req, qc_done_fn *done, void *ctx)
 {
 	struct pending *p;
 	struct link *l;
@@ -1317,7 +1529,7 @@ int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	pthread_mutex_unlock(&c->lock);
 
 	/* Once sent, p belongs to the reader, which may free it any time. */
-	r = link_send(c, l, req, id);
+	r = link_send(c, l, lane, req, id);
 	if (r < 0) {
 		/* A failed send killed the link, which completed p; only a
 		 * frame that could not even be encoded is still ours. */
@@ -1334,8 +1546,15 @@ int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	return r;
 }
 
+int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		  qc_done_fn *done, void *ctx)
+{
+	return call_async(c, gen, route(c, gen, req), req, done, ctx);
+}
+
 int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 {
+	unsigned lane = route(c, gen, req);
 	struct link *l;
 	int r;
 
@@ -1346,7 +1565,7 @@ int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 		return r;
 	req->flags = 0;
 	req->id = next_id(c);
-	return link_send(c, l, req, 0);
+	return link_send(c, l, lane, req, 0);
 }
 
 int qc_conn_wait(struct qc_conn *c, uint64_t *gen)
@@ -1415,6 +1634,7 @@ void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle)
 	if (!(c->hmap[n / 64] & mask))
 		qft_err("handle %llu freed twice", (unsigned long long)handle);
 	c->hmap[n / 64] &= ~mask;
+	c->hdir[n / 64] &= ~mask;
 	pthread_mutex_unlock(&c->hlock);
 }
 

@@ -30,10 +30,26 @@
  * such code), so callers can tell "this handle's link is gone" from any
  * answer; it must be turned into EIO before it reaches a user.
  *
+ * Two streams.  A link has a bulk stream and, when the transport and the
+ * server provide one, a meta stream, so that a directory listing never
+ * waits behind megabytes of file data queued in a socket buffer.  Requests
+ * that name a file handle (OPEN, CREATE, READ, WRITE, FLUSH, FSYNC, FSTAT,
+ * FALLOCATE, SETATTR, CLOSE of it) go on bulk; requests that name no
+ * handle (qc_call: LSTAT, namespace changes, STATFS, xattrs), OPENDIR and
+ * everything on a directory handle go on meta.  The server keeps a handle
+ * table per stream, so a handle must stay on the stream that bound it:
+ * conn.c remembers which handles OPENDIR bound (until qc_handle_free).
+ * Requests on one stream keep their order; requests on different streams
+ * are ordered only by waiting for replies.  The link dies, with all its
+ * waiters, when either stream fails.  A meta stream whose HELLO meets end
+ * of stream (the server does not serve it) is dropped and the link runs
+ * on bulk alone, as one stream always did.
+ *
  * Keepalive.  When nothing has been sent or received for -o keepalive=
  * seconds and nothing is outstanding, a PING goes out from a thread of its
  * own (so that a send blocked on a full socket never stalls the watchdog).
- * Its answer is due within the deadline like any other.
+ * Its answer is due within the deadline like any other.  It goes on
+ * every stream of the link, as each can fail on its own.
  *
  * Lifecycle: qc_conn_new (with the first endpoint), qc_conn_hello (before
  * mounting, still single threaded), qc_conn_start (after fuse_daemonize,
@@ -56,13 +72,20 @@
 
 struct qc_conn;
 
-/* What one link runs over, as the transport made it. */
+/*
+ * What one link runs over, as the transport made it: the bulk stream and,
+ * when the transport has one, the meta stream (see "Two streams" above).
+ */
 struct qc_endpoint {
 	int fd;                 /* connected stream; the link takes it */
 	bool sealed;            /* keys are valid: seal the records */
 	enum qft_cipher cipher;
 	struct qft_session_keys keys; /* wiped once the link has its seals */
 	void *priv;             /* the transport's state, handed to close */
+	/* The meta stream, when `meta`: same cipher, its own keys. */
+	bool meta;
+	int meta_fd;
+	struct qft_session_keys meta_keys;
 };
 
 /* How to make and unmake endpoints; called from the watchdog thread after
@@ -83,6 +106,13 @@ struct qc_transport_ops {
 	 */
 	void (*close)(void *ctx, struct qc_endpoint *ep, int timeout_ms,
 		      bool clean);
+	/*
+	 * Optional: the meta stream of an endpoint open() made without one
+	 * (a second TCP connection and its own handshake), called after the
+	 * bulk stream's HELLO.  0 with ep->meta set, or -errno (logged at
+	 * most as a notice): the link then runs on one stream.
+	 */
+	int (*open_meta)(void *ctx, struct qc_endpoint *ep);
 };
 
 struct qc_conn_opts {

@@ -414,6 +414,9 @@ static int local_open(void *ctx, struct qc_endpoint *ep)
 			 strerror(-r));
 	ep->fd = t->fd;
 	ep->sealed = false;
+	ep->meta = true;
+	ep->meta_fd = t->meta_fd;
+	t->meta_fd = -1;
 	ep->priv = t;
 	return 0;
 }
@@ -489,9 +492,22 @@ static void remote_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
 	free(b);
 }
 
+static int remote_open_meta(void *ctx, struct qc_endpoint *ep)
+{
+	struct remote_tr *rt = ctx;
+	int r;
+
+	r = qc_boot_open_meta(ep->priv, &rt->bo, &ep->meta_fd,
+			      &ep->meta_keys);
+	if (r == 0)
+		ep->meta = true;
+	return r;
+}
+
 static const struct qc_transport_ops remote_ops = {
 	.open = remote_open,
 	.close = remote_close,
+	.open_meta = remote_open_meta,
 };
 
 /* Starts the server, says HELLO; on failure explains why, from the
@@ -500,7 +516,7 @@ static int start_local(struct qc_fs *fs, struct local_tr *lt,
 		       const struct qc_conn_opts *co)
 {
 	char msg[QFT_MAX_ERRMSG + 128], desc[128];
-	struct qc_endpoint ep = { .fd = -1 };
+	struct qc_endpoint ep = { .fd = -1, .meta_fd = -1 };
 	struct qc_transport *t;
 	int status = 0, r;
 	bool reaped;
@@ -517,6 +533,9 @@ static int start_local(struct qc_fs *fs, struct local_tr *lt,
 		goto out_free;
 	}
 	ep.fd = t->fd;
+	ep.meta = true;
+	ep.meta_fd = t->meta_fd;
+	t->meta_fd = -1;
 	ep.priv = t;
 	r = qc_conn_new(&fs->conn, co, &ep);
 	if (r < 0) {
@@ -557,7 +576,7 @@ static int start_remote(struct qc_fs *fs, struct remote_tr *rt,
 			const struct qc_conn_opts *co)
 {
 	char msg[QFT_MAX_ERRMSG + 128];
-	struct qc_endpoint ep = { .fd = -1 };
+	struct qc_endpoint ep = { .fd = -1, .meta_fd = -1 };
 	struct qc_boot *b;
 	int r;
 

@@ -257,11 +257,15 @@ static void fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
 }
 
 /* Answers a request that created or found `name` in `parent`. */
+static bool attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
+			       const struct qft_attr *a, struct qft_attr *out);
+
 static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 			const char *name, const struct qft_attr *a,
 			uint64_t xgen)
 {
 	struct fuse_entry_param e;
+	struct qft_attr fresh;
 	struct qn_node *n;
 
 	n = qn_lookup(&fs->nodes, node_of(fs, parent), name, a);
@@ -270,7 +274,8 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		return;
 	}
 	noxattr_note(fs, n, a, xgen);
-	fill_entry(fs, &e, n, a);
+	fill_entry(fs, &e, n,
+		   attr_behind_writes(fs, n, a, &fresh) ? &fresh : a);
 	/* An interrupted request's reply never reaches the kernel, and
 	 * neither does the lookup it counted. */
 	if (fuse_reply_entry(req, &e) != 0)
@@ -445,9 +450,24 @@ static void ra_invalidate_file(struct qc_fs *fs, struct qc_file *f)
 	ra_invalidate(fs, n);
 }
 
+/* Whether WRITEs sent through f on the live link are still unanswered. */
+static bool writes_in_flight(struct qc_fs *fs, struct qc_file *f)
+{
+	bool busy;
+
+	if (f->dir)
+		return false;
+	pthread_mutex_lock(&f->lock);
+	busy = !f->failed && f->gen == qc_conn_gen(fs->conn) &&
+	       f->wb_issued != f->wb_answered;
+	pthread_mutex_unlock(&f->lock);
+	return busy;
+}
+
 /*
  * Names the object of a path operation on `ino`: its path, or when it has
- * none any more one of its open handles (*borrowed, to be put back).
+ * none any more, or has WRITEs in flight, one of its open handles
+ * (*borrowed, to be put back).
  * Callers whose operation has no handle form pass borrowed = NULL.
  */
 static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
@@ -457,6 +477,21 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 	int r;
 
 	r = node_path(fs, ino, NULL, path);
+	if (borrowed && r == 0) {
+		/*
+		 * Path requests travel on the meta stream, file data on
+		 * bulk (conn.h, "Two streams"): while WRITEs of an open
+		 * handle are unanswered, only a request queued behind them
+		 * on the same stream is sure to see them.
+		 */
+		nf = qn_file_borrow(&fs->nodes, node_of(fs, ino));
+		if (nf && writes_in_flight(fs, (struct qc_file *)nf)) {
+			*borrowed = (struct qc_file *)nf;
+			path[0] = '\0';
+			return 0;
+		}
+		file_put(fs, (struct qc_file *)nf);
+	}
 	if (r != -ENOENT || !borrowed)
 		return r;
 	nf = qn_file_borrow(&fs->nodes, node_of(fs, ino));
@@ -704,6 +739,37 @@ static int file_call(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 			return r;
 	}
 	return -EIO;
+}
+
+/*
+ * The attributes of `n` as an FSTAT through an open handle of it with
+ * WRITEs in flight sees them: queued behind those WRITEs on the bulk
+ * stream, where a path LSTAT on meta could overtake them and report the
+ * size from before (conn.h, "Two streams").  False when there is no such
+ * handle, the FSTAT fails, or it names another inode than `a`.
+ */
+static bool attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
+			       const struct qft_attr *a, struct qft_attr *out)
+{
+	struct qc_file *f;
+	struct qc_reply rep;
+	struct qft_msg m;
+	bool ok = false;
+
+	f = (struct qc_file *)qn_file_borrow(&fs->nodes, n);
+	if (f && writes_in_flight(fs, f)) {
+		qft_msg_init(&m, QFT_OP_FSTAT, 0);
+		if (file_call(fs, f, &m, &rep) == 0) {
+			ok = rep.msg.attr.ino == a->ino &&
+			     (rep.msg.attr.mode & QFT_S_IFMT) ==
+			     (a->mode & QFT_S_IFMT);
+			if (ok)
+				*out = rep.msg.attr;
+			qc_reply_free(&rep);
+		}
+	}
+	file_put(fs, f);
+	return ok;
 }
 
 static void qc_init(void *userdata, struct fuse_conn_info *conn)
@@ -1274,7 +1340,16 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	fuse_reply_buf(req, (const char *)rep.msg.data.p, rep.msg.data.len);
+	if (rep.msg.data.len > size) {
+		/* More than asked for is a broken server, not data. */
+		qft_err("READ of %zu bytes at %llu: the server sent %u bytes; "
+			"failing the read with EIO", size,
+			(unsigned long long)off, rep.msg.data.len);
+		fuse_reply_err(req, EIO);
+	} else {
+		fuse_reply_buf(req, (const char *)rep.msg.data.p,
+			       rep.msg.data.len);
+	}
 	qc_reply_free(&rep);
 }
 

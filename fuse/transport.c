@@ -110,8 +110,8 @@ static char *default_server(void)
 
 /* Runs in the child between fork and exec: async-signal-safe calls only,
  * apart from the error message on the way out. */
-static void __attribute__((noreturn)) exec_server(int sock, int errfd,
-						  char **argv)
+static void __attribute__((noreturn)) exec_server(int sock, int meta,
+						  int errfd, char **argv)
 {
 	sigset_t none;
 	char msg[512];
@@ -136,20 +136,22 @@ static void __attribute__((noreturn)) exec_server(int sock, int errfd,
 	 * the server is asked to create with. */
 	umask(0);
 
-	/* Move both descriptors clear of 0-2 before placing them there. */
-	if (sock <= STDERR_FILENO)
-		sock = fcntl(sock, F_DUPFD, STDERR_FILENO + 1);
-	if (errfd >= 0 && errfd <= STDERR_FILENO)
-		errfd = fcntl(errfd, F_DUPFD, STDERR_FILENO + 1);
-	if (sock < 0 || dup2(sock, STDIN_FILENO) < 0 ||
-	    dup2(sock, STDOUT_FILENO) < 0)
+	/* Move the descriptors clear of 0-3 before placing them there. */
+	if (sock <= QC_META_FD)
+		sock = fcntl(sock, F_DUPFD, QC_META_FD + 1);
+	if (meta <= QC_META_FD)
+		meta = fcntl(meta, F_DUPFD, QC_META_FD + 1);
+	if (errfd >= 0 && errfd <= QC_META_FD)
+		errfd = fcntl(errfd, F_DUPFD, QC_META_FD + 1);
+	if (sock < 0 || meta < 0 || dup2(sock, STDIN_FILENO) < 0 ||
+	    dup2(sock, STDOUT_FILENO) < 0 || dup2(meta, QC_META_FD) < 0)
 		_exit(127);
 	if (errfd >= 0 && dup2(errfd, STDERR_FILENO) < 0)
 		_exit(127);
-	if (close_range(STDERR_FILENO + 1, ~0u, 0) < 0) {
+	if (close_range(QC_META_FD + 1, ~0u, 0) < 0) {
 		long max = sysconf(_SC_OPEN_MAX);
 
-		for (int fd = STDERR_FILENO + 1; fd < max; fd++)
+		for (int fd = QC_META_FD + 1; fd < max; fd++)
 			close(fd);
 	}
 
@@ -184,11 +186,12 @@ int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 		       const char *root, bool capture_stderr)
 {
 	char **argv = NULL, *def = NULL;
-	int sv[2], ep[2] = { -1, -1 }, argc, r;
+	int sv[2], mv[2], ep[2] = { -1, -1 }, argc, r;
 	pid_t pid;
 
 	memset(t, 0, sizeof(*t));
 	t->fd = -1;
+	t->meta_fd = -1;
 	t->errfd = -1;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
@@ -198,14 +201,16 @@ int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 			return -ENOMEM;
 		server_cmd = def;
 	}
-	r = split_cmd(server_cmd, 3, &argv, &argc);
+	r = split_cmd(server_cmd, 5, &argv, &argc);
 	free(def);
 	if (r < 0)
 		return r;
 	/* argv stays NULL-terminated after each step, for free_argv. */
 	if (!(argv[argc++] = strdup("--stdio")) ||
 	    !(argv[argc++] = strdup("--root")) ||
-	    !(argv[argc++] = strdup(root))) {
+	    !(argv[argc++] = strdup(root)) ||
+	    !(argv[argc++] = strdup("--meta-fd")) ||
+	    !(argv[argc++] = strdup(QC_META_FD_STR))) {
 		r = -ENOMEM;
 		goto out_free_argv;
 	}
@@ -218,9 +223,13 @@ int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 		r = -errno;
 		goto out_free_argv;
 	}
-	if (capture_stderr && pipe2(ep, O_CLOEXEC) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, mv) < 0) {
 		r = -errno;
 		goto out_close_sv;
+	}
+	if (capture_stderr && pipe2(ep, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out_close_mv;
 	}
 
 	pid = fork();
@@ -229,13 +238,15 @@ int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 		goto out_close_ep;
 	}
 	if (pid == 0)
-		exec_server(sv[1], ep[1], argv);
+		exec_server(sv[1], mv[1], ep[1], argv);
 
 	close(sv[1]);
+	close(mv[1]);
 	if (ep[1] >= 0)
 		close(ep[1]);
 	free_argv(argv);
 	t->fd = sv[0];
+	t->meta_fd = mv[0];
 	t->errfd = ep[0];
 	t->pid = pid;
 	t->parent = getpid();
@@ -246,6 +257,9 @@ out_close_ep:
 		close(ep[0]);
 		close(ep[1]);
 	}
+out_close_mv:
+	close(mv[0]);
+	close(mv[1]);
 out_close_sv:
 	close(sv[0]);
 	close(sv[1]);

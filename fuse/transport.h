@@ -20,8 +20,13 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* The descriptor the server finds its meta stream on (--meta-fd). */
+#define QC_META_FD     3
+#define QC_META_FD_STR "3"
+
 struct qc_transport {
 	int fd;          /* our end of the socketpair; the caller owns it */
+	int meta_fd;     /* our end of the meta stream's; the caller owns it */
 	int errfd;       /* read end of the server's stderr pipe, or -1 */
 	pid_t pid;       /* the server process, or 0 once reaped */
 	pid_t parent;    /* our pid when spawning: only it can reap `pid` */
@@ -37,11 +42,13 @@ struct qc_transport {
 /*
  * Starts `server_cmd` (split on blanks, no shell; NULL for the default:
  * qftfs-server next to our own binary if it is there, else from PATH) with
- * "--stdio --root ROOT" appended.  With `capture_stderr` the server's stderr
- * is a pipe (t->errfd).  Any thread may call it (a reconnect does): the
- * child makes only async-signal-safe calls before exec, apart from
- * formatting the message when exec fails.  On success t->fd is connected
- * to the server.
+ * "--stdio --root ROOT --meta-fd 3" appended: a second socketpair is the
+ * server's descriptor 3, for the meta stream (conn.h, "Two streams"); a
+ * server that does not serve it closes it.  With `capture_stderr` the
+ * server's stderr is a pipe (t->errfd).  Any thread may call it (a
+ * reconnect does): the child makes only async-signal-safe calls before
+ * exec, apart from formatting the message when exec fails.  On success
+ * t->fd and t->meta_fd are connected to the server.
  */
 int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 		       const char *root, bool capture_stderr);

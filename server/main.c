@@ -8,18 +8,27 @@
  * it over ssh, and session.c sets up the authenticated data plane (a TCP
  * connection, or stdin/stdout as the tunnel) before the same request loop
  * runs on it.  Logs go to stderr; stdout belongs to the protocol alone.
+ *
+ * A client may use two connections, bulk and meta (docs/protocol.md,
+ * "Connections"), so that metadata never queues behind file data.  Each
+ * is served by a thread of its own with its own struct srv (handles,
+ * buffers, I/O engine); they share only the root and the options.  With
+ * --stdio the meta connection is the descriptor --meta-fd names; with
+ * --session, session.c accepts it as a second authenticated connection.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "io.h"
@@ -27,9 +36,13 @@
 #include "loop.h"
 #include "session.h"
 #include "srv.h"
+#include "thread.h"
 #include "uring.h"
 
 #define EXIT_USAGE 2
+/* Test knob: "off" makes --meta-fd close the descriptor unserved, as a
+ * server without meta support would look to the client. */
+#define META_ENV "QFTFS_SERVER_META"
 
 /*
  * The file I/O backend when neither --io nor QFTFS_SERVER_IO chooses one.
@@ -48,12 +61,14 @@ enum {
 	OPT_SESSION,
 	OPT_IO,
 	OPT_NO_COMPRESS,
+	OPT_META_FD,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE] [-d]\n"
+		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
+		"                    [--meta-fd N] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -68,6 +83,9 @@ static void usage(FILE *f)
 		"                else pread/pwrite)\n"
 		"  --no-compress refuse the client's lz4 compression\n"
 		"                (qftfs -o compress=): frames travel as they are\n"
+		"  --meta-fd N   with --stdio: descriptor N is a second stream\n"
+		"                socket, the client's meta connection (metadata\n"
+		"                requests), served by a thread of its own\n"
 		"  -d, --debug   log every request to stderr\n"
 		"  -V, --version print the version and exit\n"
 		"  -h, --help    print this help and exit\n"
@@ -145,6 +163,153 @@ static void srv_free(struct srv *s)
 	free(s->data);
 }
 
+/* The meta connection's server and the thread serving it. */
+struct meta {
+	struct srv s;
+	pthread_t thread;
+	bool running;        /* main thread only */
+	/* --session: the thread accepts the connection first. */
+	struct srv_session *ss;
+	struct qft_seal tx, rx;
+	/* Written by the thread, read after joining it. */
+	bool chan_ok;        /* s.chan is set up */
+	int result;          /* srv_loop_run's, once the thread ended */
+};
+
+/* --session: the meta connection from the listener.  Not coming is no
+ * failure: the client may use one connection. */
+static int meta_accept(struct meta *m)
+{
+	int fd, r;
+
+	r = srv_session_accept_meta(m->ss, &fd, &m->tx, &m->rx);
+	if (r < 0)
+		return r;
+	r = qft_chan_init(&m->s.chan, fd, fd);
+	if (r < 0) {
+		qft_err("cannot set up the meta connection: %s", strerror(-r));
+		srv_session_forget_meta(m->ss);
+		close(fd);
+		qft_seal_free(&m->tx);
+		qft_seal_free(&m->rx);
+		return r;
+	}
+	qft_chan_set_seal(&m->s.chan, &m->tx, &m->rx);
+	m->chan_ok = true;
+	return 0;
+}
+
+static void *meta_main(void *arg)
+{
+	struct meta *m = arg;
+
+	/* Names the thread for ps and the tests (tests/test_hol.py). */
+	pthread_setname_np(pthread_self(), "qftfs-meta");
+	if (m->ss && meta_accept(m) < 0)
+		return NULL;
+	m->result = srv_loop_run(&m->s);
+	qft_debug("meta connection ended");
+	return NULL;
+}
+
+/* Parses --meta-fd: a descriptor that is an open stream socket. */
+static int parse_meta_fd(const char *arg, int *out)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (end == arg || *end || errno || v <= STDERR_FILENO || v > 65535) {
+		qft_err("--meta-fd=%s: expected a descriptor number above 2",
+			arg);
+		return -EINVAL;
+	}
+	if (getsockopt((int)v, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+	    type != SOCK_STREAM) {
+		qft_err("--meta-fd=%ld: not a stream socket", v);
+		return -EINVAL;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/*
+ * Starts serving the meta connection with the options and root of
+ * `main`: on `fd` (taken), or with `ss`, on the connection the session
+ * accepts.  On failure the descriptor is closed, which the client reads
+ * as "one connection only".
+ */
+static int meta_start(struct meta *m, const struct srv *main, int fd,
+		      struct srv_session *ss)
+{
+	int r;
+
+	m->ss = ss;
+	if (!ss && fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!ss) {
+		r = qft_chan_init(&m->s.chan, fd, fd);
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
+		m->chan_ok = true;
+	}
+	m->s.root = main->root;
+	m->s.no_compress = main->no_compress;
+	m->s.io_backend = main->io_backend;
+	srv_handle_init(&m->s.handles);
+	qbuf_init(&m->s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
+	qbuf_init(&m->s.dirents, QFT_MAX_READDIR);
+	r = qft_thread_start(&m->thread, meta_main, m);
+	if (r < 0) {
+		srv_free(&m->s);
+		if (m->chan_ok)
+			qft_chan_destroy(&m->s.chan);
+		m->chan_ok = false;
+		return r;
+	}
+	m->running = true;
+	return 0;
+}
+
+/*
+ * Waits for the meta connection to end.  After the bulk connection
+ * failed, it is cut (the client gives up both when one fails); after a
+ * clean end the client is closing both and the meta thread sees that.
+ */
+static int meta_stop(struct meta *m, bool cut)
+{
+	if (!m->running)
+		return 0;
+	if (m->ss && cut)
+		srv_session_cut_meta(m->ss);
+	else if (m->ss)
+		/* A client of one connection is not waited for. */
+		srv_session_stop_accept(m->ss);
+	else if (cut)
+		qft_chan_shutdown(&m->s.chan);
+	pthread_join(m->thread, NULL);
+	m->running = false;
+	srv_free(&m->s);
+	if (m->ss)
+		srv_session_forget_meta(m->ss);
+	if (m->chan_ok) {
+		qft_chan_destroy(&m->s.chan);
+		if (m->ss) {
+			qft_seal_free(&m->tx);
+			qft_seal_free(&m->rx);
+		}
+	}
+	return m->result;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -153,6 +318,7 @@ int main(int argc, char **argv)
 		{ "session", no_argument,       NULL, OPT_SESSION },
 		{ "io",      required_argument, NULL, OPT_IO },
 		{ "no-compress", no_argument,   NULL, OPT_NO_COMPRESS },
+		{ "meta-fd", required_argument, NULL, OPT_META_FD },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -162,7 +328,9 @@ int main(int argc, char **argv)
 	bool use_stdio = false, debug = false, session = false;
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
 	static struct srv_session ss;
-	int c, root_fd, rfd = -1, wfd = -1, r;
+	static struct meta meta;
+	const char *meta_arg = NULL, *meta_env;
+	int c, root_fd, rfd = -1, wfd = -1, meta_fd = -1, r, mr;
 
 	while ((c = getopt_long(argc, argv, "dVh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -180,6 +348,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_IO:
 			io = optarg;
+			break;
+		case OPT_META_FD:
+			meta_arg = optarg;
 			break;
 		case 'd':
 			debug = true;
@@ -221,6 +392,19 @@ int main(int argc, char **argv)
 	if (!root) {
 		qft_err("--root DIR is required");
 		return EXIT_USAGE;
+	}
+	if (meta_arg && !use_stdio) {
+		qft_err("--meta-fd goes with --stdio (a session accepts its "
+			"meta connection over TCP)");
+		return EXIT_USAGE;
+	}
+	if (meta_arg && parse_meta_fd(meta_arg, &meta_fd) < 0)
+		return EXIT_USAGE;
+	meta_env = getenv(META_ENV);
+	if (meta_fd >= 0 && meta_env && strcmp(meta_env, "off") == 0) {
+		qft_debug("%s=off: serving one connection", META_ENV);
+		close(meta_fd);
+		meta_fd = -1;
 	}
 	if (choose_io(io, &s.io_backend) < 0)
 		return EXIT_USAGE;
@@ -287,8 +471,19 @@ int main(int argc, char **argv)
 	qbuf_init(&s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
 	qbuf_init(&s.dirents, QFT_MAX_READDIR);
 	qft_debug("serving %s (protocol v%u)", root, QFT_VERSION);
+	if (meta_fd >= 0 || (session && !ss.tunnel)) {
+		r = meta_start(&meta, &s, meta_fd, session ? &ss : NULL);
+		if (r < 0)
+			qft_warn("cannot serve the meta connection: %s; "
+				 "serving one", strerror(-r));
+		else
+			qft_debug("serving the meta connection too");
+	}
 
 	r = srv_loop_run(&s);
+	mr = meta_stop(&meta, r < 0);
+	if (r == 0)
+		r = mr;
 	/* Over TCP the client's end is the ssh channel's, whatever state the
 	 * data connection was cut in. */
 	if (session && r < 0 && srv_session_channel_closed(&ss))

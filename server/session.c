@@ -498,6 +498,8 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
 	ss->in_fd = in_fd;
 	ss->out_fd = out_fd;
 	ss->data_fd = -1;
+	ss->lfd = -1;
+	ss->meta_fd = -1;
 	pthread_mutex_init(&ss->lock, NULL);
 	/* No core file, no ptrace by other processes of the user: the
 	 * secret is about to be in memory. */
@@ -516,12 +518,152 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
 		goto out_close;
 	}
 	r = session_wait(ss, lfd, secret);
+	if (r == 0 && !ss->tunnel && lfd >= 0) {
+		/* Step 5: the meta connection may follow. */
+		ss->lfd = lfd;
+		memcpy(ss->secret, secret, sizeof(secret));
+		ss->have_secret = true;
+		lfd = -1;
+	}
 out_close:
 	/* Once the client is in, nobody else may even try. */
 	if (lfd >= 0)
 		close(lfd);
 	OPENSSL_cleanse(secret, sizeof(secret));
 	return r;
+}
+
+/* Closes the listener and wipes the secret: no more connections. */
+static void accept_end(struct srv_session *ss)
+{
+	pthread_mutex_lock(&ss->lock);
+	if (ss->lfd >= 0)
+		close(ss->lfd);
+	ss->lfd = -1;
+	pthread_mutex_unlock(&ss->lock);
+	OPENSSL_cleanse(ss->secret, sizeof(ss->secret));
+	ss->have_secret = false;
+}
+
+/* One authenticated meta connection from the listener, or -errno. */
+static int accept_one(struct srv_session *ss, int lfd, int64_t deadline,
+		      int *out, enum qft_cipher *cipher,
+		      struct qft_session_keys *keys)
+{
+	int failed = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		bool stop;
+		int fd, r;
+
+		pthread_mutex_lock(&ss->lock);
+		stop = ss->accept_stop;
+		pthread_mutex_unlock(&ss->lock);
+		if (stop)
+			return -ECANCELED;
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+			return -errno;
+		if (!p.revents)
+			continue;
+		if (p.revents & (POLLERR | POLLHUP))
+			return -ECANCELED;      /* shut down by stop */
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		r = qft_auth_server(fd, ss->secret, QFT_AUTH_TIMEOUT_MS,
+				    cipher, keys);
+		if (r == 0 && *cipher != ss->cipher) {
+			qft_session_keys_wipe(keys);
+			r = -EPROTO;
+		}
+		if (r == 0) {
+			*out = fd;
+			return 0;
+		}
+		close(fd);
+		qft_warn("rejected a meta connection: %s", auth_reason(r));
+		if (++failed >= MAX_FAILED) {
+			qft_err("%d failed meta connections; no more", failed);
+			return -EACCES;
+		}
+	}
+}
+
+int srv_session_accept_meta(struct srv_session *ss, int *fd,
+			    struct qft_seal *tx, struct qft_seal *rx)
+{
+	struct qft_session_keys keys;
+	enum qft_cipher cipher;
+	int lfd, one = 1, r;
+
+	pthread_mutex_lock(&ss->lock);
+	lfd = ss->lfd;
+	pthread_mutex_unlock(&ss->lock);
+	if (lfd < 0 || !ss->have_secret) {
+		accept_end(ss);
+		return -ECANCELED;
+	}
+	r = accept_one(ss, lfd, now_ms() + CLIENT_TIMEOUT_MS, fd, &cipher,
+		       &keys);
+	accept_end(ss);
+	if (r < 0) {
+		if (r == -ETIMEDOUT)
+			qft_debug("no meta connection: serving one");
+		return r;
+	}
+	setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	set_liveness(*fd);
+	r = qft_seal_init(tx, cipher, keys.s2c, true);
+	if (r == 0) {
+		r = qft_seal_init(rx, cipher, keys.c2s, false);
+		if (r < 0)
+			qft_seal_free(tx);
+	}
+	qft_session_keys_wipe(&keys);
+	if (r < 0) {
+		qft_err("cannot key the meta connection: %s", strerror(-r));
+		close(*fd);
+		return r;
+	}
+	/* The watcher shuts it down with the rest once the channel ends. */
+	pthread_mutex_lock(&ss->lock);
+	if (ss->channel_closed)
+		shutdown(*fd, SHUT_RDWR);
+	ss->meta_fd = *fd;
+	pthread_mutex_unlock(&ss->lock);
+	qft_debug("meta connection authenticated (%s)",
+		  qft_cipher_name(cipher));
+	return 0;
+}
+
+void srv_session_cut_meta(struct srv_session *ss)
+{
+	srv_session_stop_accept(ss);
+	pthread_mutex_lock(&ss->lock);
+	if (ss->meta_fd >= 0)
+		shutdown(ss->meta_fd, SHUT_RDWR);
+	pthread_mutex_unlock(&ss->lock);
+}
+
+void srv_session_forget_meta(struct srv_session *ss)
+{
+	pthread_mutex_lock(&ss->lock);
+	ss->meta_fd = -1;
+	pthread_mutex_unlock(&ss->lock);
+}
+
+void srv_session_stop_accept(struct srv_session *ss)
+{
+	pthread_mutex_lock(&ss->lock);
+	ss->accept_stop = true;
+	/* Wakes the poll on it (POLLHUP). */
+	if (ss->lfd >= 0)
+		shutdown(ss->lfd, SHUT_RDWR);
+	pthread_mutex_unlock(&ss->lock);
 }
 
 static void *watch_main(void *arg)
@@ -544,11 +686,14 @@ static void *watch_main(void *arg)
 			break;
 		/* Nothing is expected here over TCP; ignore it. */
 	}
+	qft_debug("the ssh channel closed: the client is gone");
+	/* The request loops wake with end of stream and the server exits. */
 	pthread_mutex_lock(&ss->lock);
 	ss->channel_closed = true;
+	if (ss->meta_fd >= 0)
+		shutdown(ss->meta_fd, SHUT_RDWR);
 	pthread_mutex_unlock(&ss->lock);
-	qft_debug("the ssh channel closed: the client is gone");
-	/* The request loop wakes with end of stream and the server exits. */
+	srv_session_stop_accept(ss);
 	shutdown(ss->data_fd, SHUT_RDWR);
 	return NULL;
 }
@@ -587,6 +732,7 @@ void srv_session_free(struct srv_session *ss)
 		pthread_join(ss->watcher, NULL);
 		ss->watching = false;
 	}
+	accept_end(ss);
 	qft_seal_free(&ss->tx);
 	qft_seal_free(&ss->rx);
 	pthread_mutex_destroy(&ss->lock);

@@ -12,10 +12,15 @@
  *      deadline; a failure closes that connection and waiting goes on, up
  *      to a cap), or the same handshake through stdin/stdout (the ssh
  *      tunnel), which the client starts by writing to the channel;
- *   4. close the listener and hand back the data plane with its record
- *      keys.  Over TCP, a thread watches stdin: its end means the ssh
- *      channel, and so the client, is gone, and it shuts the data socket
- *      down so that the request loop ends.
+ *   4. hand back the data plane with its record keys.  Over TCP, a
+ *      thread watches stdin: its end means the ssh channel, and so the
+ *      client, is gone, and it shuts the data sockets down so that the
+ *      request loops end;
+ *   5. over TCP, keep the listener and the secret for the client's meta
+ *      connection (docs/protocol.md, "Connections"): one more connection
+ *      with a fresh handshake under the same secret, accepted within
+ *      30 s by srv_session_accept_meta; then close the listener and wipe
+ *      the secret, so that nobody else may even try.
  *
  * The secret and the session keys live only here, are never logged and
  * are wiped once the record layer is keyed; the process is made
@@ -30,6 +35,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "auth.h"
 #include "chan.h"
 #include "seal.h"
 
@@ -46,6 +52,14 @@ struct srv_session {
 	bool watching;          /* main thread only */
 	pthread_mutex_t lock;
 	bool channel_closed;    /* lock: stdin ended while serving over TCP */
+
+	/* Step 5: the listener and secret until the meta connection is in
+	 * (or given up); its socket once it is. */
+	int lfd;                /* lock: -1 once closed */
+	bool accept_stop;       /* lock: the session is ending */
+	int meta_fd;            /* lock: -1 until accepted */
+	uint8_t secret[QFT_SECRET_SIZE]; /* the accepting thread; wiped */
+	bool have_secret;
 };
 
 /*
@@ -60,6 +74,28 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd);
  * starts the stdin watcher.  Call before serving.
  */
 int srv_session_attach(struct srv_session *ss, struct qft_chan *chan);
+
+/*
+ * Step 5, from a thread of its own: waits (30 s at most) for the meta
+ * connection and authenticates it.  0 with *fd and the seals set up (the
+ * cipher must be the bulk connection's), -ECANCELED when stopped or not
+ * over TCP, -ETIMEDOUT when no client came (a client that uses one
+ * connection), or another -errno, logged.  Closes the listener and wipes
+ * the secret in every case.
+ */
+int srv_session_accept_meta(struct srv_session *ss, int *fd,
+			    struct qft_seal *tx, struct qft_seal *rx);
+
+/* Makes srv_session_accept_meta return at once (the session ends). */
+void srv_session_stop_accept(struct srv_session *ss);
+
+/* ... and shuts the meta connection down if it is in (the bulk one
+ * failed). */
+void srv_session_cut_meta(struct srv_session *ss);
+
+/* Before the meta connection's socket is closed: the watcher must no
+ * longer touch it. */
+void srv_session_forget_meta(struct srv_session *ss);
 
 /* True when the request loop ended because the ssh channel closed. */
 bool srv_session_channel_closed(struct srv_session *ss);
