@@ -86,10 +86,32 @@ struct ra_chunk {
  * brings it to zero.  Lock order: the node table's lock, then a file's
  * lock.
  */
+/*
+ * The rest of a directory's last READDIR reply.  The kernel lists a
+ * directory a page at a time; asking the server for a page each time
+ * cost `ls -l` of 1,000 entries about ten round trips.  The client asks
+ * for QFT_MAX_READDIR instead and serves the kernel's next pages from
+ * here while it reads on from where it stopped.
+ */
+struct dir_ahead {
+	struct qc_reply rep;    /* owns the entries */
+	bool valid;
+	bool plus;              /* READDIR PLUS: entries carry attributes */
+	bool eof;               /* the reply ended the directory */
+	size_t pos;             /* first unserved byte of rep.msg.data */
+	uint64_t next;          /* the cookie the kernel asks for next */
+	uint64_t until;         /* CLOCK_MONOTONIC ns: attributes trusted */
+	uint64_t xgen;          /* xattr_gen before the READDIR was sent */
+};
+
 struct qc_file {
 	struct qn_file nf;      /* first: node link and protocol handle */
 	struct qc_fs *fs;       /* immutable */
 	bool dir;               /* immutable */
+	/* The kernel does not run two readdirs of one open directory at
+	 * once (its file position lock), so only do_readdir touches this,
+	 * one call at a time, and without `lock`. */
+	struct dir_ahead ahead;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;    /* lock: an async call completed */
 	bool written;           /* lock: written since the last FLUSH */
@@ -343,6 +365,8 @@ static void file_free(struct qc_file *f)
 		qft_warn("a write to a released file failed: %s",
 			 strerror(-f->werr));
 	ra_stop(f);
+	if (f->ahead.valid)
+		qc_reply_free(&f->ahead.rep);
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -1917,13 +1941,14 @@ static bool is_dot(const char *name)
 static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 		       const struct qft_blob *data, bool plus, uint64_t xgen,
 		       char *buf, size_t size, struct qn_node **counted,
-		       size_t *ncounted)
+		       size_t *ncounted, size_t *consumed, uint64_t *last_off)
 {
 	struct qft_dirent d;
 	struct qcur c;
 	size_t used = 0;
 
 	*ncounted = 0;
+	*consumed = 0;
 	qcur_init(&c, data->p, data->len);
 	while (c.left && qft_dirent_decode(&c, &d, plus) == 0) {
 		size_t need;
@@ -1965,55 +1990,99 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 				break;
 		}
 		used += need;
+		*consumed = data->len - c.left;
+		*last_off = d.off;
 	}
 	return used;
+}
+
+/*
+ * Whether the kernel's readdir at `off` continues the listing `a` holds,
+ * with the same kind of entries and attributes still fresh enough.
+ */
+static bool ahead_usable(const struct dir_ahead *a, uint64_t off, bool plus)
+{
+	return a->valid && a->plus == plus && a->next == off &&
+	       now_ns() < a->until &&
+	       (a->pos < a->rep.msg.data.len || a->eof);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		       off_t off, struct fuse_file_info *fi, bool plus)
 {
 	struct qc_fs *fs = fs_of(req);
+	struct qc_file *f = file_of(fi);
+	struct dir_ahead *a = &f->ahead;
 	struct qn_node **counted = NULL;
-	size_t used, ncounted = 0;
-	struct qc_reply rep;
+	size_t used, ncounted = 0, consumed = 0;
+	uint64_t last_off = (uint64_t)off;
+	struct qft_blob rest;
 	struct qft_msg m;
 	char *buf = NULL;
 	int r, n;
-	uint64_t xgen;
 
 	if (size > QFT_MAX_READDIR)
 		size = QFT_MAX_READDIR;
-	qft_msg_init(&m, QFT_OP_READDIR, 0);
-	m.offset = (uint64_t)off;
-	/* The wire entries are no larger than the kernel's, so a budget of
-	 * the kernel's buffer size fills it without much left over. */
-	m.length = size;
-	m.opflags = plus ? QFT_READDIR_PLUS : 0;
-	xgen = atomic_load(&xattr_gen);
-	/*
-	 * A directory handle re-opened after a reconnect is a new stream: a
-	 * listing in progress (a cookie other than 0) resumes only where the
-	 * server's filesystem keeps cookies stable across opens, and may
-	 * otherwise fail with EIO; a new listing starts clean.
-	 */
-	r = file_call(fs, file_of(fi), &m, &rep);
-	if (r < 0)
-		goto out_err;
-	n = qc_readdir_check(&rep.msg.data, plus);
-	if (n < 0) {
-		r = n;
-		goto out_free_reply;
+	if (!ahead_usable(a, (uint64_t)off, plus)) {
+		if (a->valid)
+			qc_reply_free(&a->rep);
+		memset(a, 0, sizeof(*a));
+		qft_msg_init(&m, QFT_OP_READDIR, 0);
+		m.offset = (uint64_t)off;
+		/*
+		 * As much as a reply may carry, unless nothing may be kept
+		 * (attr_timeout=0): then just what the kernel asked for.
+		 */
+		m.length = fs->attr_timeout > 0 ? QFT_MAX_READDIR : size;
+		m.opflags = plus ? QFT_READDIR_PLUS : 0;
+		a->xgen = atomic_load(&xattr_gen);
+		a->until = now_ns() + (uint64_t)(fs->attr_timeout * 1e9);
+		/*
+		 * A directory handle re-opened after a reconnect is a new
+		 * stream: a listing in progress (a cookie other than 0)
+		 * resumes only where the server's filesystem keeps cookies
+		 * stable across opens, and may otherwise fail with EIO; a
+		 * new listing starts clean.
+		 */
+		r = file_call(fs, f, &m, &a->rep);
+		if (r < 0)
+			goto out_err;
+		a->valid = true;
+		n = qc_readdir_check(&a->rep.msg.data, plus);
+		if (n < 0) {
+			r = n;
+			goto out_drop;
+		}
+		a->plus = plus;
+		a->eof = (a->rep.msg.opflags & QFT_READDIR_EOF) != 0;
+		a->next = (uint64_t)off;
 	}
+	rest.p = a->rep.msg.data.p + a->pos;
+	rest.len = a->rep.msg.data.len - (uint32_t)a->pos;
+	/* One lookup per entry at most; entries are at least 21 bytes. */
+	n = (int)(rest.len / 21) + 1;
 	buf = malloc(size ? size : 1);
-	counted = calloc((size_t)n + 1, sizeof(*counted));
+	counted = calloc((size_t)n, sizeof(*counted));
 	if (!buf || !counted) {
 		r = -ENOMEM;
-		goto out_free_reply;
+		goto out_drop;
 	}
-	used = fill_dir(req, fs, ino, &rep.msg.data, plus, xgen, buf, size,
-			counted, &ncounted);
-	qc_reply_free(&rep);
+	used = fill_dir(req, fs, ino, &rest, plus, a->xgen, buf, size,
+			counted, &ncounted, &consumed, &last_off);
+	/*
+	 * Done with `a` before replying: once the kernel has the reply it
+	 * may release the directory, and `f` with it.  Should the reply not
+	 * arrive, the kernel asks again at `off`, which no longer matches.
+	 */
+	a->pos += consumed;
+	a->next = last_off;
+	/* Drained and not the end: the next call asks the server. */
+	if (a->pos >= a->rep.msg.data.len && !a->eof) {
+		qc_reply_free(&a->rep);
+		memset(a, 0, sizeof(*a));
+	}
 	if (fuse_reply_buf(req, buf, used) != 0) {
+		/* The kernel never saw these entries: undo their lookups. */
 		for (size_t i = 0; i < ncounted; i++)
 			qn_forget(&fs->nodes, counted[i], 1);
 	}
@@ -2021,10 +2090,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 	return;
 
-out_free_reply:
+out_drop:
 	free(counted);
 	free(buf);
-	qc_reply_free(&rep);
+	qc_reply_free(&a->rep);
+	memset(a, 0, sizeof(*a));
 out_err:
 	fuse_reply_err(req, -r);
 }

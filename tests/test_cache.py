@@ -178,3 +178,41 @@ def test_reread_after_write_through_mount(mounter):
         f.seek(MiB)
         assert f.read(9) == b'new bytes'
     assert util.sha256_file(P(mnt, 'f')) == util.sha256_file(P(src, 'f'))
+
+
+def test_listing_costs_one_readdir(mounter):
+    """The client asks the server for a whole reply's worth of entries and
+    serves the kernel's page-sized readdirs from it (and the end of the
+    directory too, when the server said so)."""
+    m = _debug_mount(mounter)
+    src, mnt = m
+    names = {'file-with-a-longish-name-%04d' % i for i in range(1000)}
+    for n in names:
+        open(P(src, n), 'w').close()
+    for cmd in (['ls', '-l', mnt], ['ls', '-a', mnt]):
+        before = _settle(m, 'READDIR')
+        out = util.run(cmd, check=True).stdout.split('\n')
+        got = {line.split()[-1] for line in out if 'longish' in line}
+        assert got == names, cmd
+        sent = _settle(m, 'READDIR') - before
+        assert 1 <= sent <= 2, '%s sent %d READDIR for 1,000 entries' % (cmd, sent)
+    # A listing read bit by bit, rewound half way, is whole both times.
+    fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(fd) as it:
+            first = {e.name for e in it}
+        with os.scandir(fd) as it:
+            again = {e.name for e in it}
+    finally:
+        os.close(fd)
+    assert first == names and again == names
+
+
+def test_listing_is_not_reused_across_opens(mounter):
+    m = _debug_mount(mounter, opts=['attr_timeout=60', 'entry_timeout=60'])
+    src, mnt = m
+    for i in range(10):
+        open(P(src, 'a%d' % i), 'w').close()
+    assert len(os.listdir(mnt)) == 10
+    open(P(src, 'late'), 'w').close()
+    assert 'late' in os.listdir(mnt), 'a new opendir must list afresh'
