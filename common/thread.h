@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 
 /* pthread_create with all signals blocked in the new thread; 0 or -errno. */
 static inline int qft_thread_start(pthread_t *t, void *(*fn)(void *),
@@ -23,6 +24,18 @@ static inline int qft_thread_start(pthread_t *t, void *(*fn)(void *),
 	r = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -r;
+}
+
+/* The CLOCK_REALTIME deadline `ms` from now, for pthread_cond_timedwait. */
+static inline void qft_deadline_in(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
 }
 
 #endif /* QFT_THREAD_H */

@@ -1208,6 +1208,31 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * The start of every open: the client's state for the new handle and a
+ * handle number on the current link (waiting for one within the deadline
+ * while reconnecting).  0, or the user's errno with nothing left to undo.
+ */
+static int file_begin(struct qc_fs *fs, bool dir, int oflags,
+		      struct qc_file **fp, uint64_t *gen, uint64_t *handle)
+{
+	struct qc_file *f = file_new(fs, dir);
+	int r;
+
+	if (!f)
+		return -ENOMEM;
+	f->oflags = oflags;
+	r = qc_conn_wait(fs->conn, gen);
+	if (r == 0)
+		r = qc_handle_alloc(fs->conn, *gen, handle);
+	if (r < 0) {
+		file_free(f);
+		return user_err(r);
+	}
+	*fp = f;
+	return 0;
+}
+
 static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
@@ -1222,19 +1247,9 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
-	f = file_new(fs, false);
-	if (!f) {
-		r = -ENOMEM;
+	r = file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
 		goto out_err;
-	}
-	f->oflags = fi->flags;
-	r = qc_conn_wait(fs->conn, &gen);
-	if (r == 0)
-		r = qc_handle_alloc(fs->conn, gen, &handle);
-	if (r < 0) {
-		r = user_err(r);
-		goto out_free_file;
-	}
 	qft_msg_init(&m, QFT_OP_OPEN, 0);
 	m.handle = handle;
 	set_str(&m.path, path);
@@ -1275,7 +1290,6 @@ out_free_handle:
 	/* The server bound nothing (or its CLOSE is sent), so the number is
 	 * free at once. */
 	qc_handle_free(fs->conn, gen, handle);
-out_free_file:
 	file_free(f);
 out_err:
 	fuse_reply_err(req, -r);
@@ -1297,19 +1311,9 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((r = check_name(name)) < 0 ||
 	    (r = node_path(fs, parent, NULL, path)) < 0)
 		goto out_err;
-	f = file_new(fs, false);
-	if (!f) {
-		r = -ENOMEM;
+	r = file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
 		goto out_err;
-	}
-	f->oflags = fi->flags;
-	r = qc_conn_wait(fs->conn, &gen);
-	if (r == 0)
-		r = qc_handle_alloc(fs->conn, gen, &handle);
-	if (r < 0) {
-		r = user_err(r);
-		goto out_free_file;
-	}
 	qft_msg_init(&m, QFT_OP_CREATE, 0);
 	m.handle = handle;
 	set_str(&m.path, path);
@@ -1890,19 +1894,9 @@ static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
-	f = file_new(fs, true);
-	if (!f) {
-		r = -ENOMEM;
+	r = file_begin(fs, true, fi->flags, &f, &gen, &handle);
+	if (r < 0)
 		goto out_err;
-	}
-	f->oflags = fi->flags;
-	r = qc_conn_wait(fs->conn, &gen);
-	if (r == 0)
-		r = qc_handle_alloc(fs->conn, gen, &handle);
-	if (r < 0) {
-		r = user_err(r);
-		goto out_free_file;
-	}
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = handle;
 	set_str(&m.path, path);

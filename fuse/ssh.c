@@ -1674,13 +1674,7 @@ int qc_ssh_wait(struct qc_ssh *s, int timeout_ms, struct qc_ssh_exit *exit)
 	struct timespec deadline;
 	int r = 0;
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	qft_deadline_in(&deadline, timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	while (!s->finished && r == 0)
 		r = pthread_cond_timedwait(&s->cond, &s->lock, &deadline);

@@ -362,13 +362,7 @@ static void relay_stop(struct qc_transport *t, int timeout_ms)
 
 	if (!t->relay_running)
 		return;
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	qft_deadline_in(&deadline, timeout_ms);
 	pthread_mutex_lock(&t->lock);
 	while (!t->relay_done &&
 	       pthread_cond_timedwait(&t->cond, &t->lock, &deadline) == 0)
@@ -399,7 +393,13 @@ static int wait_for(pid_t pid, int timeout_ms, int *status)
 	}
 }
 
-int qc_transport_reap(struct qc_transport *t, int timeout_ms, int *status)
+/*
+ * Waits up to timeout_ms for the server to exit, then ends it: with
+ * `gentle`, SIGTERM and two more seconds before SIGKILL (an orderly
+ * unmount); otherwise SIGKILL at once (a server that stopped answering).
+ */
+static int stop_server(struct qc_transport *t, int timeout_ms, int *status,
+		       bool gentle)
 {
 	int st = 0, r;
 
@@ -415,34 +415,12 @@ int qc_transport_reap(struct qc_transport *t, int timeout_ms, int *status)
 		return -ECHILD;
 	}
 	r = wait_for(t->pid, timeout_ms, &st);
-	if (r == -ETIMEDOUT) {
+	if (r == -ETIMEDOUT && gentle) {
 		qft_warn("server (pid %d) did not exit; terminating it",
 			 (int)t->pid);
 		kill(t->pid, SIGTERM);
 		r = wait_for(t->pid, 2000, &st);
-		if (r == -ETIMEDOUT) {
-			kill(t->pid, SIGKILL);
-			r = waitpid(t->pid, &st, 0) == t->pid ? 0 : -errno;
-		}
 	}
-	t->pid = 0;
-	if (r == 0 && status)
-		*status = st;
-	return r;
-}
-
-int qc_transport_kill(struct qc_transport *t, int timeout_ms, int *status)
-{
-	int st = 0, r;
-
-	if (t->pid <= 0)
-		return -ECHILD;
-	/* Not ours to signal after daemonizing (see qc_transport_reap). */
-	if (getpid() != t->parent) {
-		t->pid = 0;
-		return -ECHILD;
-	}
-	r = wait_for(t->pid, timeout_ms, &st);
 	if (r == -ETIMEDOUT) {
 		qft_debug("server (pid %d) did not exit; killing it",
 			  (int)t->pid);
@@ -455,6 +433,16 @@ int qc_transport_kill(struct qc_transport *t, int timeout_ms, int *status)
 	if (r == 0 && status)
 		*status = st;
 	return r;
+}
+
+int qc_transport_reap(struct qc_transport *t, int timeout_ms, int *status)
+{
+	return stop_server(t, timeout_ms, status, true);
+}
+
+int qc_transport_kill(struct qc_transport *t, int timeout_ms, int *status)
+{
+	return stop_server(t, timeout_ms, status, false);
 }
 
 void qc_transport_free(struct qc_transport *t, int timeout_ms)
