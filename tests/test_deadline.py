@@ -357,6 +357,13 @@ def test_changed_file_is_stale(mounter):
         assert os.pread(fd, 3, 0) == b'old'
         _kill_servers(m)
         _put(P(src, 'r'), b'new contents, longer')
+        # A read that races the client noticing the loss fails with EIO
+        # like any request in flight on a dead link; the case here is a
+        # read once the link has been replaced.
+        deadline = time.monotonic() + 30
+        while 'reconnected to' not in m.log():
+            assert time.monotonic() < deadline, 'no reconnect:\n' + m.log()
+            time.sleep(0.05)
         e = _errno_of(lambda: os.pread(fd, 4, 4))
         assert e == errno.ESTALE, 'read of a changed file: %r' % e
     finally:
