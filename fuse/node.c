@@ -463,3 +463,53 @@ bool qn_file_detach(struct qn_table *t, struct qn_file *f)
 	pthread_mutex_unlock(&t->lock);
 	return last;
 }
+
+bool qn_replaced(struct qn_table *t, struct qn_node *n,
+		 const struct qft_attr *a, bool ino_too)
+{
+	bool changed;
+
+	pthread_mutex_lock(&t->lock);
+	changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
+		  (ino_too && n->rino && n->rino != a->ino);
+	pthread_mutex_unlock(&t->lock);
+	return changed;
+}
+
+void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
+			  uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	n->noxattr_until = until;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t until;
+
+	pthread_mutex_lock(&t->lock);
+	until = n->noxattr_until;
+	pthread_mutex_unlock(&t->lock);
+	return until;
+}
+
+struct qn_node *qn_file_node(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void qn_for_each_file(struct qn_table *t, struct qn_node *n,
+		      bool (*fn)(struct qn_file *f, void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&t->lock);
+	for (struct qn_file *f = n ? n->files : NULL; f; f = f->next)
+		if (fn(f, ctx))
+			break;
+	pthread_mutex_unlock(&t->lock);
+}

@@ -16,7 +16,10 @@
  * through their handles (qn_file_borrow).
  *
  * One mutex, qn_table.lock, guards every field marked "table lock" in all
- * nodes; no node field is read or written without it.
+ * nodes; no node field is read or written without it, and nothing outside
+ * node.c takes it: the functions below do.  Lock order: the table lock,
+ * then an open file's own lock (qn_for_each_file's callback); never the
+ * other way round.
  *
  * Error convention: 0 (or a length) or a negative errno.
  */
@@ -122,6 +125,17 @@ void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 void qn_note_attr(struct qn_table *t, struct qn_node *n,
 		  const struct qft_attr *a, bool *same);
 
+/* Whether attributes `a` name another object than node `n` knew: another
+ * type, or with `ino_too`, another inode. */
+bool qn_replaced(struct qn_table *t, struct qn_node *n,
+		 const struct qft_attr *a, bool ino_too);
+
+/* The NOXATTR hint of `n` (see qn_node.noxattr_until): set (0 forgets it)
+ * and read. */
+void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
+			  uint64_t until);
+uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n);
+
 /* Open files: attach on open (refs = 1), detach on release. */
 void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
 		    uint64_t handle);
@@ -135,5 +149,17 @@ struct qn_file *qn_file_borrow(struct qn_table *t, struct qn_node *n);
  */
 bool qn_file_put(struct qn_table *t, struct qn_file *f);
 bool qn_file_detach(struct qn_table *t, struct qn_file *f);
+
+/* The node of an open file (NULL once the table dropped it). */
+struct qn_node *qn_file_node(struct qn_table *t, struct qn_file *f);
+
+/*
+ * Calls fn for each open file of `n` (none when `n` is NULL) with the
+ * table lock held, until fn returns true.  fn may take the file's own lock
+ * (table lock first, then a file's: the one lock order), must not call
+ * any qn_ function, and must not wait.
+ */
+void qn_for_each_file(struct qn_table *t, struct qn_node *n,
+		      bool (*fn)(struct qn_file *f, void *ctx), void *ctx);
 
 #endif /* QN_NODE_H */
