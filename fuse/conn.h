@@ -61,6 +61,7 @@
 #ifndef QC_CONN_H
 #define QC_CONN_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -251,6 +252,12 @@ int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
  * link is gone (and with it the handle).
  */
 int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req);
+
+/* The connection's "that handle's link is gone" is EIO to a user. */
+static inline int qc_conn_user_err(int r)
+{
+	return r == -ENOTCONN ? -EIO : r;
+}
 
 /*
  * Client-chosen handles of link `gen`, 1..QFT_MAX_HANDLES.  A handle may

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/* The mounted filesystem's options, entry replies and teardown (see
+ * fs.h). */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "file.h"
+#include "fs.h"
+#include "log.h"
+#include "msg.h"
+#include "node.h"
+#include "protocol.h"
+
+void qc_fs_attr_to_stat(const struct qft_attr *a, struct stat *st)
+{
+	qft_attr_to_stat(a, st);
+	/*
+	 * The preferred I/O size is what one request carries, not the
+	 * server's disk block: cp and friends size their buffers from it, and
+	 * each write(2) is one round trip.
+	 */
+	st->st_blksize = QFT_MAX_DATA;
+}
+
+void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
+		      struct qn_node *n, const struct qft_attr *a)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = qn_to_ino(&fs->nodes, n);
+	e->attr_timeout = fs->attr_timeout;
+	e->entry_timeout = fs->entry_timeout;
+	qc_fs_attr_to_stat(a, &e->attr);
+}
+
+static int parse_size(const char *name, const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	uint64_t unit = 1;
+	char *end;
+
+	if (!s)
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || *s == '-' || *s == '+' || errno)
+		goto out_bad;
+	switch (*end) {
+	case 'k': case 'K': unit = (uint64_t)1 << 10; end++; break;
+	case 'm': case 'M': unit = (uint64_t)1 << 20; end++; break;
+	case 'g': case 'G': unit = (uint64_t)1 << 30; end++; break;
+	}
+	if (*end || v > QC_STREAM_SIZE_MAX / unit)
+		goto out_bad;
+	*out = v * unit;
+	return 0;
+out_bad:
+	fprintf(stderr, "qftfs: invalid %s '%s': expected a size in bytes "
+		"with an optional K, M or G suffix, at most 1G\n", name, s);
+	return -EINVAL;
+}
+
+int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
+		    const char *readahead)
+{
+	uint64_t w = QC_WINDOW_DEFAULT, ra = QC_READAHEAD_DEFAULT;
+
+	if (parse_size("window", window, &w) < 0 ||
+	    parse_size("readahead", readahead, &ra) < 0)
+		return -EINVAL;
+	fs->window = w;
+	fs->readahead = ra;
+	fs->sizes_set = true;
+	return 0;
+}
+
+/* The server is gone or going: nothing to close there any more. */
+static void drop_file(struct qn_file *nf)
+{
+	qc_file_free((struct qc_file *)nf);
+}
+
+void qc_fs_destroy(struct qc_fs *fs)
+{
+	qn_table_destroy(&fs->nodes, drop_file);
+	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
+	if (atomic_load(&fs->ra_bytes) != 0)
+		qft_warn("read-ahead accounting is off by %llu bytes",
+			 (unsigned long long)atomic_load(&fs->ra_bytes));
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mounted filesystem: the state every module of the client shares
+ * (struct qc_fs, fuse_req_userdata() of every request), its options, and
+ * the small helpers they all use.
+ *
+ * Modules of the FUSE side, each with its own prefix:
+ *   ops.c      qc_ops: the FUSE callbacks, thin glue over the others
+ *   file.c     qc_file_: an open file or directory, its handle, reopen
+ *   stream.c   qc_ra_, qc_wb_: read-ahead and write-behind of a file
+ *   dircache.c qc_dir_: a directory listing read ahead of the kernel
+ *   hints.c    qc_hint_: what the client may answer about xattrs itself
+ *   node.c     qn_: the inode table
+ *   fs.c       qc_fs_: options, entry replies, teardown
+ *
+ * Error convention: 0 or a negative errno.
+ */
+#ifndef QC_FS_H
+#define QC_FS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <fuse_lowlevel.h>
+
+#include "conn.h"
+#include "hints.h"
+#include "node.h"
+
+struct qc_fs {
+	struct fuse_session *se; /* for cache invalidation notices */
+	struct qc_conn *conn;
+	struct qn_table nodes;
+	double entry_timeout;    /* seconds the kernel may cache a name */
+	double attr_timeout;     /* ... attributes */
+	double negative_timeout; /* ... a missing name; 0: not cached */
+	bool commit_none;        /* -o commit=none: FLUSH without fdatasync */
+	/*
+	 * Bulk streams.  window: most bytes of WRITEs per handle sent and
+	 * not yet acknowledged (-o window=SIZE; 0 = every write waits for
+	 * its answer).  readahead: most bytes a sequential reader's
+	 * read-ahead may ask for ahead of it (-o readahead=SIZE; 0 = off).
+	 * Until sizes_set (qc_fs_set_sizes), init applies the defaults.
+	 */
+	uint64_t window;
+	uint64_t readahead;
+	bool sizes_set;
+	/* Read-ahead bytes asked for and not yet consumed, all handles:
+	 * bounds the client's memory whatever the number of readers. */
+	atomic_uint_fast64_t ra_bytes;
+	/* atomic: generations of the xattr hints (hints.h) */
+	struct qc_hints hints;
+};
+
+#define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)
+#define QC_READAHEAD_DEFAULT ((uint64_t)16 << 20)
+#define QC_STREAM_SIZE_MAX   ((uint64_t)1 << 30)
+
+/*
+ * Parses -o window= and -o readahead= (either may be NULL for the
+ * default): a byte count with an optional K, M or G suffix (powers of
+ * 1024), at most QC_STREAM_SIZE_MAX.  Prints the reason and returns
+ * -EINVAL on a bad value.
+ */
+int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
+		    const char *readahead);
+
+/* Frees the node table and what the kernel left open, once the session
+ * has ended. */
+void qc_fs_destroy(struct qc_fs *fs);
+
+/* Protocol attributes as the kernel gets them. */
+void qc_fs_attr_to_stat(const struct qft_attr *a, struct stat *st);
+
+/* An entry reply for node `n` with attributes `a`, with the mount's
+ * timeouts. */
+void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
+		      struct qn_node *n, const struct qft_attr *a);
+
+static inline struct qn_node *qc_fs_node(struct qc_fs *fs, fuse_ino_t ino)
+{
+	return qn_from_ino(&fs->nodes, ino);
+}
+
+/* CLOCK_MONOTONIC in ns: the clock of every hint's and cache's expiry. */
+static inline uint64_t qc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void qc_set_str(struct qft_str *s, const char *p)
+{
+	s->s = p;
+	s->len = (uint32_t)strlen(p);
+}
+
+#endif /* QC_FS_H */
