@@ -105,6 +105,10 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	s->hello_done = true;
 	rep->magic = QFT_MAGIC;
 	rep->version = QFT_VERSION;
+	/* Who owns what we create (a setgid directory aside), so that the
+	 * client can answer for a new file without asking. */
+	rep->uid = (uint32_t)geteuid();
+	rep->gid = (uint32_t)getegid();
 	/* Compression goes on before this reply leaves, which is safe: the
 	 * reply is far below QFT_CHAN_LZ4_MIN, so it goes as it is. */
 	z = qft_chan_lz4_accept(&s->chan, req->features, !s->no_compress,
@@ -526,6 +530,37 @@ static int op_create(struct srv *s, const struct qft_msg *req,
 	return finish_open(h, fd, req->opflags, rep);
 }
 
+/*
+ * The first `length` bytes of a file just opened, for the OPEN reply.  A
+ * failure only leaves QFT_OPEN_DATA clear: the open itself succeeded,
+ * and the client READs (and meets the error, if it lasts) as it would
+ * have anyway.  OPEN is not a request the engine takes (xfer.h), so the
+ * loop drained it first: this read sees every WRITE received before the
+ * OPEN, on any handle, and none received after it.
+ */
+static void open_data(struct srv *s, const struct srv_handle *h,
+		      uint64_t length, struct qft_msg *rep)
+{
+	ssize_t n;
+	int r;
+
+	/* The decoder caps length at QFT_MAX_DATA. */
+	if ((r = data_reserve(s, (size_t)length)) < 0) {
+		qft_debug("OPEN: no first data: %s", strerror(-r));
+		return;
+	}
+	n = srv_io_read(h->fd, s->data, (size_t)length, 0);
+	if (n < 0) {
+		qft_debug("OPEN: no first data: %s", strerror((int)-n));
+		return;
+	}
+	rep->opflags = QFT_OPEN_DATA;
+	if ((uint64_t)n < length)
+		rep->opflags |= QFT_OPEN_EOF;
+	rep->data.p = s->data;
+	rep->data.len = (uint32_t)n;
+}
+
 static int op_open(struct srv *s, const struct qft_msg *req,
 		   struct qft_msg *rep)
 {
@@ -540,7 +575,14 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 			   O_NOCTTY);
 	if (fd < 0)
 		return fd;
-	return finish_open(h, fd, req->opflags, rep);
+	if ((r = finish_open(h, fd, req->opflags, rep)) < 0)
+		return r;
+	/* Only regular files: a FIFO or a device could block or be changed
+	 * by a read nobody asked for. */
+	if (req->length && h->regular &&
+	    (req->opflags & QFT_O_ACCMODE) != QFT_O_WRONLY)
+		open_data(s, h, req->length, rep);
+	return 0;
 }
 
 static int op_read(struct srv *s, const struct qft_msg *req,
@@ -606,7 +648,11 @@ static int op_flush(struct srv *s, const struct qft_msg *req,
 		if (r == 0)
 			h->dirty = false;
 	}
-	return err ? err : r;
+	if (err || r)
+		return err ? err : r;
+	/* Size and times after every write: what close() leaves behind, so
+	 * the client need not ask again. */
+	return reply_attr_fd(h->fd, rep);
 }
 
 static int op_fsync(struct srv *s, const struct qft_msg *req,
