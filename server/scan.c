@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,6 +17,34 @@
 #include "path.h"
 #include "protocol.h"
 #include "scan.h"
+
+/* The limits (scan.h); test builds can lower them to reach them. */
+static uint32_t max_entries = SRV_SCAN_MAX_ENTRIES;
+static size_t mem_max = SRV_SCAN_MEM_MAX;
+
+#ifdef QFT_FAULT_INJECTION
+/* QFTFS_SCAN_LIMITS=ENTRIES,BYTES, read once, logged. */
+static void limits_init(void)
+{
+	static bool done;
+	unsigned long e, m;
+	const char *env;
+
+	if (done)
+		return;
+	done = true;
+	env = getenv("QFTFS_SCAN_LIMITS");
+	if (!env || sscanf(env, "%lu,%lu", &e, &m) != 2 || e > UINT32_MAX)
+		return;
+	max_entries = (uint32_t)e;
+	mem_max = m;
+	qft_warn("test scan limits armed: %lu entries, %lu bytes", e, m);
+}
+#else
+static void limits_init(void)
+{
+}
+#endif
 
 /* A directory announced and not yet listed. */
 struct scan_dir {
@@ -75,7 +104,7 @@ static bool enqueue(struct srv_handles *t, struct srv_scan *sc,
 	size_t size = sizeof(struct scan_dir) + len + 1;
 	struct scan_dir *d;
 
-	if (len > UINT32_MAX || size > SRV_SCAN_MEM_MAX - t->scan_mem)
+	if (len > UINT32_MAX || size > mem_max - t->scan_mem)
 		return false;
 	d = malloc(size);
 	if (!d)
@@ -264,7 +293,7 @@ static int put_entry(struct srv_handles *t, struct srv_scan *sc,
 			sc->status = -ENAMETOOLONG;
 		return 0;
 	}
-	if (sc->entries >= SRV_SCAN_MAX_ENTRIES) {
+	if (sc->entries >= max_entries) {
 		qft_debug("SCAN: cut short after %u entries", sc->entries);
 		sc->truncated = true;
 		cut(t, sc);
@@ -357,7 +386,8 @@ static int start(struct srv_handles *t, struct srv_handle *h,
 	struct srv_scan *sc;
 	int r;
 
-	if (sizeof(*sc) > SRV_SCAN_MEM_MAX - t->scan_mem)
+	limits_init();
+	if (sizeof(*sc) > mem_max - t->scan_mem)
 		return -ENOMEM;
 	sc = calloc(1, sizeof(*sc));
 	if (!sc)

@@ -17,7 +17,9 @@
  * SRV_SCAN_MEM_MAX bytes, and one scan sends at most SRV_SCAN_MAX_ENTRIES
  * entries; past either limit the scan carries on without what does not
  * fit and its last reply says TRUNCATED.  Each scan holds at most three
- * descriptors.
+ * descriptors.  In a build with -Dfault_injection=true, the environment
+ * variable QFTFS_SCAN_LIMITS=ENTRIES,BYTES lowers both limits, so that the
+ * tests reach them.
  *
  * Error convention: 0 or a negative errno.
  */

@@ -18,6 +18,9 @@ the answers against the files as os.lstat sees them:
   being announced and being listed end with a DIR_END that says why;
 - symlinks, also to directories inside and outside the root, are entries,
   never descended;
+- with the limits lowered (QFTFS_SCAN_LIMITS, fault-injection builds), a
+  scan cut short by its entry cap or its queue's memory says TRUNCATED,
+  and exactly the directories it listed in full have a DIR_END;
 - SCAN on a file handle, an unbound handle, with unknown flags or an
   oversized budget is an error and the connection goes on; the reserved
   WATCH flag is accepted; CLOSE in the middle of a scan frees its
@@ -57,10 +60,12 @@ def start(tmp_path):
     exe = _server_exe()
     servers = []
 
-    def make(root, hello=True, wrapper=()):
+    def make(root, hello=True, wrapper=(), extra_env=None):
         env = dict(os.environ)
         if util.is_asan_build(util.build_dir()):
             env = util.sanitizer_env(env)
+        env.pop('QFTFS_SCAN_LIMITS', None)
+        env.update(extra_env or {})
         log = str(tmp_path / ('server%d.log' % len(servers)))
         s = wire.Server(exe, str(root), log, env=env, wrapper=wrapper,
                         timeout=30)
@@ -472,6 +477,56 @@ def test_directories_changed_mid_scan(start, tmp_path):
     assert not any(p.endswith('secret') for p in s.entries)
     for i in (1, 2):
         assert s.end_of(s.paths[i]) == 'OK'
+
+
+@pytest.fixture
+def test_limits():
+    r = util.run([_server_exe(), '--version'], timeout=30)
+    if 'fault-injection' not in r.stdout + r.stderr:
+        pytest.skip('SKIPPING SCAN LIMIT CASES: %s was built without '
+                    '-Dfault_injection=true, so QFTFS_SCAN_LIMITS cannot '
+                    'lower the limits' % _server_exe())
+
+
+def _check_listed(s, root):
+    """Every directory with a DIR_END of status 0 was listed in full."""
+    for i, st in s.ends.items():
+        assert st == 0, (s.paths[i], st)
+        d = s.paths[i]
+        got = {p for p in s.entries if os.path.dirname(p) == d}
+        want = {os.path.join(d, n) for n in os.listdir(os.path.join(root, d))}
+        assert got == want, d
+
+
+def test_scan_entry_cap_truncates(start, tmp_path, test_limits):
+    root = tmp_path / 'root'
+    root.mkdir()
+    make_tree(str(root), dirs=20, files=100, seed=11)
+    srv = start(root, extra_env={'QFTFS_SCAN_LIMITS': '50,100000000'})
+    s = scan_path(srv, '', budget=700)
+    assert s.flags == wire.SCAN_EOF | wire.SCAN_TRUNCATED, hex(s.flags)
+    assert len(s.entries) == 50
+    assert len(s.ends) < len(s.paths), 'every directory claims to be complete'
+    _check_listed(s, str(root))
+    assert 'test scan limits armed' in srv.log()
+
+
+def test_scan_queue_memory_truncates(start, tmp_path, test_limits):
+    root = tmp_path / 'root'
+    root.mkdir()
+    for i in range(100):
+        (root / ('dir%03d' % i)).mkdir()
+        (root / ('dir%03d' % i) / 'f').write_bytes(b'')
+    srv = start(root, extra_env={'QFTFS_SCAN_LIMITS': '1000000,2000'})
+    s = scan_path(srv, '')
+    assert s.flags == wire.SCAN_EOF | wire.SCAN_TRUNCATED, hex(s.flags)
+    # Every directory announced, some never listed.
+    assert len(s.paths) == 101
+    assert 1 < len(s.ends) < 101, len(s.ends)
+    _check_listed(s, str(root))
+    # The budget is the connection's: the next scan has it all again.
+    s2 = scan_path(srv, 'dir000')
+    assert s2.flags == wire.SCAN_EOF and set(s2.entries) == {'f'}
 
 
 # ---------------------------------------------------------------------------
