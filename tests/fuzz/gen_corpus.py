@@ -408,7 +408,15 @@ C = {'LSTAT': 0, 'FSTAT': 1, 'READDIR': 2, 'READDIRPLUS': 3, 'READ': 4,
      'GETXATTR': 9, 'LISTXATTR': 10, 'OPEN': 11, 'CREATE': 12,
      'STATFS': 13, 'SYMLINK': 14, 'OPENDIR': 15, 'SETATTR': 16,
      'MKDIR': 17, 'FLUSH': 18, 'PING': 19, 'CLOSE': 20, 'UNLINK': 21}
-C_HELLO_IN_INPUT, C_LZ4 = 0x01, 0x02
+C_HELLO_IN_INPUT, C_LZ4, C_NOTIFY = 0x01, 0x02, 0x04
+# Change notification: NOTIFY frames (opcode 30, flag 0x4, id 0).
+OP_NOTIFY, F_NOTIFY, FEAT_NOTIFY = 30, 0x0004, 0x4
+CHANGED, GONE, ALL = 1, 2, 3
+
+
+def notify(ino, kind, name=b'', flags=F_NOTIFY, rid=0, op=OP_NOTIFY):
+    return wire.frame(op, struct.pack('>QI', ino, kind) + wire.enc_str(name),
+                      flags, rid)
 
 
 def client(opts, calls, stream):
@@ -517,6 +525,28 @@ def client_seeds():
                                  rep('HELLO', 7, magic=wire.MAGIC,
                                      version=1))
     s['hello-cut'] = client(C_HELLO_IN_INPUT, [], hello_ok[:-3])
+    # Change notification: frames between replies, where granted.
+    s['notify'] = client(C_NOTIFY, ['LSTAT', 'READDIR'],
+                         notify(5, CHANGED, b'file') +
+                         rep('LSTAT', 2, attr=attr()) +
+                         notify(5, CHANGED) + notify(6, GONE) +
+                         notify(0, ALL) +
+                         rep('READDIR', 3, opflags=READDIR_EOF | 0x2,
+                             data=dirent('f')))
+    s['notify-unagreed'] = client(0, ['LSTAT'], notify(5, CHANGED, b'f') +
+                                  rep('LSTAT', 2, attr=attr()))
+    s['notify-bad'] = client(C_NOTIFY, ['LSTAT', 'LSTAT', 'LSTAT'],
+                             notify(5, 4) + notify(0, CHANGED) +
+                             notify(5, GONE, b'x') + notify(5, ALL) +
+                             notify(5, CHANGED, b'a/b') +
+                             notify(5, CHANGED, rid=9) +
+                             notify(5, CHANGED, flags=F_NOTIFY | 1) +
+                             notify(5, CHANGED, op=28))
+    s['notify-hello'] = client(C_HELLO_IN_INPUT | C_NOTIFY, ['LSTAT'],
+                               rep('HELLO', 1, magic=wire.MAGIC, version=1,
+                                   features=FEAT_NOTIFY) +
+                               notify(7, CHANGED, b'n') +
+                               rep('LSTAT', 2, attr=attr()))
     return s
 
 
