@@ -524,6 +524,8 @@ int main(int argc, char **argv)
 	}
 
 	r = srv_loop_run(&s);
+	/* Bulk is done: notifications go on meta alone, if at all. */
+	srv_watch_detach(s.watch, &s.chan);
 	mr = meta_stop(&meta, r < 0);
 	if (r == 0)
 		r = mr;
