@@ -20,7 +20,9 @@ wire: qftfs-server driven directly through tests/wire.py.
 - with two connections (bulk + meta, --meta-fd) notifications go on meta,
   and a CREATE/WRITE/CLOSE on bulk in a directory watched from meta is
   not reported;
-- a client that sends a NOTIFY frame to the server loses the connection.
+- a client that sends a NOTIFY frame to the server loses the connection;
+- a client that does not read its notifications gets one ALL once the
+  server's queue is full, and the server keeps answering.
 """
 
 import os
@@ -566,3 +568,30 @@ def test_notify_frame_from_client_closes(start):
     assert s.bulk.recv() is None
     s.finish()
     assert 'closing connection: malformed frame (op NOTIFY' in s.log()
+
+
+def test_slow_reader_gets_all(start):
+    """A client that does not read its notifications does not make the
+    server queue them without bound: past the GONE queue's limit it gets
+    one ALL.  Listings on bulk, with a cap of one watch, evict a watch
+    each; the notifications go on meta, which this client does not read
+    until the end."""
+    s = start(meta=True, args=('--max-watches', '1'))
+    for d in ('a', 'b'):
+        os.mkdir(P(s.root, d))
+    b = s.bulk
+    for h, d in ((1, 'a'), (2, 'b')):
+        assert b.call('OPENDIR', handle=h, path=d).status == 0
+    for i in range(3000):
+        r = b.call('READDIR', handle=1 + i % 2, offset=0, length=4096,
+                   opflags=READDIR_WATCH)
+        assert r.status == 0, r
+    # The server still answers at once.
+    assert wire.alive(b)
+    s.meta.listen(time.monotonic() + NOTE_BOUND_S,
+                  lambda notes: any(n.kind == ALL for n in notes))
+    kinds = [n.kind for n in s.meta.notes]
+    assert ALL in kinds, 'no ALL after %d notifications' % len(kinds)
+    # Fewer than were made: the rest was folded into the ALL.
+    assert len(kinds) < 2999
+    assert b.notes == []
