@@ -90,9 +90,12 @@ int srv_watch_new(struct srv_watch **out, unsigned max_watches,
 void srv_watch_free(struct srv_watch *w);
 
 /*
- * HELLO asked for QFT_FEAT_NOTIFY on `chan`: true when granted (inotify
- * works; the first grant starts it).  Notifications go on the meta
- * connection once one is granted, else on the first one granted.
+ * HELLO asked for QFT_FEAT_NOTIFY on `chan` (`meta`: the meta
+ * connection): true when granted (inotify works; the first grant starts
+ * it).  Notifications go on the meta connection when it was granted,
+ * else on bulk.  When they must move from one to the other (the one they
+ * went on ended first), the client is sent ALL: what went on the lost
+ * one may be lost.
  */
 bool srv_watch_grant(struct srv_watch *w, struct qft_chan *chan, bool meta);
 /* Whether a grant succeeded: own changes are worth recording. */
