@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include "log.h"
 #include "msg.h"
@@ -778,6 +779,36 @@ void srv_watch_detach(struct srv_watch *w, struct qft_chan *chan)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/*
+ * File systems whose changes inotify does not see all of: those made on
+ * other hosts (network file systems) or behind the kernel's back (FUSE,
+ * whose daemon may serve anything).  A watch there would promise what it
+ * cannot keep, so there is none: READDIR answers without WATCHED and the
+ * client caches as it would without the feature.
+ */
+static bool fs_is_remote(long type)
+{
+	switch ((unsigned long)type & 0xffffffffu) {
+	case 0x00006969u: /* NFS */
+	case 0x0000517bu: /* SMB */
+	case 0xff534d42u: /* CIFS */
+	case 0xfe534d42u: /* SMB2 */
+	case 0x65735546u: /* FUSE (sshfs, qftfs, ...) */
+	case 0x01021997u: /* 9P */
+	case 0x00c36400u: /* Ceph */
+	case 0x5346414fu: /* AFS */
+	case 0x6b414653u: /* kAFS */
+	case 0x73757245u: /* Coda */
+	case 0x47504653u: /* GPFS */
+	case 0x0bd00bd0u: /* Lustre */
+	case 0x013111a8u: /* IBRIX */
+	case 0x564c:      /* NCP */
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Ends the least recently listed watch, with GONE; lock held. */
 static void evict(struct srv_watch *w)
 {
@@ -789,15 +820,18 @@ int srv_watch_add(struct srv_watch *w, int fd, struct srv_watch_key *key)
 {
 	char proc[SRV_PROC_FD_MAX];
 	struct watch *wt;
+	struct statfs sf;
 	struct stat st;
 	int wd, r = 0;
 
 	if (!w)
 		return -EOPNOTSUPP;
-	if (fstat(fd, &st) < 0)
+	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
+	if (fs_is_remote((long)sf.f_type))
+		return -EREMOTE;
 	key->dev = (uint64_t)st.st_dev;
 	key->ino = (uint64_t)st.st_ino;
 	srv_path_proc_fd(proc, fd);

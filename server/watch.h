@@ -111,7 +111,8 @@ void srv_watch_detach(struct srv_watch *w, struct qft_chan *chan);
  * READDIR with QFT_READDIR_WATCH: watches the directory open as `fd`
  * (confined, so reached through /proc/self/fd/N, never a client path) and
  * marks it most recently used; *key says which one.  0, or -errno when it
- * cannot be watched.
+ * cannot be watched: -EREMOTE on a file system inotify cannot see all
+ * changes of (NFS, SMB, FUSE, ...).
  */
 int srv_watch_add(struct srv_watch *w, int fd, struct srv_watch_key *key);
 /* Whether `key` is still watched (the READDIR reply's WATCHED flag). */

@@ -22,7 +22,9 @@ wire: qftfs-server driven directly through tests/wire.py.
   not reported;
 - a client that sends a NOTIFY frame to the server loses the connection;
 - a client that does not read its notifications gets one ALL once the
-  server's queue is full, and the server keeps answering.
+  server's queue is full, and the server keeps answering;
+- a directory on a file system whose changes inotify cannot all see (here
+  a FUSE mount: a qftfs mount served again) is never WATCHED.
 """
 
 import os
@@ -263,21 +265,23 @@ def start(request, tmp_path):
     root.mkdir()
     servers = []
 
-    def make(meta=False, args=(), env=None, features=FEAT_NOTIFY):
+    def make(meta=False, args=(), env=None, features=FEAT_NOTIFY,
+             served=None):
         e = dict(os.environ)
         if util.is_asan_build(b):
             e = util.sanitizer_env(e)
         e.pop('QFTFS_SERVER_NOTIFY', None)
         e.update(env or {})
-        s = WatchServer(exe, str(root), str(tmp_path / ('server%d.log' %
-                                                        len(servers))),
+        served = str(served or root)
+        s = WatchServer(exe, served, str(tmp_path / ('server%d.log' %
+                                                     len(servers))),
                         env=e, meta=meta, args=args)
         servers.append(s)
         s.expect_rc = 0
         s.granted = s.bulk.hello(features)
         if meta:
             s.meta_granted = s.meta.hello(features)
-        s.root = str(root)
+        s.root = served
         return s
 
     yield make
@@ -595,3 +599,17 @@ def test_slow_reader_gets_all(start):
     # Fewer than were made: the rest was folded into the ALL.
     assert len(kinds) < 2999
     assert b.notes == []
+
+
+def test_fuse_directory_is_not_watched(start, mount):
+    """inotify sees only what passes through this kernel: on a FUSE (or
+    network) file system the server must not promise a watch."""
+    src, mnt = mount
+    os.mkdir(os.path.join(mnt, 'd'))
+    s = start(served=mnt)
+    assert s.granted & FEAT_NOTIFY
+    assert s.bulk.watch(1, 'd') == 0
+    assert s.bulk.watch(2, '') == 0
+    assert s.bulk.call('CLOSE', handle=1).status == 0
+    assert s.bulk.call('CLOSE', handle=2).status == 0
+    s.finish()
