@@ -180,6 +180,19 @@ static int choose_io(const char *opt, enum srv_io_backend *b)
 
 static void srv_free(struct srv *s)
 {
+	/* Files the connection left open for writing: once closed, changes
+	 * to them are no longer the client's own (watch.h). */
+	for (size_t n = 1; n < s->handles.cap; n++) {
+		struct srv_handle *h;
+		uint32_t writer;
+
+		if (srv_handle_get(&s->handles, n, SRV_H_FILE, &h) < 0 ||
+		    !h->watch_writer)
+			continue;
+		writer = h->watch_writer;
+		(void)srv_handle_close(&s->handles, n);
+		srv_watch_writer_close(s->watch, writer);
+	}
 	srv_handle_destroy(&s->handles);
 	/* s->in was a view of the I/O engine's pool, gone with it. */
 	qbuf_free(&s->out);
