@@ -64,6 +64,17 @@ out_bad:
 	return -EINVAL;
 }
 
+int qc_fs_init(struct qc_fs *fs)
+{
+	int r = qn_table_init(&fs->nodes);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_init(&fs->creates_lock, NULL);
+	pthread_cond_init(&fs->creates_cond, NULL);
+	return 0;
+}
+
 int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 		    const char *readahead)
 {
@@ -87,6 +98,8 @@ static void drop_file(struct qn_file *nf)
 void qc_fs_destroy(struct qc_fs *fs)
 {
 	qn_table_destroy(&fs->nodes, drop_file);
+	pthread_cond_destroy(&fs->creates_cond);
+	pthread_mutex_destroy(&fs->creates_lock);
 	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
 	if (atomic_load(&fs->ra_bytes) != 0)
 		qft_warn("read-ahead accounting is off by %llu bytes",

@@ -18,6 +18,7 @@
 #ifndef QC_FS_H
 #define QC_FS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include "conn.h"
 #include "hints.h"
 #include "node.h"
+#include "stats.h"
 
 struct qc_fs {
 	struct fuse_session *se; /* for cache invalidation notices */
@@ -54,11 +56,24 @@ struct qc_fs {
 	atomic_uint_fast64_t ra_bytes;
 	/* atomic: generations of the xattr hints (hints.h) */
 	struct qc_hints hints;
+	/* atomic: what the mount did (stats.h) */
+	struct qc_stats stats;
+	/*
+	 * Pipelined CREATEs not answered yet, all files (qc_file_settle):
+	 * requests on the meta stream that could meet such a name wait
+	 * for them, since only requests on one stream keep their order.
+	 */
+	pthread_mutex_t creates_lock;
+	pthread_cond_t creates_cond; /* creates_lock: creates fell to 0 */
+	uint64_t creates;       /* creates_lock */
 };
 
 #define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)
 #define QC_READAHEAD_DEFAULT ((uint64_t)16 << 20)
 #define QC_STREAM_SIZE_MAX   ((uint64_t)1 << 30)
+
+/* The node table and the locks, before the session starts. */
+int qc_fs_init(struct qc_fs *fs);
 
 /*
  * Parses -o window= and -o readahead= (either may be NULL for the

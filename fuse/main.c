@@ -786,7 +786,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
 	}
-	if (qn_table_init(&fs.nodes) < 0) {
+	if (qc_fs_init(&fs) < 0) {
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
 	}

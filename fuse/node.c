@@ -244,6 +244,7 @@ static void set_attr_locked(struct qn_node *n, const struct qft_attr *a)
 	n->rtype = a->mode & QFT_S_IFMT;
 	n->size = a->size;
 	n->mtime = a->mtime;
+	n->attr = *a;
 }
 
 struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
@@ -254,7 +255,10 @@ struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
 	pthread_mutex_lock(&t->lock);
 	parent->refs++; /* pins it while a stale child is detached */
 	n = find(t, parent, name);
-	if (n && (n->rino != a->ino || n->rtype != (a->mode & QFT_S_IFMT))) {
+	/* rino 0: a file this client created and whose CREATE is not
+	 * answered yet (qn_note_created), not another object. */
+	if (n && ((n->rino && n->rino != a->ino) ||
+		  n->rtype != (a->mode & QFT_S_IFMT))) {
 		/* A different object now has the name; the old node stays
 		 * with the kernel until it forgets it. */
 		detach(t, n);
@@ -384,6 +388,43 @@ void qn_note_attr(struct qn_table *t, struct qn_node *n,
 			n->mtime.nsec == a->mtime.nsec;
 	n->size = a->size;
 	n->mtime = a->mtime;
+	if (!n->rino || n->rino == a->ino)
+		n->attr = *a;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_note_created(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!n->rino)
+		set_attr_locked(n, a);
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out)
+{
+	bool known;
+
+	pthread_mutex_lock(&t->lock);
+	known = n->attr.mode != 0;
+	*out = n->attr;
+	pthread_mutex_unlock(&t->lock);
+	return known;
+}
+
+void qn_unlink_node(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node *parent;
+
+	pthread_mutex_lock(&t->lock);
+	parent = n->parent;
+	if (parent && n->hashed) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 

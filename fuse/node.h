@@ -63,6 +63,10 @@ struct qn_node {
 	 * pages survive an open */
 	uint64_t size;
 	struct qft_time mtime;
+	/* table lock: all attributes last seen (mode 0: none yet); a node
+	 * made by a pipelined CREATE has predicted ones and rino 0 until
+	 * the server answers (qn_note_created) */
+	struct qft_attr attr;
 	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
 	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
 	uint64_t noxattr_until;
@@ -135,6 +139,24 @@ bool qn_replaced(struct qn_table *t, struct qn_node *n,
 void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
 			  uint64_t until);
 uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n);
+
+/*
+ * The server's attributes for a node made with predicted ones (rino 0) by
+ * a pipelined CREATE: from now on it is that inode.  A node that already
+ * knows its inode keeps it.
+ */
+void qn_note_created(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a);
+
+/* The attributes last seen of `n` into *out; false when none were. */
+bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out);
+
+/*
+ * Detaches `n` itself, if it still has a name (a pipelined CREATE that
+ * the server refused: the name the kernel was given does not exist).
+ * Unlike qn_remove, a node that took the name since is left alone.
+ */
+void qn_unlink_node(struct qn_table *t, struct qn_node *n);
 
 /* Open files: attach on open (refs = 1), detach on release. */
 void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,

@@ -67,6 +67,19 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
+/*
+ * Attributes the client predicts (file.h, "Pipelined steps"): the kernel
+ * may use them for this answer only and asks again next time, when the
+ * server's own may be known.
+ */
+static void reply_predicted(fuse_req_t req, const struct qft_attr *a)
+{
+	struct stat st;
+
+	qc_fs_attr_to_stat(a, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
 /* Answers a request that created or found `name` in `parent`. */
 static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 			const char *name, const struct qft_attr *a,
@@ -234,7 +247,15 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct qft_msg m;
 	int r;
 	uint64_t xgen;
+	struct qft_attr a;
 
+	if (qc_file_predicted(fs, qc_fs_node(fs, ino), &a)) {
+		/* Pipelined steps of an open file are not answered yet:
+		 * what they will have made, valid for no time at all. */
+		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
+		reply_predicted(req, &a);
+		return;
+	}
 	if (fi) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 	} else {
@@ -270,6 +291,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	char path[QFT_MAX_PATH + 1] = "";
 	struct qc_file *borrowed = NULL, *hf;
 	struct qc_reply rep;
+	struct qft_attr a;
 	struct qft_msg m;
 	int r;
 	uint64_t xgen;
@@ -317,6 +339,20 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out_err;
 	}
 	hf = fi ? file_of(fi) : borrowed;
+	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
+		/*
+		 * fchmod, fchown, futimens of an open file (cp -p, rsync,
+		 * tar): sent behind its other requests without waiting; a
+		 * refusal is reported by the next write, fsync or close.
+		 */
+		r = qc_file_step(fs, hf, &m, &a);
+		qc_file_put(fs, borrowed);
+		if (r < 0)
+			goto out_err;
+		qc_stat_inc(&fs->stats, QC_STAT_SETATTR_ASYNC);
+		reply_predicted(req, &a);
+		return;
+	}
 	if (hf && (m.valid & QFT_SET_SIZE)) {
 		/* A truncation through the handle is a change to make
 		 * durable like a write. */
@@ -601,6 +637,107 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * The attributes a file created by `m` in `parent` will have: the mode
+ * asked for (the kernel applied the umask, the server applies none), the
+ * server's user, and its group or, in a set-group-ID directory, the
+ * directory's.  False when that cannot be known.  Anything the server
+ * does otherwise (a default ACL, a grpid mount) is seen as soon as the
+ * kernel asks again, since predictions are given a validity of 0.
+ */
+static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
+			   const struct qft_msg *m, struct qft_attr *a)
+{
+	struct qft_attr pa;
+	struct timespec ts;
+	uint32_t uid, gid;
+
+	if (!qc_conn_server_ids(fs->conn, &uid, &gid) ||
+	    !qn_get_attr(&fs->nodes, parent, &pa) ||
+	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR)
+		return false;
+	memset(a, 0, sizeof(*a));
+	a->mode = QFT_S_IFREG | m->mode;
+	a->nlink = 1;
+	a->uid = uid;
+	a->gid = (pa.mode & S_ISGID) ? pa.gid : gid;
+	a->blksize = pa.blksize;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	a->atime.sec = a->mtime.sec = a->ctime.sec = ts.tv_sec;
+	a->atime.nsec = a->mtime.nsec = a->ctime.nsec = (uint32_t)ts.tv_nsec;
+	return true;
+}
+
+/*
+ * Whether a create may be answered before the server did.  Without
+ * O_EXCL it may: the kernel asks only for a name it found missing, and
+ * were it there after all, the server opens it as an OPEN would have,
+ * with any error reported by the next write, fsync or close.  With
+ * O_EXCL the answer "created" must never be given for a name that
+ * exists, so only when the server holds a lease on the directory and
+ * the name is absent from it.  -o window=0 asks for synchronous writes,
+ * and gets synchronous creates too.
+ */
+static bool create_may_pipeline(struct qc_fs *fs, struct qn_node *parent,
+				const char *name, int flags)
+{
+	if (fs->window == 0)
+		return false;
+	if (flags & O_EXCL)
+		return false; /* WIP: qc_dir_leased_absent (dircache) */
+	return true;
+}
+
+/* A create answered at once; the CREATE goes out behind it (file.h,
+ * "Pipelined steps"). */
+static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
+			     fuse_ino_t parent, const char *name,
+			     struct qft_msg *m, const struct qft_attr *a,
+			     struct fuse_file_info *fi)
+{
+	uint64_t cgen = qc_hint_caps_gen(fs), start = qc_now_ns();
+	struct fuse_entry_param e;
+	struct qc_file *f;
+	struct qn_node *n;
+	uint64_t handle, gen;
+	int r;
+
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	f->gen = gen;
+	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, a);
+	if (!n) {
+		qc_handle_free(fs->conn, gen, handle);
+		qc_file_free(f);
+		r = -ENOMEM;
+		goto out_err;
+	}
+	qn_file_attach(&fs->nodes, n, &f->nf, handle);
+	/* A file just made has no capability: the kernel's check before
+	 * every write(2) is answered here, not after the CREATE's reply. */
+	qc_hint_nocap_note(fs, n, cgen, start);
+	r = qc_file_step(fs, f, m, a);
+	if (r < 0) {
+		qn_forget(&fs->nodes, n, 1);
+		qn_unlink_node(&fs->nodes, n);
+		qc_file_release(fs, f);
+		goto out_err;
+	}
+	qc_stat_inc(&fs->stats, QC_STAT_CREATE_ASYNC);
+	qc_fs_fill_entry(fs, &e, n, a);
+	e.attr_timeout = 0;
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		/* The kernel will neither release the file nor forget it. */
+		qn_forget(&fs->nodes, n, 1);
+		qc_file_release(fs, f);
+	}
+	return;
+out_err:
+	fuse_reply_err(req, -r);
+}
+
 static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -608,6 +745,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char path[QFT_MAX_PATH + 1];
 	struct fuse_entry_param e;
 	struct qc_reply rep;
+	struct qft_attr a;
 	struct qc_file *f;
 	struct qn_node *n;
 	struct qft_msg m;
@@ -617,15 +755,20 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((r = check_name(name)) < 0 ||
 	    (r = node_path(fs, parent, NULL, path)) < 0)
 		goto out_err;
-	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
-	if (r < 0)
-		goto out_err;
 	qft_msg_init(&m, QFT_OP_CREATE, 0);
-	m.handle = handle;
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
 	m.opflags = qft_oflags_from_host(fi->flags & ~O_CREAT);
 	m.mode = mode & 07777;
+	if (create_may_pipeline(fs, qc_fs_node(fs, parent), name, fi->flags) &&
+	    predict_create(fs, qc_fs_node(fs, parent), &m, &a)) {
+		create_pipelined(req, fs, parent, name, &m, &a, fi);
+		return;
+	}
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	m.handle = handle;
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r < 0) {
 		qc_handle_free(fs->conn, gen, handle);
@@ -788,6 +931,36 @@ static void qc_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* The mount's counters (stats.h) as the value of QC_STATS_XATTR. */
+static void reply_stats(fuse_req_t req, struct qc_fs *fs, size_t size)
+{
+	size_t len = qc_stats_format(&fs->stats, fs->conn, NULL, 0);
+	char *buf;
+
+	if (size == 0) {
+		fuse_reply_xattr(req, len);
+		return;
+	}
+	if (size < len) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	buf = malloc(len + 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	len = qc_stats_format(&fs->stats, fs->conn, buf, len + 1);
+	fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+/* Whether `name` of `ino` is the client's own, not the server's to set. */
+static bool is_own_xattr(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && strcmp(name, QC_STATS_XATTR) == 0;
+}
+
 static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -799,6 +972,10 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int r;
 
 	qft_msg_init(&m, QFT_OP_SETXATTR, 0);
+	if (is_own_xattr(ino, name)) {
+		r = -EPERM;
+		goto out;
+	}
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
 		r = -EINVAL;
 		goto out;
@@ -822,6 +999,7 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	qc_set_str(&m.xname, name);
 	m.data.p = (const uint8_t *)value;
 	m.data.len = (uint32_t)size;
+	qc_file_settle(fs);
 	caps = qc_hint_xattr_begin(fs, name);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
@@ -878,11 +1056,16 @@ static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ERANGE);
 		return;
 	}
+	if (is_own_xattr(ino, name)) {
+		reply_stats(req, fs, size);
+		return;
+	}
 	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
 	    qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
 	qc_set_str(&m.xname, name);
 	if (xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE) == -ENODATA &&
@@ -903,6 +1086,7 @@ static void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_LISTXATTR, 0);
 	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
 }
@@ -916,6 +1100,10 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	bool caps;
 	int r;
 
+	if (is_own_xattr(ino, name)) {
+		r = -EPERM;
+		goto out;
+	}
 	if (strlen(name) > QFT_MAX_XATTR_NAME) {
 		r = -ERANGE;
 		goto out;
@@ -923,6 +1111,7 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out;
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_REMOVEXATTR, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.xname, name);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "conn.h"
 #include "file.h"
@@ -519,6 +520,19 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 	while (qc_wb_must_wait(&f->wb, fs->window, len))
 		pthread_cond_wait(&f->cond, &f->lock);
 	r = qc_wb_account(f, len);
+	if (r == 0 && (uint64_t)off + len > f->wend)
+		f->wend = (uint64_t)off + len;
+	if (r == 0 && f->predicted) {
+		/* What the kernel is told once these WRITEs are answered and
+		 * pipelined steps are still out (file.h). */
+		struct timespec ts;
+
+		if ((uint64_t)off + len > f->attr.size)
+			f->attr.size = (uint64_t)off + len;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		f->attr.mtime.sec = f->attr.ctime.sec = ts.tv_sec;
+		f->attr.mtime.nsec = f->attr.ctime.nsec = (uint32_t)ts.tv_nsec;
+	}
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0) {
 		/* Data already lost on this handle: no later write may look
