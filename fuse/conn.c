@@ -1657,15 +1657,6 @@ int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 	return link_send(c, l, lane, req, 0);
 }
 
-bool qc_conn_server_ids(struct qc_conn *c, uint32_t *uid, uint32_t *gid)
-{
-	/* WIP until HELLO v2 carries the server's ids. */
-	(void)c;
-	*uid = getuid();
-	*gid = getgid();
-	return true;
-}
-
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 {
 	out->waited = atomic_load(&c->n_waited);

@@ -321,8 +321,6 @@ struct qc_conn_counts {
 
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out);
 
-bool qc_conn_server_ids(struct qc_conn *c, uint32_t *uid, uint32_t *gid);
-
 /* Parses -o timeout= (> 0) and -o keepalive= (>= 0) as whole seconds, at
  * most a day; prints the reason and returns -EINVAL on a bad value. */
 int qc_conn_parse_seconds(const char *name, const char *s, bool zero_ok,

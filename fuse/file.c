@@ -604,8 +604,9 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 {
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t issued, mods;
+	uint64_t issued, mods, agen;
 	bool written, steps;
+	struct qn_node *n;
 	int r, werr, failed;
 
 	pthread_mutex_lock(&f->lock);
@@ -634,11 +635,21 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 		return failed ? failed : werr;
 	}
 	qc_stat_inc(&fs->stats, QC_STAT_CLOSE_WAIT);
+	n = qn_file_node(&fs->nodes, &f->nf);
+	agen = qn_attr_gen(&fs->nodes, n);
 	qft_msg_init(&m, QFT_OP_FLUSH, 0);
 	m.opflags = fs->commit_none ? QFT_FLUSH_NOSYNC : 0;
 	r = qc_file_call(fs, f, &m, &rep);
-	if (r == 0)
+	if (r == 0) {
+		/* The kernel drops the attributes of a file it wrote; this
+		 * answer has them as they are now (rsync asks right after
+		 * close). */
+		if (fs->attr_timeout > 0)
+			qn_note_fresh(&fs->nodes, n, &rep.msg.attr, agen,
+				      qc_now_ns() +
+				      (uint64_t)(fs->attr_timeout * 1e9));
 		qc_reply_free(&rep);
+	}
 	/* Reported here, so cleared, as the server's FLUSH clears its own. */
 	werr = qc_wb_collect(f, issued, true);
 	if (r == 0 && werr == 0)

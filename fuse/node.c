@@ -311,6 +311,7 @@ void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 	struct qn_node *n;
 
 	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
 	n = find(t, parent, name);
 	if (n) {
 		parent->refs++;
@@ -347,6 +348,7 @@ void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 	struct qn_node *src, *dst;
 
 	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
 	/* Pin both directories: moving children out must not free them. */
 	parent->refs++;
 	newparent->refs++;
@@ -400,6 +402,60 @@ void qn_note_created(struct qn_table *t, struct qn_node *n,
 	if (!n->rino)
 		set_attr_locked(n, a);
 	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&t->lock);
+	gen = n->attr_gen;
+	pthread_mutex_unlock(&t->lock);
+	return gen;
+}
+
+void qn_note_fresh(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *a, uint64_t gen, uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n->rino == a->ino && n->attr_gen == gen) {
+		n->size = a->size;
+		n->mtime = a->mtime;
+		n->attr = *a;
+		n->attr_until = until;
+		n->attr_ns = t->ns_gen;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_names_changed(struct qn_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_attr_stale(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->attr_gen++;
+	n->attr_until = 0;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
+		   struct qft_attr *out, double *left)
+{
+	bool fresh;
+
+	pthread_mutex_lock(&t->lock);
+	fresh = now < n->attr_until && n->attr_ns == t->ns_gen;
+	if (fresh) {
+		*out = n->attr;
+		*left = (double)(n->attr_until - now) / 1e9;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return fresh;
 }
 
 bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out)

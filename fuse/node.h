@@ -67,6 +67,13 @@ struct qn_node {
 	 * made by a pipelined CREATE has predicted ones and rino 0 until
 	 * the server answers (qn_note_created) */
 	struct qft_attr attr;
+	/* table lock: CLOCK_MONOTONIC ns until which `attr` may answer a
+	 * getattr without asking (qn_note_fresh); 0 = not */
+	uint64_t attr_until;
+	/* table lock: bumped by every change sent that makes `attr` stale,
+	 * so an answer read around it is not taken as fresh */
+	uint64_t attr_gen;
+	uint64_t attr_ns;       /* table lock: ns_gen when attr_until was set */
 	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
 	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
 	uint64_t noxattr_until;
@@ -79,6 +86,10 @@ struct qn_table {
 	struct qn_node **buckets;  /* lock */
 	size_t nbuckets;        /* lock: a power of two */
 	size_t count;           /* lock: hashed nodes */
+	/* lock: bumped by every change of names (unlink, rename, link),
+	 * which can change the link count or ctime of any node: fresh
+	 * attributes (qn_note_fresh) are trusted only within one */
+	uint64_t ns_gen;
 };
 
 int qn_table_init(struct qn_table *t);
@@ -147,6 +158,21 @@ uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n);
  */
 void qn_note_created(struct qn_table *t, struct qn_node *n,
 		     const struct qft_attr *a);
+
+/*
+ * Freshness of a node's attributes for getattr.  qn_attr_gen before a
+ * request, qn_note_fresh with its answer: trusted until `until` unless a
+ * change went out meanwhile (qn_attr_stale, called before sending one).
+ */
+uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n);
+void qn_note_fresh(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *a, uint64_t gen, uint64_t until);
+void qn_attr_stale(struct qn_table *t, struct qn_node *n);
+/* A name was linked, unlinked or renamed: no attributes are fresh. */
+void qn_names_changed(struct qn_table *t);
+/* The attributes of `n` if still trusted at `now`, with the seconds left. */
+bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
+		   struct qft_attr *out, double *left);
 
 /* The attributes last seen of `n` into *out; false when none were. */
 bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out);

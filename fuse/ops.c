@@ -248,12 +248,23 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	int r;
 	uint64_t xgen;
 	struct qft_attr a;
+	double left;
 
 	if (qc_file_predicted(fs, qc_fs_node(fs, ino), &a)) {
 		/* Pipelined steps of an open file are not answered yet:
 		 * what they will have made, valid for no time at all. */
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
 		reply_predicted(req, &a);
+		return;
+	}
+	if (qn_fresh_attr(&fs->nodes, qc_fs_node(fs, ino), qc_now_ns(), &a,
+			  &left)) {
+		/* Told by the answer to a FLUSH, within attr_timeout. */
+		struct stat st;
+
+		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
+		qc_fs_attr_to_stat(&a, &st);
+		fuse_reply_attr(req, &st, left);
 		return;
 	}
 	if (fi) {
@@ -340,6 +351,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	hf = fi ? file_of(fi) : borrowed;
 	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
+		qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 		/*
 		 * fchmod, fchown, futimens of an open file (cp -p, rsync,
 		 * tar): sent behind its other requests without waiting; a
@@ -360,6 +372,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	qc_set_str(&m.path, path);
 	xgen = qc_hint_xattr_gen(fs);
+	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 	if (hf)
 		r = qc_file_call(fs, hf, &m, &rep);
 	else
@@ -566,6 +579,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	 * kernel does not see the link count of the old one change: make it
 	 * ask again.  Attributes only, which takes no lock.
 	 */
+	qn_names_changed(&fs->nodes);
 	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	if (fs->se)
@@ -596,6 +610,11 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = handle;
 	qc_set_str(&m.path, path);
 	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
+	/* The file's first bytes come with the answer: reading a small
+	 * file then costs no round trip of its own. */
+	if ((fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_TRUNC) &&
+	    fs->readahead > 0)
+		m.length = QC_OPEN_DATA;
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
 	if (m.opflags & QFT_O_TRUNC)
@@ -620,6 +639,8 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * otherwise the kernel drops them on this open.
 	 */
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, &same);
+	if ((rep.msg.opflags & QFT_OPEN_DATA) && !same)
+		qc_ra_prime(fs, f, (uint32_t)m.length, &rep);
 	qc_reply_free(&rep);
 	fi->keep_cache = same;
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
@@ -652,8 +673,8 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
 	struct timespec ts;
 	uint32_t uid, gid;
 
-	if (!qc_conn_server_ids(fs->conn, &uid, &gid) ||
-	    !qn_get_attr(&fs->nodes, parent, &pa) ||
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
 	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR)
 		return false;
 	memset(a, 0, sizeof(*a));

@@ -263,6 +263,42 @@ void qc_ra_complete(struct qc_ra_chunk *c, int err, struct qc_reply *rep)
 	ra_chunk_maybe_free(c);
 }
 
+void qc_ra_prime(struct qc_fs *fs, struct qc_file *f, uint32_t asked,
+		 struct qc_reply *rep)
+{
+	uint32_t got = rep->msg.data.len;
+	struct qc_ra_chunk *c;
+
+	if (got > asked) {
+		/* More than asked for is a broken server, not data. */
+		qft_err("server sent %u bytes of a file with an OPEN that "
+			"asked for %u; reading them again", got, asked);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->f = f;
+	c->len = asked;
+	c->got = got;
+	c->charged = got;
+	c->listed = true;
+	c->done = true;
+	c->rep = *rep;
+	memset(rep, 0, sizeof(*rep));
+	atomic_fetch_add(&fs->ra_bytes, got);
+	pthread_mutex_lock(&f->lock);
+	f->ra.head = f->ra.tail = c;
+	f->ra.on = true;
+	f->ra.eof = got < asked;
+	f->ra.end = asked;
+	f->ra.pos = 0;
+	f->ra.eaten = 0;
+	if (f->ra.credit > fs->readahead)
+		f->ra.credit = fs->readahead;
+	pthread_mutex_unlock(&f->lock);
+}
+
 static void ra_done(void *ctx, int err, struct qc_reply *rep)
 {
 	struct qc_ra_chunk *c = ctx;
@@ -541,6 +577,8 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 		return r;
 	}
 
+	/* Size and mtime change: no getattr may be answered from before. */
+	qn_attr_stale(&fs->nodes, qn_file_node(&fs->nodes, &f->nf));
 	qft_msg_init(&m, QFT_OP_WRITE, 0);
 	m.handle = handle;
 	m.offset = (uint64_t)off;
