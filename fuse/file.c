@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "commit.h"
 #include "conn.h"
 #include "dircache.h"
 #include "errmap.h"
@@ -101,10 +102,16 @@ void qc_file_put(struct qc_fs *fs, struct qc_file *f)
 		qc_file_close(fs, f);
 }
 
-void qc_file_release(struct qc_fs *fs, struct qc_file *f)
+void qc_file_release_now(struct qc_fs *fs, struct qc_file *f)
 {
 	if (qn_file_detach(&fs->nodes, &f->nf))
 		qc_file_close(fs, f);
+}
+
+void qc_file_release(struct qc_fs *fs, struct qc_file *f)
+{
+	if (!qc_commit_release(fs, f))
+		qc_file_release_now(fs, f);
 }
 
 /* Whether WRITEs sent through f on the live link are still unanswered. */
@@ -402,7 +409,6 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	struct step *st = ctx;
 	struct qc_file *f = st->f;
 	struct qc_fs *fs = f->fs;
-	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
 	bool create = st->op == QFT_OP_CREATE;
 
 	free(st);
@@ -415,17 +421,14 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	/* Lost with its link: whether it was executed nobody knows. */
 	err = qc_conn_user_err(err);
 	if (err == 0) {
-		if (create)
-			qn_note_created(&fs->nodes, n, &rep->msg.attr);
-		else
-			qn_note_attr(&fs->nodes, n, &rep->msg.attr, NULL);
+		qn_file_note_attr(&fs->nodes, &f->nf, &rep->msg.attr, create);
 	} else {
 		qc_stat_inc(&fs->stats, QC_STAT_PIPE_ERROR);
 		qft_debug("a pipelined %s failed: %s; reported at close",
 			  create ? "CREATE" : "SETATTR", strerror(-err));
 		/* The name the kernel was given does not exist. */
 		if (create)
-			qn_unlink_node(&fs->nodes, n);
+			qn_file_unlink_node(&fs->nodes, &f->nf);
 	}
 	pthread_mutex_lock(&f->lock);
 	if (err == 0 && create) {
@@ -438,7 +441,7 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	}
 	if (err < 0 && create && f->failed == 0)
 		f->failed = err;
-	if (--f->steps == 0)
+	if (--f->steps == 0 && f->flushing == 0)
 		f->predicted = false;
 	qc_wb_complete(f, 0, err);
 	qc_file_async_done(f);
@@ -507,7 +510,8 @@ static bool file_predicted(struct qn_file *nf, void *ctx)
 	pthread_mutex_lock(&f->lock);
 	/* With WRITEs in flight the size and times are the server's to
 	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes). */
-	if (f->predicted && f->wb.bytes == 0 && !f->failed) {
+	if (f->predicted && (f->wb.bytes == 0 || f->flushing) &&
+	    !f->failed) {
 		*p->out = f->attr;
 		p->found = true;
 	}
@@ -624,6 +628,8 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 		return 0;
 	if (failed)
 		return failed;
+	if (fs->commit.on)
+		return qc_commit_close(fs, f);
 	if (!written) {
 		/* Pipelined steps only (a file created, or its mode changed,
 		 * and no data): their answers are the outcome. */

@@ -78,6 +78,11 @@ struct qc_file {
 	 */
 	unsigned steps;         /* lock: steps not answered yet */
 	uint64_t wend;          /* lock: furthest end of a WRITE through f */
+	/* commit=async (commit.h): closes whose FLUSH is in flight, and
+	 * whether the kernel released f meanwhile (its CLOSE then waits) */
+	unsigned flushing;      /* lock */
+	bool deferred;          /* lock */
+	struct qc_file *cnext;  /* commit lock: the closer's queue */
 	bool predicted;         /* lock: `attr` is what the kernel is told */
 	struct qft_attr attr;   /* lock: valid while `predicted` */
 };
@@ -108,6 +113,8 @@ void qc_file_close(struct qc_fs *fs, struct qc_file *f);
 /* Drops a borrower's reference (f may be NULL), or the kernel's. */
 void qc_file_put(struct qc_fs *fs, struct qc_file *f);
 void qc_file_release(struct qc_fs *fs, struct qc_file *f);
+/* The kernel's reference now, whatever commit=async would defer. */
+void qc_file_release_now(struct qc_fs *fs, struct qc_file *f);
 
 /*
  * The handle (and its link) to send a request of f on, re-opening f on a

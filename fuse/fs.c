@@ -72,7 +72,8 @@ int qc_fs_init(struct qc_fs *fs)
 		return r;
 	pthread_mutex_init(&fs->creates_lock, NULL);
 	pthread_cond_init(&fs->creates_cond, NULL);
-	return 0;
+	/* After the options: commit.on is already set. */
+	return qc_commit_init(&fs->commit, fs->commit.on);
 }
 
 int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
@@ -100,6 +101,7 @@ void qc_fs_destroy(struct qc_fs *fs)
 	qn_table_destroy(&fs->nodes, drop_file);
 	pthread_cond_destroy(&fs->creates_cond);
 	pthread_mutex_destroy(&fs->creates_lock);
+	qc_commit_destroy(&fs->commit);
 	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
 	if (atomic_load(&fs->ra_bytes) != 0)
 		qft_warn("read-ahead accounting is off by %llu bytes",

@@ -28,6 +28,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "commit.h"
 #include "conn.h"
 #include "hints.h"
 #include "node.h"
@@ -66,6 +67,8 @@ struct qc_fs {
 	pthread_mutex_t creates_lock;
 	pthread_cond_t creates_cond; /* creates_lock: creates fell to 0 */
 	uint64_t creates;       /* creates_lock */
+	/* -o commit=async (commit.h) */
+	struct qc_commit commit;
 };
 
 #define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)

@@ -395,6 +395,40 @@ void qn_note_attr(struct qn_table *t, struct qn_node *n,
 	pthread_mutex_unlock(&t->lock);
 }
 
+void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
+		       const struct qft_attr *a, bool created)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	if (n && created && !n->rino) {
+		set_attr_locked(n, a);
+	} else if (n && !created) {
+		n->size = a->size;
+		n->mtime = a->mtime;
+		if (!n->rino || n->rino == a->ino)
+			n->attr = *a;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_unlink_node(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n, *parent;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	parent = n ? n->parent : NULL;
+	if (parent && n->hashed) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void qn_note_created(struct qn_table *t, struct qn_node *n,
 		     const struct qft_attr *a)
 {

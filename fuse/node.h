@@ -174,6 +174,17 @@ void qn_names_changed(struct qn_table *t);
 bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
 		   struct qft_attr *out, double *left);
 
+/*
+ * The same for the node of open file `f`, done under the table lock so
+ * that a release racing with a completion cannot free the node between
+ * finding and using it; nothing when f is detached already.  `created`:
+ * as qn_note_created, else qn_note_attr.
+ */
+void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
+		       const struct qft_attr *a, bool created);
+/* qn_unlink_node of f's node, if f is still attached. */
+void qn_file_unlink_node(struct qn_table *t, struct qn_file *f);
+
 /* The attributes last seen of `n` into *out; false when none were. */
 bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out);
 

@@ -976,10 +976,27 @@ static void reply_stats(fuse_req_t req, struct qc_fs *fs, size_t size)
 	free(buf);
 }
 
+/* `qftfs --sync` (commit.h): waits, then the report as the value. */
+static void reply_sync(fuse_req_t req, struct qc_fs *fs, size_t size)
+{
+	char text[QFT_MAX_PATH + 256];
+	size_t len;
+
+	qc_commit_sync(fs, text, sizeof(text));
+	len = strlen(text);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+}
+
 /* Whether `name` of `ino` is the client's own, not the server's to set. */
 static bool is_own_xattr(fuse_ino_t ino, const char *name)
 {
-	return ino == FUSE_ROOT_ID && strcmp(name, QC_STATS_XATTR) == 0;
+	return ino == FUSE_ROOT_ID && (strcmp(name, QC_STATS_XATTR) == 0 ||
+				       strcmp(name, QC_COMMIT_SYNC_XATTR) == 0);
 }
 
 static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -1078,7 +1095,10 @@ static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	if (is_own_xattr(ino, name)) {
-		reply_stats(req, fs, size);
+		if (strcmp(name, QC_COMMIT_SYNC_XATTR) == 0)
+			reply_sync(req, fs, size);
+		else
+			reply_stats(req, fs, size);
 		return;
 	}
 	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
