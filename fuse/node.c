@@ -388,6 +388,10 @@ void qn_note_attr(struct qn_table *t, struct qn_node *n,
 	if (same)
 		*same = n->size == a->size && n->mtime.sec == a->mtime.sec &&
 			n->mtime.nsec == a->mtime.nsec;
+	/* Changed: the kernel drops the pages on the next open. */
+	if (n->size != a->size || n->mtime.sec != a->mtime.sec ||
+	    n->mtime.nsec != a->mtime.nsec)
+		n->paged = false;
 	n->size = a->size;
 	n->mtime = a->mtime;
 	if (!n->rino || n->rino == a->ino)
@@ -490,6 +494,23 @@ bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
 	}
 	pthread_mutex_unlock(&t->lock);
 	return fresh;
+}
+
+void qn_note_paged(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->paged = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_paged(struct qn_table *t, struct qn_node *n)
+{
+	bool paged;
+
+	pthread_mutex_lock(&t->lock);
+	paged = n->paged;
+	pthread_mutex_unlock(&t->lock);
+	return paged;
 }
 
 bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out)

@@ -74,6 +74,10 @@ struct qn_node {
 	 * so an answer read around it is not taken as fresh */
 	uint64_t attr_gen;
 	uint64_t attr_ns;       /* table lock: ns_gen when attr_until was set */
+	/* table lock: a read of it was answered and its size and mtime did
+	 * not change since, so the kernel may hold its pages (an OPEN then
+	 * does not ask for the first data) */
+	bool paged;
 	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
 	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
 	uint64_t noxattr_until;
@@ -184,6 +188,10 @@ void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
 		       const struct qft_attr *a, bool created);
 /* qn_unlink_node of f's node, if f is still attached. */
 void qn_file_unlink_node(struct qn_table *t, struct qn_file *f);
+
+/* The kernel got data of `n` (a read was answered), or whether it did. */
+void qn_note_paged(struct qn_table *t, struct qn_node *n);
+bool qn_paged(struct qn_table *t, struct qn_node *n);
 
 /* The attributes last seen of `n` into *out; false when none were. */
 bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out);

@@ -589,6 +589,27 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * How much of the file an OPEN asks for (QC_OPEN_DATA): the first bytes
+ * come with the answer, so reading a small file costs no round trip of
+ * its own.  Nothing for a file opened to write only or truncate, and
+ * nothing when the kernel may hold its pages already (it would not read
+ * them again); for a file known to be small, its size and one byte more,
+ * so that the answer also says where it ends.
+ */
+static uint64_t open_data_length(struct qc_fs *fs, struct qn_node *n,
+				 int flags)
+{
+	struct qft_attr a;
+
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) ||
+	    fs->readahead == 0 || qn_paged(&fs->nodes, n))
+		return 0;
+	if (qn_get_attr(&fs->nodes, n, &a) && a.size < QC_OPEN_DATA)
+		return a.size + 1;
+	return QC_OPEN_DATA;
+}
+
 static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
@@ -610,11 +631,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = handle;
 	qc_set_str(&m.path, path);
 	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
-	/* The file's first bytes come with the answer: reading a small
-	 * file then costs no round trip of its own. */
-	if ((fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_TRUNC) &&
-	    fs->readahead > 0)
-		m.length = QC_OPEN_DATA;
+	m.length = open_data_length(fs, qc_fs_node(fs, ino), fi->flags);
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
 	if (m.opflags & QFT_O_TRUNC)
@@ -639,7 +656,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * otherwise the kernel drops them on this open.
 	 */
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, &same);
-	if ((rep.msg.opflags & QFT_OPEN_DATA) && !same)
+	if (rep.msg.opflags & QFT_OPEN_DATA)
 		qc_ra_prime(fs, f, (uint32_t)m.length, &rep);
 	qc_reply_free(&rep);
 	fi->keep_cache = same;
@@ -826,6 +843,10 @@ out_err:
 static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	struct qc_fs *fs = fs_of(req);
+
+	/* From now on the kernel may have the pages (open_data_length). */
+	qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
 	qc_ra_read(req, fs_of(req), file_of(fi), size, off);
 }
 
