@@ -114,6 +114,23 @@ def test_rsync_waits_few_times_per_file(mount, tmp_path):
             nfiles, d['requests_waited'], budget, d)
 
 
+def test_cp_r_off_the_mount_waits_once_per_file(mount, tmp_path):
+    """Reading a tree: names and attributes come in a few listings, and
+    each small file's data with its OPEN."""
+    src, mnt = mount
+    nfiles = make_tree(P(src, 'tree'), dirs=3, files=30)
+    ndirs = 4
+    before = stats(mnt)
+    util.run(['cp', '-r', P(mnt, 'tree'), str(tmp_path / 'off')], check=True,
+             timeout=120)
+    d = delta(before, stats(mnt))
+    _diff(P(src, 'tree'), str(tmp_path / 'off'))
+    budget = nfiles + 4 * ndirs + 10
+    assert d['requests_waited'] <= budget, \
+        'cp -r off the mount of %d files waited %d times (budget %d): %r' % (
+            nfiles, d['requests_waited'], budget, d)
+
+
 def test_written_file_reads_back_with_its_attributes(mount):
     """Attributes answered before the CREATE's reply are replaced by the
     server's own: inode, owner and size are the backing file's."""
