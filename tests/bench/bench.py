@@ -42,16 +42,39 @@ LINKS = {
     "100m-40ms": (40, 100),
     "50m-100ms": (100, 50),
 }
-DATA = ["big", "json", "tree"]
+DATA = ["big", "json", "tree", "bigtree"]
 PASSES = ["cold", "warm"]
 DIRECTIONS = ["up", "down"]
+# What is done with a data set.  copy-up / copy-down: every tool copies it
+# onto / off the server (cp [-r] through a mount, scp [-r], rsync [-a] -e
+# ssh); the others exist for trees only and for the mount tools only:
+# rsync-up = `rsync -a SRC/ MNT/DST/`, tar-x = `tar x` of a tarball of the
+# tree onto the mount, find / du = `find` / `du -s` of the server's copy
+# of the tree through the mount.
+WORKLOADS = ["copy-up", "copy-down", "rsync-up", "tar-x", "find", "du"]
+WORKLOAD_DIRECTION = {"copy-up": "up", "copy-down": "down", "rsync-up": "up",
+                      "tar-x": "up", "find": "down", "du": "down"}
+# which workloads each data set gets (bigtree's copy-up only on an
+# unlimited link: see plan_workloads)
+DATA_WORKLOADS = {"big": ["copy-up", "copy-down"], "json": ["copy-up", "copy-down"],
+                  "tree": ["copy-up", "copy-down", "rsync-up", "tar-x"],
+                  "bigtree": ["copy-up", "find", "du"]}
+# the two tree data sets: a small-files tree and a big one (scans, and the
+# copy on an unlimited link)
+TREE_SOURCES = {"tree": "/usr/include/openssl", "bigtree": "/usr/include"}
 # "qftfs" expands to every variant the binaries support (probed, see
 # probe_qftfs); a variant can also be named on its own.
 # qftfs-lz4-auto (-o compress=auto) is named on its own: it answers whether
 # auto costs nothing on the big random file and still gains on json.
+# qftfs-async (-o commit=async: close() returns once the data is queued)
+# runs the workloads that write (copy-up, rsync-up, tar-x); while the client
+# refuses the option its records say "not available: <the client's message>".
 QFTFS_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
-                  "qftfs-chacha20", "qftfs-lz4-auto"]
-QFTFS_DEFAULT_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring"]
+                  "qftfs-chacha20", "qftfs-lz4-auto", "qftfs-async"]
+QFTFS_DEFAULT_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
+                          "qftfs-async"]
+# the variants that run the tree workloads (the others are about bulk data)
+TREE_VARIANTS = ["qftfs", "qftfs-async"]
 TOOLS = ["iperf3", "sshfs", "scp", "rsync", "qftfs"]
 SSH_CIPHER = "aes128-gcm@openssh.com"
 IPERF_SECONDS = 10
@@ -329,19 +352,28 @@ def sha256_file(path):
 
 
 def tree_stats(path):
-    files = nbytes = 0
+    """(regular files, their bytes, directories including the top one)"""
+    files = nbytes = dirs = 0
     for dirpath, _dirs, names in os.walk(path):
+        dirs += 1
         for n in names:
             p = os.path.join(dirpath, n)
             if os.path.isfile(p) and not os.path.islink(p):
                 files += 1
                 nbytes += os.path.getsize(p)
-    return files, nbytes
+    return files, nbytes, dirs
+
+
+def source_entries(src):
+    """Entries under a tree's source (not following links): the cached
+    copy is stale when this changes (a package installed headers, say)."""
+    return sum(len(dirs) + len(names) for _p, dirs, names in os.walk(src))
 
 
 def prepare_data(work, which, quick):
     """Creates (or reuses) the source data under WORK/data and returns
-    {name: {path, name, kind, bytes, files, sha256, origin}}."""
+    {name: {path, name, kind, bytes, files, sha256, origin}} (trees: also
+    dirs, and for "tree" the tarball `tar` for the tar-x workload)."""
     ddir = os.path.join(work, "data")
     os.makedirs(ddir, exist_ok=True)
     out = {}
@@ -355,15 +387,26 @@ def prepare_data(work, which, quick):
             name = f"json-{size // MiB}M.json"
             origin = f"tests/bench/gen_json.py {size} (deterministic)"
         else:
-            src = "/usr/include/linux" if quick else "/usr/include"
-            name = "tree-" + os.path.basename(src)
+            src = TREE_SOURCES[d]
+            name = f"{d}-" + os.path.basename(src)
             origin = f"cp -rL {src} (symlinks dereferenced)"
         path = os.path.join(ddir, name)
         meta = path + ".meta.json"
         if os.path.exists(meta) and os.path.exists(path):
             with open(meta) as f:
                 out[d] = json.load(f)
-            continue
+            out[d]["set"] = d
+            stale = None
+            if out[d].get("tar") and not os.path.exists(out[d]["tar"]):
+                stale = "its tarball is missing"
+            elif out[d].get("source_entries") is not None:
+                now = source_entries(TREE_SOURCES[d])
+                if now != out[d]["source_entries"]:
+                    stale = (f"{TREE_SOURCES[d]} has {now} entries now, "
+                             f"{out[d]['source_entries']} when it was copied")
+            if not stale:
+                continue
+            log(f"data {name}: {stale}; copying it again")
         log(f"preparing data {name} ({origin})")
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -376,13 +419,27 @@ def prepare_data(work, which, quick):
             sh([sys.executable, os.path.join(HERE, "gen_json.py"), str(size), path],
                timeout=1800)
         else:
-            # dangling links fail to copy: not part of the data set
-            sh(["cp", "-rL", src, path], timeout=1800, check=False)
-        rec = {"name": name, "path": path, "kind": "tree" if d == "tree" else "file",
-               "origin": origin}
-        if d == "tree":
-            rec["files"], rec["bytes"] = tree_stats(path)
+            # dangling links fail to copy: not part of the data set.  Under
+            # umask 022 so that modes are the same on every machine.
+            old = os.umask(0o022)
+            try:
+                sh(["cp", "-rL", src, path], timeout=1800, check=False)
+            finally:
+                os.umask(old)
+        rec = {"name": name, "path": path, "kind": "file" if d in ("big", "json") else "tree",
+               "origin": origin, "set": d}
+        if rec["kind"] == "tree":
+            rec["files"], rec["bytes"], rec["dirs"] = tree_stats(path)
+            rec["source_entries"] = source_entries(src)
             rec["sha256"] = None
+            if d == "tree":
+                # the tarball for tar-x: sorted, numeric owners, the tree's
+                # own modes and mtimes (tar x restores them)
+                tar = path + ".tar"
+                sh(["tar", "--sort=name", "--numeric-owner", "--format=gnu", "-cf", tar,
+                    "-C", ddir, name], timeout=1800)
+                rec["tar"] = tar
+                rec["origin"] += f"; tar-x unpacks {os.path.basename(tar)} (tar --sort=name -c)"
         else:
             rec["files"], rec["bytes"] = 1, os.path.getsize(path)
             rec["sha256"] = sha256_file(path)
@@ -390,6 +447,58 @@ def prepare_data(work, which, quick):
             json.dump(rec, f)
         out[d] = rec
     return out
+
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def tree_manifest(root, contents=True):
+    """{relative path: (type, mode bits, size, mtime s, sha256 or link
+    target)} of a tree, the top directory as "."."""
+    out = {}
+    for dirpath, dirs, names in os.walk(root):
+        for n in ["."] + dirs + names if dirpath == root else dirs + names:
+            p = os.path.normpath(os.path.join(dirpath, n))
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            mode = st.st_mode & 0o7777
+            if os.path.islink(p):
+                out[rel] = ("link", mode, None, None, os.readlink(p))
+            elif os.path.isdir(p):
+                out.setdefault(rel, ("dir", mode, None, None, None))
+            else:
+                out[rel] = ("file", mode, st.st_size, int(st.st_mtime),
+                            file_sha256(p) if contents else None)
+    return out
+
+
+def compare_trees(src, copy, mtimes):
+    """Differences between two manifests: names, types, sizes, contents,
+    modes, and (if mtimes) the modification times of files, in seconds."""
+    diffs = []
+    for rel in sorted(set(src) - set(copy)):
+        diffs.append(f"missing: {rel}")
+    for rel in sorted(set(copy) - set(src)):
+        diffs.append(f"extra: {rel}")
+    for rel in sorted(set(src) & set(copy)):
+        a, b = src[rel], copy[rel]
+        if a[0] != b[0]:
+            diffs.append(f"{rel}: {b[0]}, expected {a[0]}")
+            continue
+        if a[2] != b[2]:
+            diffs.append(f"{rel}: size {b[2]}, expected {a[2]}")
+        elif a[4] != b[4]:
+            diffs.append(f"{rel}: contents differ")
+        if a[1] != b[1]:
+            diffs.append(f"{rel}: mode {b[1]:o}, expected {a[1]:o}")
+        if mtimes and a[0] == "file" and a[3] != b[3]:
+            diffs.append(f"{rel}: mtime {b[3]}, expected {a[3]}")
+    return diffs
 
 
 def drop_caches():
@@ -406,26 +515,82 @@ def rm_rf(path):
         os.unlink(path)
 
 
-def verify(data, copy):
-    """Compares a copy with its source: (ok, details)."""
+def source_manifest(data):
+    if "_manifest" not in data:
+        data["_manifest"] = tree_manifest(data["path"])
+    return data["_manifest"]
+
+
+def verify(data, copy, mtimes=False):
+    """Compares a copy with its source: (ok, details).  A tree: names,
+    types, sizes, contents (sha256), modes, and with mtimes the files'
+    modification times (whole seconds: sshfs sets no finer ones)."""
     if not os.path.lexists(copy):
         return False, {"method": "exists", "error": f"{copy} missing"}
     if data["kind"] == "file":
         got = sha256_file(copy)
         return got == data["sha256"], {"method": "sha256", "expected": data["sha256"],
                                        "got": got}
-    r = sh(["diff", "-r", "-q", data["path"], copy], timeout=1800, check=False)
-    diffs = r.stdout.strip().splitlines()
-    return r.returncode == 0, {"method": "diff -r", "differences": len(diffs),
-                               "first": diffs[:5] + ([r.stderr.strip()[:300]]
-                                                     if r.returncode > 1 else [])}
+    try:
+        diffs = compare_trees(source_manifest(data), tree_manifest(copy), mtimes)
+    except OSError as e:
+        return False, {"method": "tree", "error": str(e)}
+    what = "names, types, sizes, sha256, modes" + (", mtimes" if mtimes else "")
+    return not diffs, {"method": f"tree ({what})", "differences": len(diffs),
+                       "first": diffs[:5]}
+
+
+def verify_scan(data, workload, out_path, mnt_root):
+    """find: the names it printed are the tree's; du: it printed a size."""
+    try:
+        with open(out_path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        return False, {"method": workload, "error": str(e)}
+    if workload == "find":
+        got = {os.path.normpath(os.path.relpath(x, mnt_root)) for x in lines}
+        want = set(source_manifest(data))
+        missing, extra = sorted(want - got), sorted(got - want)
+        return not missing and not extra, {
+            "method": "find: printed names against the tree's", "names": len(got),
+            "missing": len(missing), "extra": len(extra),
+            "first": [f"missing: {x}" for x in missing[:3]] + [f"extra: {x}" for x in extra[:3]]}
+    m = re.match(r"^(\d+)\s", lines[0]) if lines else None
+    return bool(m), {"method": "du: printed a size", "output": lines[:1],
+                     "kib": int(m.group(1)) if m else None}
 
 
 # --- tools ------------------------------------------------------------------
 
+def probe_mount_option(client, work, opt):
+    """Mounts an empty local directory with -o OPT and unmounts it: None if
+    the client accepts the option, else what it said."""
+    base = os.path.join(work, "probe")
+    src, mnt = os.path.join(base, "src"), os.path.join(base, "mnt")
+    os.makedirs(src, exist_ok=True)
+    os.makedirs(mnt, exist_ok=True)
+    try:
+        r = sh([client, "-o", opt, src, mnt], timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        r = None
+    mounted = is_mounted(mnt)
+    if mounted:
+        sh(["fusermount3", "-u", mnt], timeout=60, check=False)
+        if is_mounted(mnt):
+            sh(["fusermount3", "-uz", mnt], timeout=60, check=False)
+    shutil.rmtree(base, ignore_errors=True)
+    if r is not None and r.returncode == 0 and mounted:
+        return None
+    if r is None:
+        return f"qftfs -o {opt}: no answer in 30 s"
+    msg = " ".join((r.stderr + r.stdout).split())[-300:]
+    return msg or f"qftfs -o {opt} exited {r.returncode} without a message"
+
+
 def probe_qftfs(build):
     """Which qftfs variants these binaries accept: {variant: None or reason
-    it is skipped}, plus (client, server) paths."""
+    it is skipped}, plus (client, server) paths.  qftfs-async is probed
+    apart, by a test mount (probe_mount_option)."""
     client = os.path.join(build, "fuse", "qftfs")
     server = os.path.join(build, "server", "qftfs-server")
     res = {}
@@ -445,6 +610,7 @@ def probe_qftfs(build):
                              else "qftfs -h has no -o compress=auto")
     res["qftfs-uring"] = (None if "--io" in shelp
                           else "qftfs-server --help has no --io=uring|posix")
+    res["qftfs-async"] = None
     return res, client, server
 
 
@@ -485,38 +651,61 @@ def mount_argv(ctx, tool):
         opts.append("compress=lz4")
     elif tool == "qftfs-lz4-auto":
         opts.append("compress=auto")
+    elif tool == "qftfs-async":
+        opts.append("commit=async")
     return [ctx.qftfs_client, "-p", str(ctx.lab.port), "-o", ",".join(opts),
             target, ctx.mnt]
 
 
-def copy_argv(ctx, tool, data, direction, dst_name):
-    """(argv, destination path to verify) of one copy."""
+def is_mount_tool(tool):
+    return tool == "sshfs" or tool.startswith("qftfs")
+
+
+def workload_argv(ctx, tool, data, workload, dst_name):
+    """What one pass runs: {argv, dst (the copy to verify, None for a
+    scan), stdout (a file for the command's output, else the log), mtimes
+    (the copy keeps modification times: verify them)}."""
     name, tree = data["name"], data["kind"] == "tree"
-    if direction == "up":
+    up = WORKLOAD_DIRECTION[workload] == "up"
+    if up:
         src = data["path"]
         dst_local = os.path.join(ctx.srv, "up", dst_name)  # same file system
         dst_remote = remote(ctx, dst_local)
+        dst_mnt = os.path.join(ctx.mnt, "up", dst_name)
     else:
         src_srv = os.path.join(ctx.srv, "data", name)
+        src_mnt = os.path.join(ctx.mnt, "data", name)
         dst_local = os.path.join(ctx.cli, dst_name)
-    if tool in ("sshfs",) or tool.startswith("qftfs"):
-        if direction == "up":
-            argv = ["cp"] + (["-r"] if tree else []) + [src, os.path.join(ctx.mnt, "up", dst_name)]
-        else:
-            argv = ["cp"] + (["-r"] if tree else []) + [
-                os.path.join(ctx.mnt, "data", name), dst_local]
-        return argv, dst_local
+    res = {"dst": dst_local, "stdout": None, "mtimes": False}
+    if workload in ("find", "du"):
+        res.update(argv=["find", src_mnt] if workload == "find" else ["du", "-s", src_mnt],
+                   dst=None, stdout=os.path.join(ctx.work, f"{workload}.out"),
+                   scan_root=src_mnt)
+        return res
+    if workload == "rsync-up":
+        res.update(argv=["rsync", "-a", src + "/", dst_mnt + "/"], mtimes=True)
+        return res
+    if workload == "tar-x":
+        # the tarball's top directory becomes DST
+        res.update(argv=["tar", "-xf", data["tar"], "-C", os.path.join(ctx.mnt, "up"),
+                         "--strip-components=1", f"--one-top-level={dst_name}"],
+                   mtimes=True)
+        return res
+    if is_mount_tool(tool):
+        res["argv"] = ["cp"] + (["-r"] if tree else []) + (
+            [src, dst_mnt] if up else [src_mnt, dst_local])
+        return res
     if tool == "scp":
         base = ["scp", "-q"] + (["-r"] if tree else []) + ssh_opts(ctx)
-        if direction == "up":
-            return base + [src, dst_remote], dst_local
-        return base + [remote(ctx, src_srv), dst_local], dst_local
+        res["argv"] = base + ([src, dst_remote] if up else [remote(ctx, src_srv), dst_local])
+        return res
     if tool == "rsync":
         base = ["rsync"] + (["-a"] if tree else []) + ["-e", shlex.join(["ssh"] + ssh_opts(ctx))]
         slash = "/" if tree else ""
-        if direction == "up":
-            return base + [src + slash, dst_remote + slash], dst_local
-        return base + [remote(ctx, src_srv) + slash, dst_local + slash], dst_local
+        res["argv"] = base + ([src + slash, dst_remote + slash] if up else
+                              [remote(ctx, src_srv) + slash, dst_local + slash])
+        res["mtimes"] = tree
+        return res
     raise ValueError(tool)
 
 
@@ -596,14 +785,16 @@ class Mount:
 
 # --- one measured pass --------------------------------------------------------
 
-def run_measured(ctx, argv, cg, timeout, logpath, on_timeout=None):
-    """Runs argv in cgroup cg: (status, seconds, exit code, output tail)."""
-    with open(logpath, "ab") as lf:
-        lf.write(f"$ {shlex.join(argv)}\n".encode())
+def run_measured(ctx, argv, cg, timeout, logpath, on_timeout=None, stdout_path=None):
+    """Runs argv in cgroup cg: (status, seconds, exit code, output tail).
+    Its stdout goes to stdout_path if given, else with stderr to the log."""
+    with open(logpath, "ab") as lf, open(stdout_path or os.devnull, "wb") as of:
+        lf.write(f"$ {shlex.join(argv)}" .encode() +
+                 (f" > {stdout_path}" if stdout_path else "").encode() + b"\n")
         lf.flush()
         t0 = time.monotonic()
-        p = subprocess.Popen(argv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL,
-                             preexec_fn=cg.enter, cwd=ctx.work)
+        p = subprocess.Popen(argv, stdout=of if stdout_path else lf, stderr=lf,
+                             stdin=subprocess.DEVNULL, preexec_fn=cg.enter, cwd=ctx.work)
         try:
             rc = p.wait(timeout=timeout)
             secs = time.monotonic() - t0
@@ -667,17 +858,20 @@ class LsProbe(threading.Thread):
         return self.res
 
 
-def measure_pass(ctx, rec, tool, data, direction, pname, mount):
-    dst_name = f"{data['name']}.{tool}.{pname}"
-    argv, dst = copy_argv(ctx, tool, data, direction, dst_name)
+def measure_pass(ctx, rec, tool, data, workload, pname, mount):
+    direction = WORKLOAD_DIRECTION[workload]
+    dst_name = f"{data['name']}.{tool}.{workload}.{pname}"
+    w = workload_argv(ctx, tool, data, workload, dst_name)
+    argv, dst = w["argv"], w["dst"]
     rec.update(command=shlex.join(argv), started_at=datetime.datetime.now().isoformat(
         timespec="seconds"))
-    rm_rf(dst)
+    if dst:
+        rm_rf(dst)
     app_cg = ctx.cg_app if mount else ctx.cg_client
     ctx.sampler.reset()
     c0, s0, a0 = ctx.cg_client.cpu_s(), ctx.cg_server.cpu_s(), ctx.cg_app.cpu_s()
     logpath = os.path.join(ctx.logdir, f"{rec['id']:04d}-{rec['link']}-{data['name']}-"
-                           f"{tool}-{direction}-{pname}.log")
+                           f"{tool}-{workload}-{pname}.log")
     rec["log"] = os.path.relpath(logpath, ctx.outdir)
     probe = None
     if pname == "ls":
@@ -685,7 +879,7 @@ def measure_pass(ctx, rec, tool, data, direction, pname, mount):
         probe.start()
     status, secs, rc, tail = run_measured(
         ctx, argv, app_cg, ctx.timeout, logpath,
-        on_timeout=(mount.abort if mount else None))
+        on_timeout=(mount.abort if mount else None), stdout_path=w["stdout"])
     if status == "ok" and data["kind"] == "file" and direction == "up":
         # not part of the figure: what the copy left unflushed (qftfs
         # fdatasyncs at close, the others do not)
@@ -719,29 +913,43 @@ def measure_pass(ctx, rec, tool, data, direction, pname, mount):
     rec.update(client_rss_kib=crss, server_rss_kib=srss,
                client_procs=cprocs, server_procs=sprocs)
     if status == "ok":
-        rec["mb_s"] = round(data["bytes"] / secs / 1e6, 3)
+        if dst:
+            rec["mb_s"] = round(data["bytes"] / secs / 1e6, 3)
         if data["kind"] == "tree":
             rec["files_s"] = round(data["files"] / secs, 1)
+            if rec["rtt_ms"]:
+                # the cost of a file in round trips of the link
+                rec["rtt_per_file"] = round(secs / (rec["rtt_ms"] / 1000) / data["files"], 2)
     elif status == "TIMEOUT":
         rec["error"] = (f"killed after {ctx.timeout} s"
                         + (f"; output: {tail.strip()[-500:]}" if tail.strip() else ""))
     else:
         rec["error"] = tail.strip()[-600:] or f"exit code {rc}"
     if status != "TIMEOUT":
-        ok, details = verify(data, dst)
+        if dst:
+            ok, details = verify(data, dst, w["mtimes"])
+        else:
+            ok, details = verify_scan(data, workload, w["stdout"], w["scan_root"])
         rec["verify"] = details
         if not ok:
             rec["status"] = "FAILED"
             rec["error"] = (rec.get("error", "") + " | verification failed: " +
                             json.dumps(details))[-900:]
-    rm_rf(dst)
+    if dst:
+        rm_rf(dst)
+    if w["stdout"] and os.path.exists(w["stdout"]):
+        os.unlink(w["stdout"])
     if rec.get("files_s"):
-        shown = f"{rec['files_s']:.0f} files/s, {rec['mb_s']:.2f} MB/s"
+        shown = f"{rec['files_s']:.0f} files/s"
+        if rec.get("rtt_per_file") is not None:
+            shown += f", {rec['rtt_per_file']:.2f} round trips/file"
+        if rec.get("mb_s"):
+            shown += f", {rec['mb_s']:.2f} MB/s"
     elif rec.get("mb_s"):
         shown = f"{rec['mb_s']:.1f} MB/s"
     else:
         shown = " ".join(rec.get("error", "").split())[:160]
-    log(f"  {tool:<18} {direction:<4} {pname:<4} {rec['status']:<7} {secs:8.2f} s  {shown}")
+    log(f"  {tool:<18} {workload:<9} {pname:<4} {rec['status']:<7} {secs:8.2f} s  {shown}")
 
 
 # --- the matrix -------------------------------------------------------------
@@ -799,28 +1007,57 @@ def run_iperf(ctx, res, link):
         res.save()
 
 
-def run_tool(ctx, res, link, data, tool):
-    is_mount = tool == "sshfs" or tool.startswith("qftfs")
-    for direction in DIRECTIONS:
-        if direction not in ctx.directions:
+def plan_workloads(ctx, res, link, data, tool):
+    """The workloads this tool runs on this data set and link, in order."""
+    out = []
+    for wl in DATA_WORKLOADS[data["set"]]:
+        if wl not in ctx.workloads or WORKLOAD_DIRECTION[wl] not in ctx.directions:
             continue
+        if wl not in ("copy-up", "copy-down") and not is_mount_tool(tool):
+            continue  # rsync-up, tar-x, find, du: through a mount
+        if tool == "qftfs-async" and WORKLOAD_DIRECTION[wl] != "up":
+            res.note("qftfs-async runs only the workloads that write (copy-up, rsync-up, "
+                     "tar-x): -o commit=async changes nothing on reads")
+            continue
+        if data["set"] == "bigtree" and wl == "copy-up" and (LINKS[link][0] or LINKS[link][1]):
+            res.note(f"{data['name']} is copied (copy-up) only on the unlimited link (veth); "
+                     "on the others it is scanned (find, du)")
+            continue
+        out.append(wl)
+    return out
+
+
+def run_tool(ctx, res, link, data, tool):
+    is_mount = is_mount_tool(tool)
+    tree = data["kind"] == "tree"
+    for workload in plan_workloads(ctx, res, link, data, tool):
+        direction = WORKLOAD_DIRECTION[workload]
         passes = ctx.passes[direction]
-        if ctx.quick_passes and not is_mount:
+        if ctx.quick_passes and (not is_mount or tree):
             # scp and rsync keep no cache of their own: a warm pass would
-            # only repeat the cold one
+            # only repeat the cold one; trees in --quick: cold only (time)
             passes = passes[:1]
-        if is_mount and ctx.ls_probe and data["name"].startswith("big"):
+        if is_mount and ctx.ls_probe and data["name"].startswith("big-"):
             passes = passes + ["ls"]
         mount = None
-        broken = None  # why the remaining passes of this direction cannot run
+        # why the remaining passes of this workload cannot run
+        broken = None
+        unavailable = ctx.unavailable.get(tool)
         for pname in passes:
             rec = res.new(link=link, rtt_ms=LINKS[link][0], rate_mbit=LINKS[link][1],
-                          data=data["name"], data_kind=data["kind"],
+                          data=data["name"], data_set=data["set"], data_kind=data["kind"],
                           data_bytes=data["bytes"], data_files=data["files"],
-                          tool=tool, direction=direction, **{"pass": pname})
+                          data_dirs=data.get("dirs"), tool=tool, workload=workload,
+                          direction=direction, **{"pass": pname})
+            if unavailable:
+                rec.update(status="N/A", error=f"not available: {unavailable}")
+                log(f"  {tool:<18} {workload:<9} {pname:<4} N/A      not available: "
+                    f"{unavailable[:200]}")
+                res.save()
+                continue
             if broken:
                 rec.update(status="SKIPPED", error=broken)
-                log(f"  {tool:<18} {direction:<4} {pname:<4} SKIPPED  {broken}")
+                log(f"  {tool:<18} {workload:<9} {pname:<4} SKIPPED  {broken}")
                 res.save()
                 continue
             if pname == "cold":
@@ -838,7 +1075,7 @@ def run_tool(ctx, res, link, data, tool):
                 secs, err = mount.mount()
                 if err:
                     rec.update(status="FAILED", error=err)
-                    log(f"  {tool:<18} {direction:<4} {pname:<4} FAILED   {err[:300]}")
+                    log(f"  {tool:<18} {workload:<9} {pname:<4} FAILED   {err[:300]}")
                     broken = f"mount failed in the {pname} pass"
                     mount = None
                     res.save()
@@ -846,7 +1083,7 @@ def run_tool(ctx, res, link, data, tool):
                 rec["mount_s"] = round(secs, 3)
             elif mount:
                 rec["mount_command"] = shlex.join(mount.argv)
-            measure_pass(ctx, rec, tool, data, direction, pname, mount)
+            measure_pass(ctx, rec, tool, data, workload, pname, mount)
             if rec["status"] == "TIMEOUT":
                 broken = f"the {pname} pass timed out after {ctx.timeout} s"
                 mount = None  # aborted by the timeout handler
@@ -893,20 +1130,33 @@ def damon_pageout_note():
     return None
 
 
-def quick_prune(quick, link, dname, tool):
+def quick_prune(quick, link, dname, tool, trees_only=False):
     """--quick keeps to ~15 minutes by running each qftfs variant only where
-    it is what is being looked at; None = run it."""
+    it is what is being looked at; None = run it.  Trees, in every mode,
+    only with the qftfs variants that matter for them."""
+    if dname in ("tree", "bigtree") and tool.startswith("qftfs") and tool not in TREE_VARIANTS:
+        return "the trees: only " + " and ".join(TREE_VARIANTS) + " run them"
     if not quick:
         return None
+    if trees_only and dname not in ("tree", "bigtree"):
+        return f"on {link} only the trees (--quick without --links)"
     if tool == "qftfs-lz4" and dname != "json":
         return "only on the json data"
-    if tool == "qftfs-lz4-auto" and dname == "tree":
+    if tool == "qftfs-lz4-auto" and dname in ("tree", "bigtree"):
         return "only on the json data and the big file"
+    if tool == "qftfs-async" and dname not in ("tree", "bigtree"):
+        return "only on the trees"
     if tool == "qftfs-uring" and dname != "big":
         return "only on the big file"
     if tool in ("qftfs-cipher-none", "qftfs-chacha20") and (dname != "big" or link != "veth"):
         return "only for the big file on veth (where the cipher's CPU cost shows)"
     return None
+
+
+# --quick's default links; on QUICK_TREE_LINKS only the trees run (unless
+# --links names the links)
+QUICK_LINKS = ["veth", "100m-2ms", "100m-40ms"]
+QUICK_TREE_LINKS = ["100m-40ms"]
 
 
 def host_info():
@@ -951,12 +1201,14 @@ def parse_list(s, allowed, what):
 def main():
     ap = argparse.ArgumentParser(prog="run.sh", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="256 MiB / 128 MiB / /usr/include/linux; links veth,100m-2ms "
-                         "unless --links says otherwise; fewer passes and variants "
-                         "(docs/benchmarks.md)")
+                    help="256 MiB / 128 MiB files; links " + ",".join(QUICK_LINKS) +
+                         " (" + ",".join(QUICK_TREE_LINKS) + ": trees only) unless --links "
+                         "says otherwise; fewer passes and variants (docs/benchmarks.md)")
     ap.add_argument("--links", help="comma list of: " + ", ".join(LINKS))
     ap.add_argument("--tools", help="comma list of: " + ", ".join(TOOLS + QFTFS_VARIANTS[1:]))
     ap.add_argument("--data", help="comma list of: " + ", ".join(DATA))
+    ap.add_argument("--workloads", help="comma list of: " + ", ".join(WORKLOADS) +
+                    " (default all; each data set runs those that apply to it)")
     ap.add_argument("--passes", help="cold or cold,warm (default; with --quick: cold,warm "
                     "for downloads, cold for uploads)")
     ap.add_argument("--directions", default="up,down", help="up, down or up,down (default)")
@@ -973,7 +1225,7 @@ def main():
         del argv[i:i + 2]
     invocation = " ".join([args.argv0] + [shlex.quote(a) for a in argv])
 
-    links = parse_list(args.links or ("veth,100m-2ms" if args.quick else ",".join(LINKS)),
+    links = parse_list(args.links or (",".join(QUICK_LINKS) if args.quick else ",".join(LINKS)),
                        list(LINKS), "link")
     tools = parse_list(args.tools or ",".join(TOOLS), TOOLS + QFTFS_VARIANTS, "tool")
     datas = parse_list(args.data or ",".join(DATA), DATA, "data set")
@@ -986,6 +1238,7 @@ def main():
         # whether re-reads come from the cache
         passes["up"] = ["cold"]
     directions = parse_list(args.directions, DIRECTIONS, "direction")
+    workloads = parse_list(args.workloads or ",".join(WORKLOADS), WORKLOADS, "workload")
     timeout = args.timeout or int(os.environ.get("QFTFS_BENCH_TIMEOUT", 0)) or (
         300 if args.quick else 3600)
 
@@ -1025,6 +1278,7 @@ def main():
     ctx.srv, ctx.cli, ctx.mnt = (os.path.join(work, "srv"), os.path.join(work, "cli"),
                                  os.path.join(work, "mnt"))
     ctx.timeout, ctx.directions, ctx.passes = timeout, directions, passes
+    ctx.workloads = workloads
     ctx.quick_passes = args.quick and not args.passes
     ctx.ls_probe = not args.no_ls_probe
     ctx.lab = Lab(backend)
@@ -1051,6 +1305,14 @@ def main():
                 notes.append(f"{t} skipped: not installed")
                 continue
             run_tools.append(t)
+    # a variant the client refuses at mount time: every planned pass is
+    # recorded as "not available: <what the client said>"
+    ctx.unavailable = {}
+    if "qftfs-async" in run_tools and os.access(ctx.qftfs_client, os.X_OK):
+        why = probe_mount_option(ctx.qftfs_client, work, "commit=async")
+        if why:
+            ctx.unavailable["qftfs-async"] = why
+            notes.append(f"qftfs-async (-o commit=async) not available: {why}")
     if "sshfs" not in run_tools:
         notes.append("sshfs is not in the run: no 'x sshfs' ratios")
     if "iperf3" not in run_tools:
@@ -1073,6 +1335,7 @@ def main():
         "link_cmd": shlex.join(ctx.lab.cmd), "server_host": ctx.lab.host,
         "netns": ctx.lab.netns, "quick": args.quick, "links": links,
         "tools": run_tools, "data": datas, "passes": passes, "directions": directions,
+        "workloads": workloads,
         "timeout_s": timeout, "cgroup": kind, "ssh_cipher": SSH_CIPHER,
         "build": build, "workdir": work, "qftfs_binaries": {
             os.path.basename(p): {"sha256": sha256_file(p)[:16], "mtime": datetime.datetime.
@@ -1090,7 +1353,8 @@ def main():
     ctx.sampler = None
     try:
         data = prepare_data(work, datas, args.quick)
-        res.meta["data_sets"] = {k: {x: v[x] for x in ("name", "origin", "bytes", "files")}
+        res.meta["data_sets"] = {k: {x: v.get(x) for x in ("name", "origin", "bytes", "files",
+                                                          "dirs")}
                                  for k, v in data.items()}
         for d in (ctx.srv, ctx.cli):
             rm_rf(d)
@@ -1138,11 +1402,15 @@ def main():
                 for tool in run_tools:
                     if tool == "iperf3":
                         continue
-                    log(f"--- {link} / {data[dname]['name']} / {tool}")
-                    why = quick_prune(args.quick, link, dname, tool)
+                    why = quick_prune(args.quick, link, dname, tool,
+                                      trees_only=(not args.links and link in QUICK_TREE_LINKS))
+                    if why and why.startswith("the trees"):
+                        res.note(f"{why}; {tool} does not")
+                        continue
                     if why:
                         res.note(f"--quick: {tool} runs {why}")
                         continue
+                    log(f"--- {link} / {data[dname]['name']} / {tool}")
                     run_tool(ctx, res, link, data[dname], tool)
             ctx.sampler.stopping = True
             ctx.sampler.join()

@@ -14,6 +14,40 @@ import textwrap
 
 STATUS_BAD = ("FAILED", "TIMEOUT")
 
+# issue 9's targets at 100 Mbit/s 40 ms (bigtree copy-up: on the unlimited
+# link): (data set, workload) -> (qftfs seconds / sshfs seconds at most,
+# qftfs-async seconds / rsync -e ssh seconds at most); None = no target
+TREE_TARGETS = {
+    ("tree", "copy-up"): (0.30, 2.0),
+    ("tree", "rsync-up"): (0.12, 2.5),
+    ("tree", "copy-down"): (0.30, None),
+    ("tree", "tar-x"): (None, None),
+    ("bigtree", "find"): (0.10, None),
+    ("bigtree", "du"): (0.10, None),
+    ("bigtree", "copy-up"): (None, 2.0),
+}
+WORKLOAD_TEXT = {
+    "copy-up": "`cp -r` onto the mount",
+    "copy-down": "`cp -r` off the mount",
+    "rsync-up": "`rsync -a` onto the mount",
+    "tar-x": "`tar x` onto the mount",
+    "find": "`find` through the mount",
+    "du": "`du -s` through the mount",
+}
+
+
+def workload(r):
+    """A run's workload; results.json files older than the tree workloads
+    have only a direction."""
+    return r.get("workload") or f"copy-{r['direction']}"
+
+
+def data_set(r):
+    if r.get("data_set"):
+        return r["data_set"]
+    d = r.get("data") or ""
+    return d.split("-")[0] if d else None
+
 
 def add_ratios(doc):
     """Fills link_pct (goodput vs. iperf3 on the same link and direction)
@@ -26,7 +60,7 @@ def add_ratios(doc):
         if r["tool"] == "iperf3":
             iperf[(r["link"], r["direction"])] = r["goodput_mbit"]
         elif r["tool"] == "sshfs":
-            sshfs[(r["link"], r["data"], r["direction"], r["pass"])] = r["seconds"]
+            sshfs[(r["link"], r["data"], workload(r), r["pass"])] = r["seconds"]
     for r in doc["runs"]:
         if r["tool"] == "iperf3":
             continue
@@ -37,7 +71,7 @@ def add_ratios(doc):
         g = iperf.get((r["link"], r["direction"]))
         if g and r.get("mb_s"):
             r["link_pct"] = round(r["mb_s"] * 8 / g * 100, 1)
-        s = sshfs.get((r["link"], r["data"], r["direction"], r["pass"]))
+        s = sshfs.get((r["link"], r["data"], workload(r), r["pass"]))
         if s and r.get("seconds"):
             r["vs_sshfs"] = round(s / r["seconds"], 2)
 
@@ -68,6 +102,129 @@ def ordered(seq):
     return out
 
 
+def status_cell(r):
+    if r["status"] == "ok":
+        return "ok"
+    if r["status"] == "N/A":
+        return "n/a"
+    return f"**{r['status']}**"
+
+
+def rt_cell(r, wl):
+    """Round trips per file; for a scan also per directory."""
+    t = fmt(r.get("rtt_per_file"), 2)
+    if wl in ("find", "du") and r.get("rtt_ms") and r.get("data_dirs"):
+        t += f" ({r['seconds'] / (r['rtt_ms'] / 1000) / r['data_dirs']:.1f} per dir)"
+    return t
+
+
+def target_link(r, dset, wl):
+    """Issue 9's targets are for 100 Mbit/s 40 ms, but bigtree's copy for
+    the unlimited link."""
+    if dset == "bigtree" and wl == "copy-up":
+        return not r["rtt_ms"] and not r["rate_mbit"]
+    return r["rtt_ms"] == 40 and r["rate_mbit"] == 100
+
+
+def tree_size(r):
+    n = r.get("data_dirs")
+    dirs = f", {n} dir{'s' if n != 1 else ''}" if n else ""
+    return f"{r['data_files']} files{dirs}, {r['data_bytes'] / 1e6:.1f} MB"
+
+
+def trees_md(doc):
+    """The trees table: per link, one row per tree workload with the cold
+    seconds of every tool side by side, round trips per file, and the
+    ratios issue 9's targets use."""
+    runs = [r for r in doc["runs"] if r.get("data_kind") == "tree" and r.get("pass") == "cold"]
+    if not runs:
+        return []
+    L = ["## Trees\n",
+         "Cold passes (caches dropped on both sides, fresh mount), seconds of the "
+         "command. Anchors: the same tree copied directly, `rsync -a -e ssh` and "
+         "`scp -r` (in parentheses on the rsync-up and tar-x rows: the copy-up anchor, "
+         "the same tree onto the server). RT/file = seconds / round-trip time / "
+         "regular files of the tree (find and du: per file of the tree scanned, and "
+         "per directory). "
+         "qftfs / sshfs = qftfs seconds / sshfs seconds (< 100 %: faster than sshfs); "
+         "async / rsync = qftfs-async seconds / `rsync -e ssh` seconds. Targets: "
+         "issue 9's, shown (with met / missed) only on the link they are set for: 100 "
+         "Mbit/s 40 ms, and the unlimited link for bigtree's copy-up; "
+         "n/a = not run or not available (see the notes).\n"]
+    for link in ordered(r["link"] for r in runs):
+        lr = [r for r in runs if r["link"] == link]
+        L.append(f"### Trees: {link} ({link_title(lr[0])})\n")
+        L.append(f"Produced by `{doc['command']}` on {doc['date'][:10]}.\n")
+        L.append("| data | workload | rsync -e ssh s | scp -r s | sshfs s | qftfs s | "
+                 "qftfs-async s | sshfs RT/file | qftfs RT/file | qftfs files/s | "
+                 "qftfs / sshfs | target | async / rsync | target |")
+        L.append("|---|---|" + "---:|" * 12)
+        rows = ordered((data_set(r), r["data"], workload(r)) for r in lr)
+        for dset, data, wl in rows:
+            def get(tool, w=wl):
+                return next((r for r in lr if r["data"] == data and workload(r) == w
+                             and r["tool"] == tool), None)
+
+            def secs(r):
+                if r is None:
+                    return None
+                return r.get("seconds") if r.get("status") == "ok" else None
+
+            def cell(r, paren=False):
+                if r is None:
+                    return "–"
+                if r.get("status") != "ok":
+                    return status_cell(r)
+                t = f"{r['seconds']:.2f}"
+                return f"({t})" if paren else t
+            if wl in ("rsync-up", "tar-x"):
+                ra, sa = get("rsync", "copy-up"), get("scp", "copy-up")
+                paren = True
+            elif wl in ("copy-up", "copy-down"):
+                ra, sa, paren = get("rsync"), get("scp"), False
+            else:
+                ra = sa = None
+                paren = False
+            sf, q, qa = get("sshfs"), get("qftfs"), get("qftfs-async")
+            t_sshfs, t_rsync = TREE_TARGETS.get((dset, wl), (None, None))
+            if not target_link(lr[0], dset, wl):
+                t_sshfs = t_rsync = None
+            ratio_s = ratio_a = "–"
+            if secs(q) and secs(sf):
+                x = secs(q) / secs(sf)
+                ratio_s = f"{x * 100:.0f} %"
+                if t_sshfs:
+                    ratio_s += " (met)" if x <= t_sshfs else " (missed)"
+            if secs(qa) and secs(ra):
+                x = secs(qa) / secs(ra)
+                ratio_a = f"{x:.1f}x"
+                if t_rsync:
+                    ratio_a += " (met)" if x <= t_rsync else " (missed)"
+            elif qa is not None and qa.get("status") == "N/A":
+                ratio_a = "n/a"
+            files = lr[[r["data"] for r in lr].index(data)]["data_files"]
+            L.append("| " + " | ".join([
+                f"{dset} ({files} files)", WORKLOAD_TEXT.get(wl, wl),
+                cell(ra, paren) if ra else "–", cell(sa, paren) if sa else "–",
+                cell(sf), cell(q), cell(qa),
+                rt_cell(sf, wl) if secs(sf) else "–",
+                rt_cell(q, wl) if secs(q) else "–",
+                fmt((q or {}).get("files_s"), 0) if secs(q) else "–",
+                ratio_s, f"≤ {t_sshfs * 100:.0f} %" if t_sshfs else "–",
+                ratio_a, f"≤ {t_rsync}x" if t_rsync else "–"]) + " |")
+        L.append("")
+        bad = [r for r in lr if r["status"] not in ("ok", "N/A")]
+        na = {(r["tool"], r.get("error", "")) for r in lr if r["status"] == "N/A"}
+        for r in bad:
+            err = " ".join(str(r.get("error", "")).split())[:300]
+            L.append(f"- {r['tool']} {r['data']} {workload(r)}: **{r['status']}** — {err}")
+        for tool, e in sorted(na):
+            L.append(f"- {tool}: {e}")
+        if bad or na:
+            L.append("")
+    return L
+
+
 def write_md(doc, path):
     runs = doc["runs"]
     h = doc.get("host", {})
@@ -95,6 +252,7 @@ def write_md(doc, path):
              "and of the server-side processes; RSS = sum of the peak resident set "
              "(VmHWM) of those processes, MiB.  Mount tools (sshfs, qftfs) are driven "
              "with `cp`, whose own CPU is in results.json as app_cpu_s.\n")
+    L += trees_md(doc)
     for link in ordered(r["link"] for r in runs):
         lr = [r for r in runs if r["link"] == link]
         L.append(f"## {link} ({link_title(lr[0])})\n")
@@ -115,23 +273,22 @@ def write_md(doc, path):
         for data in ordered(r["data"] for r in lr if r["tool"] != "iperf3"):
             dr = [r for r in lr if r["data"] == data and r["tool"] != "iperf3"]
             tree = dr[0].get("data_kind") == "tree"
-            size = (f"{dr[0]['data_files']} files, {dr[0]['data_bytes'] / 1e6:.1f} MB"
-                    if tree else f"{dr[0]['data_bytes'] / 2**20:.0f} MiB")
+            size = (tree_size(dr[0]) if tree else f"{dr[0]['data_bytes'] / 2**20:.0f} MiB")
             L.append(f"### {link} / {data} ({size})\n")
             L.append(f"Produced by `{doc['command']}` on {doc['date'][:10]}.\n")
-            cols = ["tool", "dir", "pass", "status", "s", "MB/s"]
+            cols = ["tool", "workload" if tree else "dir", "pass", "status", "s"]
             if tree:
-                cols.append("files/s")
-            cols += ["% link", "x sshfs", "client CPU s", "server CPU s",
+                cols += ["files/s", "RT/file"]
+            cols += ["MB/s", "% link", "x sshfs", "client CPU s", "server CPU s",
                      "client RSS MiB", "server RSS MiB"]
             L.append("| " + " | ".join(cols) + " |")
             L.append("|" + "|".join("---" if i < 4 else "---:" for i in range(len(cols))) + "|")
             for r in dr:
-                row = [r["tool"], r["direction"], r["pass"],
-                       r["status"] if r["status"] == "ok" else f"**{r['status']}**",
-                       fmt(r.get("seconds"), 2), fmt(r.get("mb_s"), 2 if tree else 1)]
+                row = [r["tool"], workload(r) if tree else r["direction"], r["pass"],
+                       status_cell(r), fmt(r.get("seconds"), 2)]
                 if tree:
-                    row.append(fmt(r.get("files_s"), 0))
+                    row += [fmt(r.get("files_s"), 0), fmt(r.get("rtt_per_file"), 2)]
+                row += [fmt(r.get("mb_s"), 2 if tree else 1)]
                 row += [fmt(r.get("link_pct")), fmt(r.get("vs_sshfs"), 2),
                         fmt(r.get("client_cpu_s"), 2), fmt(r.get("server_cpu_s"), 2),
                         fmt(mib(r.get("client_rss_kib"))), fmt(mib(r.get("server_rss_kib")))]
@@ -162,18 +319,21 @@ def write_md(doc, path):
                 L.append("")
                 for r in bad:
                     err = " ".join(str(r.get("error", "")).split())[:400]
-                    L.append(f"- {r['tool']} {r['direction']} {r['pass']}: **{r['status']}** — {err}")
+                    st = "n/a" if r["status"] == "N/A" else f"**{r['status']}**"
+                    L.append(f"- {r['tool']} {workload(r) if tree else r['direction']} "
+                             f"{r['pass']}: {st} — {err}")
             L.append("")
     L.append("## Commands\n")
     L.append("One example per tool, data kind and direction (paths as in the run; "
              "`.cold`/`.warm` name the pass):\n")
     seen = set()
     for r in runs:
-        key = (r["tool"], r.get("data_kind"), r["direction"])
+        key = (r["tool"], r.get("data_kind"), workload(r) if r["tool"] != "iperf3"
+               else r["direction"])
         if key in seen or not r.get("command"):
             continue
         seen.add(key)
-        L.append(f"- {r['tool']} {r.get('data_kind') or ''} {r['direction']}:")
+        L.append(f"- {r['tool']} {r.get('data_kind') or ''} {key[2]}:")
         if r.get("mount_command"):
             L.append(f"  - mount: `{r['mount_command']}`")
         L.append(f"  - copy: `{r['command']}`")
@@ -193,12 +353,6 @@ def write_chart(doc, path):
     tools = ordered(r["tool"] for r in runs if r["tool"] != "iperf3")
     if not datas or not tools:
         return False
-    passes = doc.get("passes", ["cold", "warm"])
-    if isinstance(passes, list):
-        passes = {"up": passes, "down": passes}
-    groups = [(d, p) for d in doc.get("directions", ["up", "down"]) for p in passes[d]]
-    if any(r.get("pass") == "ls" for r in runs):
-        groups += [(d, "ls") for d in doc.get("directions", ["up", "down"])]
     fig, axes = plt.subplots(len(links), len(datas), squeeze=False,
                              figsize=(max(8.0, 5.5 * len(datas)), 3.6 * len(links) + 0.6))
     width = 0.8 / len(tools)
@@ -208,26 +362,30 @@ def write_chart(doc, path):
               if r["link"] == link and r["tool"] == "iperf3" and r.get("status") == "ok"}
         for j, data in enumerate(datas):
             ax = axes[i][j]
+            # (workload, pass) bars of this link and data set, as run
+            groups = ordered((workload(r), r["pass"]) for r in runs
+                             if r["link"] == link and r["data"] == data)
             tree = any(r.get("data_kind") == "tree" for r in runs if r["data"] == data)
             # a tree is about files per second; the link rate means little there
             key = "files_s" if tree else "mb_s"
             for k, tool in enumerate(tools):
                 for g, (d, p) in enumerate(groups):
                     r = next((r for r in runs if r["link"] == link and r["data"] == data
-                              and r["tool"] == tool and r["direction"] == d
+                              and r["tool"] == tool and workload(r) == d
                               and r["pass"] == p), None)
                     if not r:
                         continue
                     x = g - 0.4 + width * (k + 0.5)
-                    if r.get("status") == "ok":
+                    if r.get("status") == "ok" and r.get(key) is not None:
                         ax.bar(x, r[key], width, color=cmap(k % 10),
                                label=tool if g == 0 else None)
                     else:
                         ax.bar(x, 0, width, color=cmap(k % 10),
                                label=tool if g == 0 else None)
-                        ax.annotate("X" if r["status"] in STATUS_BAD else "–", (x, 0),
+                        ax.annotate("X" if r.get("status") in STATUS_BAD else "–", (x, 0),
                                     ha="center", va="bottom", color="red", fontsize=8)
             for g, (d, p) in enumerate(groups):
+                d = d.replace("copy-", "")
                 if ip.get(d) and not tree:
                     ax.hlines(ip[d], g - 0.45, g + 0.45, colors="black", linestyles="dashed",
                               label="iperf3" if g == 0 else None)

@@ -4,11 +4,12 @@
 # The qftfs benchmark:
 #
 #   bash tests/bench/run.sh [--quick] [--links LIST] [--tools LIST] [--data LIST]
-#                           [--passes cold|cold,warm] [--directions LIST]
-#                           [--timeout SECS] [--out DIR]
+#                           [--workloads LIST] [--passes cold|cold,warm]
+#                           [--directions LIST] [--timeout SECS] [--out DIR]
 #
 # Runs qftfs, sshfs, scp, rsync -e ssh and iperf3 side by side over emulated
-# links, checks every copy against its source, and writes results.json,
+# links (big files, and trees: cp -r, rsync -a and tar x onto the mount, cp
+# -r off it, find and du through it), checks every copy against its source, and writes results.json,
 # results.md and chart.png to tests/bench/results/<timestamp>/.  See
 # docs/benchmarks.md for what is measured and how.
 #
@@ -37,13 +38,17 @@ for cmd in iperf3:iperf3 sshfs:sshfs rsync:rsync scp:openssh-client sshd:openssh
 	fusermount3:fuse3; do
 	command -v "${cmd%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${cmd%%:*}" ] || need+=("${cmd#*:}")
 done
-# the chart: matplotlib, from Debian's package for the system python
-/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
+# the chart: matplotlib, from Debian's package for the system python.
+# python3-munkres answers python3-fonttools' "python3-scipy |
+# python3-munkres": without it apt picks scipy, whose pythran pulls
+# libboost-dev, 14,000 headers into /usr/include, which is a data set here.
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-munkres python3-matplotlib)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "run.sh: installing ${need[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
+	inst=(apt-get install -y -q --no-install-recommends)
+	DEBIAN_FRONTEND=noninteractive "${inst[@]}" "${need[@]}" >/dev/null ||
 		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-			apt-get install -y -q "${need[@]}" >/dev/null; } ||
+			"${inst[@]}" "${need[@]}" >/dev/null; } ||
 		echo "run.sh: could not install ${need[*]}; missing tools are skipped, no chart without matplotlib"
 fi
 
