@@ -192,3 +192,40 @@ out_drop:
 out_err:
 	fuse_reply_err(req, -r);
 }
+
+/* The cache itself comes next; until then nothing is known. */
+int qc_dir_lookup(struct qc_fs *fs, struct qn_node *parent, const char *name,
+		  struct qft_attr *out)
+{
+	return -EAGAIN;
+}
+
+bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
+			struct qft_attr *out)
+{
+	return false;
+}
+
+bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
+			  const char *name)
+{
+	return false;
+}
+
+void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
+		       const char *name, const struct qft_attr *a)
+{
+}
+
+void qc_dir_note_gone(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name)
+{
+}
+
+void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent)
+{
+}
+
+void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n)
+{
+}
