@@ -33,9 +33,11 @@ struct op_desc {
 };
 
 static const struct op_desc ops[QFT_OP__COUNT] = {
+	/* Keep magic and version first in both directions: hello_other()
+	 * decodes a HELLO of another version only that far. */
 	[QFT_OP_HELLO] = { "HELLO",
 		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES },
-		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES } },
+		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES, FLD_UID, FLD_GID } },
 	[QFT_OP_LSTAT] = { "LSTAT", { FLD_PATH }, { FLD_ATTR } },
 	[QFT_OP_FSTAT] = { "FSTAT", { FLD_HANDLE }, { FLD_ATTR } },
 	[QFT_OP_SETATTR] = { "SETATTR",
@@ -54,13 +56,15 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_CREATE] = { "CREATE",
 		{ FLD_HANDLE, FLD_PATH, FLD_NAME, FLD_OPFLAGS, FLD_MODE },
 		{ FLD_ATTR }, QFT_O_KNOWN },
-	[QFT_OP_OPEN] = { "OPEN", { FLD_HANDLE, FLD_PATH, FLD_OPFLAGS },
-		{ FLD_ATTR }, QFT_O_KNOWN },
+	[QFT_OP_OPEN] = { "OPEN",
+		{ FLD_HANDLE, FLD_PATH, FLD_OPFLAGS, FLD_LENGTH },
+		{ FLD_ATTR, FLD_OPFLAGS, FLD_DATA },
+		QFT_O_KNOWN, QFT_OPEN_REP_KNOWN, QFT_MAX_DATA },
 	[QFT_OP_READ] = { "READ", { FLD_HANDLE, FLD_OFFSET, FLD_LENGTH },
 		{ FLD_DATA }, 0, 0, QFT_MAX_DATA },
 	[QFT_OP_WRITE] = { "WRITE", { FLD_HANDLE, FLD_OFFSET, FLD_DATA },
 		{ FLD_COUNT } },
-	[QFT_OP_FLUSH] = { "FLUSH", { FLD_HANDLE, FLD_OPFLAGS }, { 0 },
+	[QFT_OP_FLUSH] = { "FLUSH", { FLD_HANDLE, FLD_OPFLAGS }, { FLD_ATTR },
 		QFT_FLUSH_KNOWN },
 	[QFT_OP_FSYNC] = { "FSYNC", { FLD_HANDLE, FLD_OPFLAGS }, { 0 },
 		QFT_FSYNC_KNOWN },
@@ -89,6 +93,9 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_MKNOD] = { "MKNOD", { FLD_PATH, FLD_NAME, FLD_MODE, FLD_RDEV },
 		{ FLD_ATTR } },
 	[QFT_OP_PING] = { "PING", { 0 }, { 0 } },
+	[QFT_OP_SCAN] = { "SCAN", { FLD_HANDLE, FLD_LENGTH, FLD_OPFLAGS },
+		{ FLD_OPFLAGS, FLD_DATA },
+		QFT_SCAN_KNOWN, QFT_SCAN_REP_KNOWN, QFT_MAX_SCAN },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -485,6 +492,20 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * Whether decoding must stop after field `f` because it is the version of
+ * a HELLO that speaks another version.  The frame header, HELLO's magic
+ * and version are frozen across versions, but the fields after them are
+ * not (version 2 added uid and gid to the reply): the rest of such a
+ * HELLO is ignored, trailing bytes included, so that the receiver can
+ * report the mismatch instead of a malformed frame.
+ */
+static bool hello_other(const struct qft_msg *m, enum fld f)
+{
+	return m->op == QFT_OP_HELLO && f == FLD_VERSION &&
+	       m->version != QFT_VERSION;
+}
+
 int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 {
 	const struct op_desc *d;
@@ -513,9 +534,12 @@ int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 		}
 	}
 	fields = (m->flags & QFT_F_REPLY) ? d->rep : d->req;
-	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++)
+	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++) {
 		if ((r = get_field(&c, fields[i], m, d)) < 0)
 			return r;
+		if (hello_other(m, fields[i]))
+			return 0;
+	}
 	if (c.left)
 		return -EBADMSG;
 	/* Cross-field checks that no single field can make. */
@@ -523,6 +547,14 @@ int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 	    m->data.len > INT64_MAX - m->offset)
 		return -EINVAL;
 	if (m->op == QFT_OP_FALLOCATE && m->length > INT64_MAX - m->offset)
+		return -EINVAL;
+	/* Without DATA the server read nothing: no bytes, no EOF. */
+	if (m->op == QFT_OP_OPEN && (m->flags & QFT_F_REPLY) &&
+	    !(m->opflags & QFT_OPEN_DATA) &&
+	    (m->data.len || (m->opflags & QFT_OPEN_EOF)))
+		return -EINVAL;
+	if (m->op == QFT_OP_SCAN && (m->flags & QFT_F_REPLY) &&
+	    (m->opflags & QFT_SCAN_TRUNCATED) && !(m->opflags & QFT_SCAN_EOF))
 		return -EINVAL;
 	return 0;
 }
@@ -572,6 +604,111 @@ int qft_dirent_decode(struct qcur *c, struct qft_dirent *d, bool plus)
 fail:
 	*c = save;
 	return r;
+}
+
+int qft_scan_head_encode(struct qbuf *b, uint32_t base)
+{
+	return qbuf_put_u32(b, base);
+}
+
+int qft_scan_head_decode(struct qcur *c, uint32_t *base)
+{
+	struct qcur save = *c;
+	uint32_t v;
+	int r;
+
+	if ((r = qcur_get_u32(c, &v)) < 0)
+		return r;
+	/* Index 0, the scanned directory, is announced by the request. */
+	if (v == 0) {
+		*c = save;
+		return -EINVAL;
+	}
+	*base = v;
+	return 0;
+}
+
+int qft_scan_rec_encode(struct qbuf *b, const struct qft_scan_rec *rec)
+{
+	size_t start = b->len;
+	int r;
+
+	if ((r = qbuf_put_u8(b, rec->kind)) < 0 ||
+	    (r = qbuf_put_u32(b, rec->index)) < 0)
+		goto undo;
+	switch (rec->kind) {
+	case QFT_SCAN_REC_ENTRY:
+		if ((r = qbuf_put_str(b, rec->name.s, rec->name.len)) < 0 ||
+		    (r = put_attr(b, &rec->attr)) < 0)
+			goto undo;
+		return 0;
+	case QFT_SCAN_REC_DIR_END:
+		if ((r = qbuf_put_u32(b, rec->status)) < 0)
+			goto undo;
+		return 0;
+	}
+	r = -EINVAL;
+undo:
+	b->len = start;
+	return r;
+}
+
+int qft_scan_rec_decode(struct qcur *c, struct qft_scan_rec *rec)
+{
+	struct qcur save = *c;
+	int r;
+
+	memset(rec, 0, sizeof(*rec));
+	if ((r = qcur_get_u8(c, &rec->kind)) < 0 ||
+	    (r = qcur_get_u32(c, &rec->index)) < 0)
+		goto fail;
+	switch (rec->kind) {
+	case QFT_SCAN_REC_ENTRY:
+		if ((r = qcur_get_str(c, &rec->name.s, &rec->name.len,
+				      QFT_MAX_NAME)) < 0 ||
+		    (r = get_attr(c, &rec->attr)) < 0)
+			goto fail;
+		/* Unlike READDIR, a scan never sends "." or "..". */
+		if (!qft_name_valid(rec->name.s, rec->name.len)) {
+			r = -EINVAL;
+			goto fail;
+		}
+		return 0;
+	case QFT_SCAN_REC_DIR_END:
+		if ((r = qcur_get_u32(c, &rec->status)) < 0)
+			goto fail;
+		return 0;
+	}
+	r = -EBADMSG; /* an unknown kind: nothing after it can be framed */
+fail:
+	*c = save;
+	return r;
+}
+
+int qft_scan_check(const struct qft_blob *data)
+{
+	struct qft_scan_rec rec;
+	uint64_t next;
+	uint32_t base;
+	struct qcur c;
+	int n = 0, r;
+
+	qcur_init(&c, data->p, data->len);
+	if ((r = qft_scan_head_decode(&c, &base)) < 0)
+		return r;
+	next = base;
+	while (c.left) {
+		if ((r = qft_scan_rec_decode(&c, &rec)) < 0)
+			return r;
+		if (rec.index >= next)
+			return -EINVAL;  /* a directory not announced yet */
+		if (rec.kind == QFT_SCAN_REC_ENTRY &&
+		    (rec.attr.mode & QFT_S_IFMT) == QFT_S_IFDIR &&
+		    ++next > UINT32_MAX)
+			return -EINVAL;  /* indexes are u32 */
+		n++;
+	}
+	return n;
 }
 
 void qft_attr_from_stat(struct qft_attr *a, const struct stat *st)

@@ -87,12 +87,12 @@ struct qft_msg {
 	struct qft_str xname;  /* extended attribute name */
 	uint32_t opflags;     /* op-specific QFT_O_*, QFT_RENAME_*, ... */
 	uint32_t mode;
-	uint32_t uid, gid;
+	uint32_t uid, gid;    /* SETATTR; HELLO reply: the server's ids */
 	uint32_t valid;       /* SETATTR: QFT_SET_* */
 	uint64_t rdev;
 	uint64_t size;        /* SETATTR new size */
 	uint64_t offset;
-	uint64_t length;
+	uint64_t length;      /* READ, OPEN: data wanted; SCAN: reply budget */
 	uint64_t count;       /* WRITE: bytes written; xattr: value size */
 	struct qft_time atime, mtime;
 	struct qft_blob data;
@@ -143,6 +143,40 @@ struct qft_dirent {
 int qft_dirent_encode(struct qbuf *b, const struct qft_dirent *d);
 /* Decodes the next entry; -EBADMSG/-EINVAL as above, 0 on success. */
 int qft_dirent_decode(struct qcur *c, struct qft_dirent *d, bool plus);
+
+/*
+ * SCAN reply data (protocol.h, docs/protocol.md): a head, u32 base, then
+ * records.  Every ENTRY whose attributes are a directory's announces the
+ * next directory index, counting on from `base`.
+ */
+struct qft_scan_rec {
+	uint8_t kind;          /* QFT_SCAN_REC_* */
+	uint32_t index;        /* ENTRY: the parent's; DIR_END: its own */
+	uint32_t status;       /* DIR_END: enum qft_status, 0 = complete */
+	struct qft_str name;   /* ENTRY: a valid name (never "." or "..") */
+	struct qft_attr attr;  /* ENTRY */
+};
+
+int qft_scan_head_encode(struct qbuf *b, uint32_t base);
+/* -EBADMSG when short, -EINVAL for base 0; consumes nothing on failure. */
+int qft_scan_head_decode(struct qcur *c, uint32_t *base);
+/* Leaves *b as it was on failure (-EMSGSIZE, -EINVAL for a bad kind). */
+int qft_scan_rec_encode(struct qbuf *b, const struct qft_scan_rec *rec);
+/*
+ * The next record; -EBADMSG (short, unknown kind, name over NAME_MAX) or
+ * -EINVAL (invalid name or attributes), consuming nothing on failure.
+ * Does not check indexes: qft_scan_check does.
+ */
+int qft_scan_rec_decode(struct qcur *c, struct qft_scan_rec *rec);
+/*
+ * Checks a SCAN reply's data before any of it is used: the head, every
+ * record decodes, every index names a directory announced before it
+ * (below base, or by an earlier ENTRY of this data), nothing trails.
+ * Returns the number of records, or -EBADMSG/-EINVAL.  Pure: the client
+ * and the fuzzers call it.  The client must still check that `base` is
+ * the count it has itself (no reply lost or repeated).
+ */
+int qft_scan_check(const struct qft_blob *data);
 
 /* Conversions between wire structures and host structures. */
 void qft_attr_from_stat(struct qft_attr *a, const struct stat *st);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * qftfs wire protocol, version 1: the one place that fixes the format.
+ * qftfs wire protocol, version 2: the one place that fixes the format.
  *
  * Everything on the wire is big-endian.  A connection carries frames; each
  * frame is a fixed 16-byte header followed by a payload:
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define QFT_MAGIC          0x51465446u /* "QFTF", first field of HELLO */
-#define QFT_VERSION        1u
+#define QFT_VERSION        2u
 
 #define QFT_HDR_SIZE       16u
 #define QFT_MAX_DATA       (1u << 20)            /* one READ/WRITE */
@@ -44,6 +44,7 @@
 #define QFT_MAX_HANDLES    65536u
 #define QFT_MAX_ERRMSG     1024u
 #define QFT_MAX_READDIR    (256u * 1024u)        /* READDIR reply budget */
+#define QFT_MAX_SCAN       QFT_MAX_DATA          /* SCAN reply budget */
 
 /* Frame flags. */
 #define QFT_F_REPLY        0x0001u /* frame is a reply to request `id` */
@@ -96,6 +97,7 @@ enum qft_op {
 	QFT_OP_REMOVEXATTR = 26,
 	QFT_OP_MKNOD       = 27,
 	QFT_OP_PING        = 28, /* keepalive and round-trip probe; no fields */
+	QFT_OP_SCAN        = 29, /* a subtree's names and attributes */
 	QFT_OP__COUNT
 };
 
@@ -202,6 +204,50 @@ enum qft_status {
 /* FLUSH flags. */
 #define QFT_FLUSH_NOSYNC   0x0001u /* report errors but skip fdatasync */
 #define QFT_FLUSH_KNOWN    0x0001u
+
+/*
+ * OPEN reply flags.  An OPEN with a non-zero `length` of a regular file
+ * opened for reading gets the file's first bytes with the reply, read
+ * right after the open; a read error fails nothing, it only leaves DATA
+ * clear (the client then READs as usual).
+ *   DATA  `data` holds the file's bytes from offset 0 (maybe none);
+ *   EOF   with DATA: the read was short, so `data` is the whole file as
+ *         it was when read.
+ */
+#define QFT_OPEN_DATA      0x0001u
+#define QFT_OPEN_EOF       0x0002u
+#define QFT_OPEN_REP_KNOWN 0x0003u
+
+/*
+ * SCAN request flags.  WATCH is reserved for watches (change
+ * notification of the scanned tree): accepted, and ignored for now.
+ */
+#define QFT_SCAN_WATCH     0x0001u
+#define QFT_SCAN_KNOWN     0x0001u
+
+/*
+ * SCAN reply flags.
+ *   EOF        the scan is over: no further SCAN returns records;
+ *   TRUNCATED  with EOF: the server's limits cut the scan short, so some
+ *              directories announced were never listed (they have no
+ *              DIR_END record: the client must not treat them as known).
+ */
+#define QFT_SCAN_EOF       0x0001u
+#define QFT_SCAN_TRUNCATED 0x0002u
+#define QFT_SCAN_REP_KNOWN 0x0003u
+
+/*
+ * SCAN reply data: u32 base (directory indexes announced before this
+ * reply; the scanned directory is index 0, so base >= 1), then records,
+ * each a u8 kind and its fields:
+ *   ENTRY    u32 parent index, string name, attr.  An entry that is a
+ *            directory is announced by it: it gets the next index.
+ *   DIR_END  u32 index, u32 status: the directory's listing is over;
+ *            status 0 = every entry was sent (the listing is complete),
+ *            else the protocol error that kept it from being complete.
+ */
+#define QFT_SCAN_REC_ENTRY   1u
+#define QFT_SCAN_REC_DIR_END 2u
 
 /*
  * File modes use the traditional octal layout (S_IFREG 0100000, permission

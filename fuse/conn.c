@@ -113,6 +113,9 @@ struct link {
 	int64_t busy_since;     /* conn lock: when npending last left 0 */
 	unsigned ended;         /* conn lock: lanes the server closed while
 				 * we were closing */
+	/* The server's uid and gid from the bulk HELLO reply: set by the
+	 * handshake, before anyone else sees the link. */
+	uint32_t srv_uid, srv_gid;
 };
 
 struct qc_conn {
@@ -152,6 +155,9 @@ struct qc_conn {
 	uint64_t hdir[HANDLE_WORDS]; /* hlock: ... and bound by OPENDIR, so it
 				      * lives on the meta lane */
 	uint32_t hnext;         /* hlock: word where the next search starts */
+
+	uint32_t srv_uid;       /* lock: the live link's (qc_conn_server_ids) */
+	uint32_t srv_gid;       /* lock */
 };
 
 static int64_t now_ns(void)
@@ -713,6 +719,11 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	}
 	/* Before the reader starts: no compressed frame can come earlier. */
 	qft_chan_lz4_agreed(&ln->chan, l->c->o.compress, rep.features);
+	/* Both streams reach one server process; bulk's answer counts. */
+	if (ln == &l->lane[LANE_BULK]) {
+		l->srv_uid = rep.uid;
+		l->srv_gid = rep.gid;
+	}
 	r = 0;
 out_free_buf:
 	qbuf_free(&b);
@@ -828,7 +839,22 @@ void qc_conn_free(struct qc_conn *c)
 
 int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
 {
-	return link_hello(c->cur, timeout_s, msg, size);
+	int r = link_hello(c->cur, timeout_s, msg, size);
+
+	/* Still single threaded: no lock needed, but it costs nothing. */
+	pthread_mutex_lock(&c->lock);
+	c->srv_uid = c->cur->srv_uid;
+	c->srv_gid = c->cur->srv_gid;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+void qc_conn_server_ids(struct qc_conn *c, uint32_t *uid, uint32_t *gid)
+{
+	pthread_mutex_lock(&c->lock);
+	*uid = c->srv_uid;
+	*gid = c->srv_gid;
+	pthread_mutex_unlock(&c->lock);
 }
 
 /*
@@ -908,6 +934,9 @@ static void link_install(struct qc_conn *c, struct link *l)
 	pthread_mutex_unlock(&c->hlock);
 	c->cur = l;
 	c->lost = false;
+	/* A reconnect may reach a server running as someone else. */
+	c->srv_uid = l->srv_uid;
+	c->srv_gid = l->srv_gid;
 	atomic_store(&c->live_gen, l->gen);
 	pthread_cond_broadcast(&c->cond);
 }

@@ -165,6 +165,16 @@ void qc_conn_free(struct qc_conn *c);
  */
 int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size);
 
+/*
+ * The effective uid and gid of the server process, from the HELLO reply
+ * of the live link (of the last one while none is live; a reconnect
+ * refreshes them): who owns what the server creates, so the client can
+ * predict a new file's owner without asking.  A setgid parent directory
+ * gives its own group instead, as on any Linux filesystem.  Valid after
+ * qc_conn_hello succeeded.
+ */
+void qc_conn_server_ids(struct qc_conn *c, uint32_t *uid, uint32_t *gid);
+
 /* Starts the reader, watchdog and keepalive threads. */
 int qc_conn_start(struct qc_conn *c);
 

@@ -7,19 +7,22 @@
 
 #include "handle.h"
 #include "protocol.h"
+#include "scan.h"
 
 void srv_handle_init(struct srv_handles *t)
 {
 	t->tab = NULL;
 	t->cap = 0;
 	t->ndirs = 0;
+	t->scan_mem = 0;
 }
 
-static int close_entry(struct srv_handle *e)
+static int close_entry(struct srv_handles *t, struct srv_handle *e)
 {
 	int ret = 0;
 
 	if (e->kind == SRV_H_DIR) {
+		srv_scan_free(t, e->scan);
 		if (closedir(e->dir) < 0)
 			ret = -errno;
 	} else if (e->kind == SRV_H_FILE) {
@@ -35,7 +38,7 @@ static int close_entry(struct srv_handle *e)
 void srv_handle_destroy(struct srv_handles *t)
 {
 	for (size_t h = 1; h < t->cap; h++)
-		close_entry(&t->tab[h]);
+		close_entry(t, &t->tab[h]);
 	free(t->tab);
 	t->tab = NULL;
 	t->cap = 0;
@@ -111,5 +114,5 @@ int srv_handle_close(struct srv_handles *t, uint64_t h)
 		return r;
 	if (e->kind == SRV_H_DIR)
 		t->ndirs--;
-	return close_entry(e);
+	return close_entry(t, e);
 }

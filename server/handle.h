@@ -24,6 +24,8 @@ enum srv_handle_kind {
 	SRV_H_ANY,      /* lookups only: either open kind */
 };
 
+struct srv_scan;
+
 struct srv_handle {
 	enum srv_handle_kind kind;
 	int fd;         /* the file, or dirfd(dir) */
@@ -31,6 +33,7 @@ struct srv_handle {
 	bool dirty;     /* file: written since the last successful sync */
 	int err;        /* file: first failed write's -errno, until FLUSH */
 	long dir_pos;   /* dir: cookie the stream stands at, 0 = start */
+	struct srv_scan *scan; /* dir: the SCAN in progress (scan.h), or NULL */
 	/* file, set at open: READ and WRITE of a regular file go through
 	 * the I/O engine (xfer.c), which must order them against other
 	 * handles of the same file (dev, ino) and keep O_APPEND writes in
@@ -53,6 +56,7 @@ struct srv_handles {
 	struct srv_handle *tab;  /* tab[h] for h < cap; tab[0] unused */
 	size_t cap;
 	unsigned ndirs;          /* SRV_H_DIR entries */
+	size_t scan_mem;         /* bytes the scans of its handles hold */
 };
 
 void srv_handle_init(struct srv_handles *t);

@@ -25,6 +25,7 @@
 #include "io.h"
 #include "log.h"
 #include "ops.h"
+#include "scan.h"
 
 typedef int (*op_fn)(struct srv *s, const struct qft_msg *req,
 		     struct qft_msg *rep);
@@ -73,7 +74,7 @@ static int reply_attr_fd(int fd, struct qft_msg *rep)
 	return 0;
 }
 
-static int reply_attr_at(int dfd, const char *name, struct qft_msg *rep)
+static int reply_srv_path_attr_at(int dfd, const char *name, struct qft_msg *rep)
 {
 	struct stat st;
 
@@ -104,6 +105,10 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	s->hello_done = true;
 	rep->magic = QFT_MAGIC;
 	rep->version = QFT_VERSION;
+	/* Who owns what we create (a setgid directory aside), so that the
+	 * client can answer for a new file without asking. */
+	rep->uid = (uint32_t)geteuid();
+	rep->gid = (uint32_t)getegid();
 	/* Compression goes on before this reply leaves, which is safe: the
 	 * reply is far below QFT_CHAN_LZ4_MIN, so it goes as it is. */
 	z = qft_chan_lz4_accept(&s->chan, req->features, !s->no_compress,
@@ -114,42 +119,6 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
-/*
- * Attributes of `name` in dfd, not following it, with the NOXATTR hint
- * (protocol.h) for regular files and directories.  The hint is read
- * through an O_PATH descriptor of the very object stat'ed, so a rename
- * racing with us cannot pin another object's answer on it.  Only the stat
- * can fail: without the hint the client merely asks for xattrs itself.
- */
-static int attr_at(int dfd, const char *name, struct stat *st,
-		   struct qft_attr *a)
-{
-	char proc[SRV_PROC_FD_MAX];
-	int fd, r = 0;
-
-	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		/* Out of descriptors, say: the attributes still count. */
-		if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
-			return -errno;
-		qft_attr_from_stat(a, st);
-		return 0;
-	}
-	if (fstat(fd, st) < 0) {
-		r = -errno;
-		goto out_close_fd;
-	}
-	qft_attr_from_stat(a, st);
-	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
-		srv_path_proc_fd(proc, fd);
-		if (listxattr(proc, NULL, 0) == 0)
-			a->flags |= QFT_ATTR_NOXATTR;
-	}
-out_close_fd:
-	close(fd);
-	return r;
-}
-
 static int op_lstat(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
@@ -158,11 +127,11 @@ static int op_lstat(struct srv *s, const struct qft_msg *req,
 	int dfd, r;
 
 	if (*req->path.s == '\0')
-		return attr_at(s->root.fd, ".", &st, &rep->attr);
+		return srv_path_attr_at(s->root.fd, ".", &st, &rep->attr);
 	dfd = srv_path_open_parent(&s->root, req->path.s, &name);
 	if (dfd < 0)
 		return dfd;
-	r = attr_at(dfd, name, &st, &rep->attr);
+	r = srv_path_attr_at(dfd, name, &st, &rep->attr);
 	close(dfd);
 	return r;
 }
@@ -274,7 +243,7 @@ static int setattr_fd(struct srv_handle *h, const struct qft_msg *req,
 	return reply_attr_fd(h->fd, rep);
 }
 
-static int setattr_at(int dfd, const char *name, const struct qft_msg *req,
+static int setsrv_path_attr_at(int dfd, const char *name, const struct qft_msg *req,
 		      struct qft_msg *rep)
 {
 	uint32_t v = req->valid;
@@ -298,7 +267,7 @@ static int setattr_at(int dfd, const char *name, const struct qft_msg *req,
 		if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
-	return reply_attr_at(dfd, name, rep);
+	return reply_srv_path_attr_at(dfd, name, rep);
 }
 
 /* By handle when one is given (FUSE's ftruncate), else by path. */
@@ -316,7 +285,7 @@ static int op_setattr(struct srv *s, const struct qft_msg *req,
 	dfd = srv_path_open_parent(&s->root, req->path.s, &name);
 	if (dfd < 0)
 		return dfd;
-	r = setattr_at(dfd, name, req, rep);
+	r = setsrv_path_attr_at(dfd, name, req, rep);
 	close(dfd);
 	return r;
 }
@@ -434,7 +403,7 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 		}
 		/* ".." of the root lies outside it: never look at it. */
 		if (plus && !is_dot_or_dotdot(de->d_name) &&
-		    attr_at(h->fd, de->d_name, &st, &d.attr) == 0) {
+		    srv_path_attr_at(h->fd, de->d_name, &st, &d.attr) == 0) {
 			d.has_attr = true;
 			if (d.type == 0)
 				d.type = st.st_mode & S_IFMT;
@@ -471,7 +440,7 @@ static int op_mkdir(struct srv *s, const struct qft_msg *req,
 	if (mkdirat(dfd, req->name.s, req->mode & 07777) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(dfd, req->name.s, rep);
+		r = reply_srv_path_attr_at(dfd, req->name.s, rep);
 	close(dfd);
 	return r;
 }
@@ -561,6 +530,37 @@ static int op_create(struct srv *s, const struct qft_msg *req,
 	return finish_open(h, fd, req->opflags, rep);
 }
 
+/*
+ * The first `length` bytes of a file just opened, for the OPEN reply.  A
+ * failure only leaves QFT_OPEN_DATA clear: the open itself succeeded,
+ * and the client READs (and meets the error, if it lasts) as it would
+ * have anyway.  OPEN is not a request the engine takes (xfer.h), so the
+ * loop drained it first: this read sees every WRITE received before the
+ * OPEN, on any handle, and none received after it.
+ */
+static void open_data(struct srv *s, const struct srv_handle *h,
+		      uint64_t length, struct qft_msg *rep)
+{
+	ssize_t n;
+	int r;
+
+	/* The decoder caps length at QFT_MAX_DATA. */
+	if ((r = data_reserve(s, (size_t)length)) < 0) {
+		qft_debug("OPEN: no first data: %s", strerror(-r));
+		return;
+	}
+	n = srv_io_read(h->fd, s->data, (size_t)length, 0);
+	if (n < 0) {
+		qft_debug("OPEN: no first data: %s", strerror((int)-n));
+		return;
+	}
+	rep->opflags = QFT_OPEN_DATA;
+	if ((uint64_t)n < length)
+		rep->opflags |= QFT_OPEN_EOF;
+	rep->data.p = s->data;
+	rep->data.len = (uint32_t)n;
+}
+
 static int op_open(struct srv *s, const struct qft_msg *req,
 		   struct qft_msg *rep)
 {
@@ -575,7 +575,14 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 			   O_NOCTTY);
 	if (fd < 0)
 		return fd;
-	return finish_open(h, fd, req->opflags, rep);
+	if ((r = finish_open(h, fd, req->opflags, rep)) < 0)
+		return r;
+	/* Only regular files: a FIFO or a device could block or be changed
+	 * by a read nobody asked for. */
+	if (req->length && h->regular &&
+	    (req->opflags & QFT_O_ACCMODE) != QFT_O_WRONLY)
+		open_data(s, h, req->length, rep);
+	return 0;
 }
 
 static int op_read(struct srv *s, const struct qft_msg *req,
@@ -641,7 +648,11 @@ static int op_flush(struct srv *s, const struct qft_msg *req,
 		if (r == 0)
 			h->dirty = false;
 	}
-	return err ? err : r;
+	if (err || r)
+		return err ? err : r;
+	/* Size and times after every write: what close() leaves behind, so
+	 * the client need not ask again. */
+	return reply_attr_fd(h->fd, rep);
 }
 
 static int op_fsync(struct srv *s, const struct qft_msg *req,
@@ -702,7 +713,7 @@ static int op_symlink(struct srv *s, const struct qft_msg *req,
 	if (symlinkat(req->target.s, dfd, req->name.s) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(dfd, req->name.s, rep);
+		r = reply_srv_path_attr_at(dfd, req->name.s, rep);
 	close(dfd);
 	return r;
 }
@@ -750,7 +761,7 @@ static int op_link(struct srv *s, const struct qft_msg *req,
 	if (linkat(d1, name, d2, req->name2.s, 0) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(d2, req->name2.s, rep);
+		r = reply_srv_path_attr_at(d2, req->name2.s, rep);
 	close(d2);
 out_close_d1:
 	close(d1);
@@ -904,9 +915,48 @@ static int op_mknod(struct srv *s, const struct qft_msg *req,
 	if (mknodat(dfd, req->name.s, (mode_t)req->mode, (dev_t)req->rdev) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(dfd, req->name.s, rep);
+		r = reply_srv_path_attr_at(dfd, req->name.s, rep);
 	close(dfd);
 	return r;
+}
+
+/*
+ * The next records of the scan of a directory handle (scan.h).  Runs
+ * after the engine drained, like everything but READ and WRITE, so it
+ * sees every earlier change made through this connection.
+ */
+static int op_scan(struct srv *s, const struct qft_msg *req,
+		   struct qft_msg *rep)
+{
+	struct srv_handle *h;
+	struct qbuf b;
+	size_t budget;
+	int r;
+
+	/* A file handle, or none, is EBADF like READDIR on one. */
+	if ((r = srv_handle_get(&s->handles, req->handle, SRV_H_DIR, &h)) < 0)
+		return r;
+	/* The decoder caps length at QFT_MAX_SCAN. */
+	budget = (size_t)req->length;
+	if ((r = data_reserve(s, budget)) < 0)
+		return r;
+	/* A view of s->data that can never grow past the budget (limit ==
+	 * cap), so the records are built where the reply sends them from. */
+	memset(&b, 0, sizeof(b));
+	b.data = s->data;
+	b.cap = budget;
+	b.limit = budget;
+	r = srv_scan_step(&s->handles, h, &b, &rep->opflags);
+	if (r == -EMSGSIZE) {
+		set_errmsg(s, rep, "SCAN budget of %zu bytes holds no record",
+			   budget);
+		return -EINVAL;
+	}
+	if (r < 0)
+		return r;
+	rep->data.p = b.data;
+	rep->data.len = (uint32_t)b.len;
+	return 0;
 }
 
 /* The client's keepalive: answering is the whole point. */
@@ -945,6 +995,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_REMOVEXATTR] = op_removexattr,
 	[QFT_OP_MKNOD]       = op_mknod,
 	[QFT_OP_PING]        = op_ping,
+	[QFT_OP_SCAN]        = op_scan,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)

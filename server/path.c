@@ -9,12 +9,14 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 
 #ifdef HAVE_LINUX_OPENAT2_H
 #include <linux/openat2.h>
 #endif
 
 #include "log.h"
+#include "msg.h"
 #include "path.h"
 #include "protocol.h"
 
@@ -161,4 +163,39 @@ int srv_path_open_parent(const struct srv_root *r, const char *path,
 void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
 {
 	snprintf(buf, SRV_PROC_FD_MAX, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * The NOXATTR hint is read through an O_PATH descriptor of the very object
+ * stat'ed, so a rename racing with us cannot pin another object's answer
+ * on it.  Only the stat can fail: without the hint the client merely asks
+ * for xattrs itself.
+ */
+int srv_path_attr_at(int dfd, const char *name, struct stat *st,
+		     struct qft_attr *a)
+{
+	char proc[SRV_PROC_FD_MAX];
+	int fd, r = 0;
+
+	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		/* Out of descriptors, say: the attributes still count. */
+		if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		qft_attr_from_stat(a, st);
+		return 0;
+	}
+	if (fstat(fd, st) < 0) {
+		r = -errno;
+		goto out_close_fd;
+	}
+	qft_attr_from_stat(a, st);
+	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
+		srv_path_proc_fd(proc, fd);
+		if (listxattr(proc, NULL, 0) == 0)
+			a->flags |= QFT_ATTR_NOXATTR;
+	}
+out_close_fd:
+	close(fd);
+	return r;
 }

@@ -62,4 +62,14 @@ int srv_path_open_dir(const struct srv_root *r, const char *path);
 #define SRV_PROC_FD_MAX 32
 void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd);
 
+struct qft_attr;
+
+/*
+ * Attributes of `name` in the directory `dfd`, not following it, with the
+ * NOXATTR hint (protocol.h) for regular files and directories: what LSTAT,
+ * READDIR PLUS and SCAN send.  0 or a negative errno (of the stat).
+ */
+int srv_path_attr_at(int dfd, const char *name, struct stat *st,
+		     struct qft_attr *a);
+
 #endif /* SRV_PATH_H */

@@ -11,6 +11,10 @@ pipelined exactly as a test needs:
 - with a fault-injection build (-Dfault_injection=true), a write error
   reaches the WRITE's reply and the next FLUSH as EIO, a read error is an
   EIO reply (never a short read), and a failing fdatasync fails FLUSH;
+- an OPEN with a length, sent right behind pipelined WRITEs through another
+  handle, returns the data as those WRITEs left it; a FLUSH's attributes
+  are the file's after every WRITE before it; with fault injection, a
+  read error during an OPEN leaves the open done and the first data out;
 - a client that stops reading replies while it floods the server with
   requests does not make the server's memory grow; open directories are
   capped;
@@ -305,6 +309,40 @@ def test_read_past_end_and_handle_reuse(start, tmp_path):
     assert got[5]['data'] == b'b' * 3000
 
 
+def test_open_first_data_sees_earlier_writes(start, tmp_path):
+    """OPEN is not queued in the engine: its first data is read after
+    every WRITE received before it (another handle's, still in flight),
+    and before every WRITE after it."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    srv = start(root)
+    _create(srv, 1, 'o')
+    for rnd in range(4):
+        a, b = _pattern(2 * rnd, MiB), _pattern(2 * rnd + 1, MiB)
+        got = _pipeline(srv, [
+            ('WRITE', dict(handle=1, offset=0, data=a)),
+            ('WRITE', dict(handle=1, offset=MiB, data=a)),
+            ('OPEN', dict(handle=2, path='o', opflags=wire.O_RDONLY,
+                          length=MiB)),
+            ('WRITE', dict(handle=1, offset=0, data=b)),
+            ('READ', dict(handle=2, offset=0, length=MiB)),
+            ('FLUSH', dict(handle=1)),
+            ('CLOSE', dict(handle=2))])
+        assert all(r.status == 0 for r in got), got
+        op = got[2]
+        assert op['opflags'] == wire.OPEN_DATA, op
+        assert op['data'] == a, 'OPEN data is not what the WRITEs before it left'
+        assert op['attr'].size == 2 * MiB
+        assert got[4]['data'] == b, 'READ missed the WRITE after the OPEN'
+        st = os.stat(root / 'o')
+        fa = got[5]['attr']
+        assert (fa.size, fa.ino, fa.mtime) == (
+            st.st_size, st.st_ino,
+            (st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9)), \
+            'FLUSH attributes are not the file\'s after its writes'
+    srv.call('CLOSE', handle=1)
+
+
 # ---------------------------------------------------------------------------
 # Injected faults
 
@@ -355,6 +393,27 @@ def test_read_error_is_eio_not_short(start, tmp_path, faults):
     # A READ that ends just before the fault is untouched.
     r = srv.call('READ', handle=1, offset=FAULT_AT - 10, length=10)
     assert r.status == 0 and r['data'] == data[FAULT_AT - 10:FAULT_AT]
+
+
+def test_open_read_error_is_no_data_not_a_failure(start, tmp_path, faults):
+    """A read error while fetching OPEN's first data fails nothing: the
+    handle is open, the reply carries no data, and READ meets the error."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    data = _pattern(5, 8192)
+    (root / 'r').write_bytes(data)
+    srv = start(root, fault='read_eio_at=100')
+    r = srv.call('OPEN', handle=1, path='r', opflags=wire.O_RDONLY,
+                 length=4096)
+    assert r.status == 0, r
+    assert (r['opflags'], r['data']) == (0, b''), r
+    assert r['attr'].size == 8192
+    assert srv.call('READ', handle=1, offset=0, length=4096).err == 'EIO'
+    # First data that ends before the fault is still sent.
+    r = srv.call('OPEN', handle=2, path='r', opflags=wire.O_RDONLY,
+                 length=100)
+    assert r.status == 0 and r['opflags'] == wire.OPEN_DATA, r
+    assert r['data'] == data[:100]
 
 
 def test_fsync_error_fails_flush(start, tmp_path, faults):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""A small, independent driver for the qftfs wire protocol (version 1).
+"""A small, independent driver for the qftfs wire protocol (version 2).
 
 It speaks to `qftfs-server --stdio --root DIR` directly over a socketpair,
 so tests can send what no well-behaved client would: paths through
@@ -18,14 +18,15 @@ import subprocess
 import time
 
 MAGIC = 0x51465446
-VERSION = 1
+VERSION = 2
 HDR = struct.Struct('>IHHQ')
 F_REPLY = 0x0001
 MAX_PAYLOAD = (1 << 20) + 16384
 
 OPS = {
     # name: (opcode, request fields, reply fields)
-    'HELLO': (1, ('magic', 'version', 'features'), ('magic', 'version', 'features')),
+    'HELLO': (1, ('magic', 'version', 'features'),
+              ('magic', 'version', 'features', 'uid', 'gid')),
     'LSTAT': (2, ('path',), ('attr',)),
     'FSTAT': (3, ('handle',), ('attr',)),
     'SETATTR': (4, ('handle', 'path', 'valid', 'mode', 'uid', 'gid', 'size',
@@ -36,10 +37,11 @@ OPS = {
     'RMDIR': (8, ('path', 'name'), ()),
     'UNLINK': (9, ('path', 'name'), ()),
     'CREATE': (10, ('handle', 'path', 'name', 'opflags', 'mode'), ('attr',)),
-    'OPEN': (11, ('handle', 'path', 'opflags'), ('attr',)),
+    'OPEN': (11, ('handle', 'path', 'opflags', 'length'),
+             ('attr', 'opflags', 'data')),
     'READ': (12, ('handle', 'offset', 'length'), ('data',)),
     'WRITE': (13, ('handle', 'offset', 'data'), ('count',)),
-    'FLUSH': (14, ('handle', 'opflags'), ()),
+    'FLUSH': (14, ('handle', 'opflags'), ('attr',)),
     'FSYNC': (15, ('handle', 'opflags'), ()),
     'CLOSE': (16, ('handle',), ()),
     'RENAME': (17, ('path', 'name', 'path2', 'name2', 'opflags'), ()),
@@ -53,6 +55,8 @@ OPS = {
     'LISTXATTR': (25, ('path', 'length'), ('count', 'data')),
     'REMOVEXATTR': (26, ('path', 'xname'), ()),
     'MKNOD': (27, ('path', 'name', 'mode', 'rdev'), ('attr',)),
+    'PING': (28, (), ()),
+    'SCAN': (29, ('handle', 'length', 'opflags'), ('opflags', 'data')),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
@@ -73,6 +77,11 @@ O_RDONLY, O_WRONLY, O_RDWR = 0, 1, 2
 O_APPEND, O_TRUNC, O_EXCL = 0x8, 0x10, 0x20
 S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO = 0o100000, 0o040000, 0o120000, 0o010000
 SET_MODE, SET_UID, SET_GID, SET_SIZE = 0x1, 0x2, 0x4, 0x8
+OPEN_DATA, OPEN_EOF = 0x1, 0x2            # OPEN reply flags
+SCAN_WATCH = 0x1                          # SCAN request flag (reserved)
+SCAN_EOF, SCAN_TRUNCATED = 0x1, 0x2       # SCAN reply flags
+SCAN_REC_ENTRY, SCAN_REC_DIR_END = 1, 2   # SCAN record kinds
+MAX_DATA = 1 << 20                        # QFT_MAX_DATA, QFT_MAX_SCAN
 
 
 def _b(v):
@@ -194,6 +203,41 @@ def parse_dirents(data):
         has_attr = data[pos]
         pos += 1 + (Attr.SIZE if has_attr else 0)
         out.append((name, typ, off))
+    return out
+
+
+def parse_scan(data):
+    """A SCAN reply blob: (base, records).  Records are
+    ('entry', parent, name, Attr) or ('end', index, status); a directory
+    entry's index is implied (the next one), as the protocol says."""
+    (base,) = struct.unpack_from('>I', data, 0)
+    out, pos = [], 4
+    while pos < len(data):
+        kind, index = struct.unpack_from('>BI', data, pos)
+        pos += 5
+        if kind == SCAN_REC_ENTRY:
+            name, pos = Reply._str(data, pos)
+            a = Attr(data[pos:pos + Attr.SIZE])
+            pos += Attr.SIZE
+            out.append(('entry', index, name, a))
+        elif kind == SCAN_REC_DIR_END:
+            (status,) = struct.unpack_from('>I', data, pos)
+            pos += 4
+            out.append(('end', index, status))
+        else:
+            raise ValueError('unknown SCAN record kind %d' % kind)
+    return base, out
+
+
+def enc_scan(base, records):
+    """The inverse of parse_scan (records as it returns them, with an
+    attr given as encoded bytes)."""
+    out = struct.pack('>I', base)
+    for r in records:
+        if r[0] == 'entry':
+            out += struct.pack('>BI', SCAN_REC_ENTRY, r[1]) + enc_str(r[2]) + r[3]
+        else:
+            out += struct.pack('>BII', SCAN_REC_DIR_END, r[1], r[2])
     return out
 
 

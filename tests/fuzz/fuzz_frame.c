@@ -7,7 +7,8 @@
  * its top bit, lets the stream modes accept compressed (QFT_F_LZ4) frames
  * as after a HELLO that agreed on it; the rest is the subject:
  *   0  one frame: qft_hdr_decode and qft_msg_decode (request or reply, as
- *      its flags say), then READDIR entries when it carries them;
+ *      its flags say), then READDIR entries or SCAN records when it
+ *      carries them (qft_scan_check, then a walk of the records);
  *   1  one lz4 chunk: qft_lz4_decode and qft_lz4_decode_view;
  *   2  a plain byte stream read by qft_chan_recv until it fails;
  *   3  a sealed stream as it arrives (record lengths, bodies, tags): the
@@ -19,8 +20,11 @@
  *
  * Oracles besides the sanitizers: a message that decodes must encode back
  * to exactly the bytes it came from (the codec is canonical, so the two
- * directions cannot disagree), and so must each READDIR entry; an entry
- * name is a valid name or "." or ".."; the two lz4 decoders agree; a
+ * directions cannot disagree), and so must each READDIR entry and SCAN
+ * record (a HELLO of another version is decoded only up to its version,
+ * so it alone is not canonical); an entry name is a valid name or "." or
+ * ".."; what qft_scan_check accepts walks record by record to the end with
+ * valid names and indexes of directories already announced; the two lz4 decoders agree; a
  * decoded chunk encodes and decodes back to itself.
  */
 #include <errno.h>
@@ -67,6 +71,50 @@ static void check_dirents(const struct qft_blob *data)
 	qbuf_free(&b);
 }
 
+/* What a client relies on once qft_scan_check accepted a SCAN blob. */
+static void check_scan(const struct qft_blob *data)
+{
+	struct qft_scan_rec rec;
+	uint64_t next;
+	uint32_t base;
+	struct qbuf b;
+	struct qcur c;
+	int n, k = 0;
+
+	n = qft_scan_check(data);
+	if (n < 0) {
+		FUZZ_CHECK(n == -EBADMSG || n == -EINVAL);
+		return;
+	}
+	qbuf_init(&b, 4096);
+	qcur_init(&c, data->p, data->len);
+	FUZZ_CHECK(qft_scan_head_decode(&c, &base) == 0 && base > 0);
+	next = base;
+	while (c.left) {
+		const uint8_t *start = c.p;
+
+		FUZZ_CHECK(qft_scan_rec_decode(&c, &rec) == 0);
+		if (c.p == start)
+			break;
+		FUZZ_CHECK(rec.index < next);
+		if (rec.kind == QFT_SCAN_REC_ENTRY) {
+			FUZZ_CHECK(qft_name_valid(rec.name.s, rec.name.len));
+			FUZZ_CHECK(strlen(rec.name.s) == rec.name.len);
+			if ((rec.attr.mode & QFT_S_IFMT) == QFT_S_IFDIR)
+				next++;
+		} else {
+			FUZZ_CHECK(rec.kind == QFT_SCAN_REC_DIR_END);
+		}
+		qbuf_reset(&b);
+		FUZZ_CHECK(qft_scan_rec_encode(&b, &rec) == 0);
+		FUZZ_CHECK(b.len == (size_t)(c.p - start));
+		FUZZ_CHECK(memcmp(b.data, start, b.len) == 0);
+		k++;
+	}
+	FUZZ_CHECK(k == n);
+	qbuf_free(&b);
+}
+
 /* Decodes one whole frame and checks what a successful decode promises. */
 static void check_frame(const uint8_t *p, size_t n)
 {
@@ -97,6 +145,11 @@ static void check_frame(const uint8_t *p, size_t n)
 		FUZZ_CHECK(m.target.len > 0 && m.target.len <= QFT_MAX_PATH &&
 			   strlen(m.target.s) == m.target.len);
 
+	/* A HELLO of another version: the rest of it was not decoded. */
+	if (m.op == QFT_OP_HELLO && m.version != QFT_VERSION) {
+		FUZZ_CHECK(m.magic == QFT_MAGIC);
+		return;
+	}
 	/* Canonical: encoding what was decoded gives the same bytes. */
 	qbuf_init(&b, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
 	FUZZ_CHECK(qft_msg_encode(&b, &m) == 0);
@@ -106,6 +159,9 @@ static void check_frame(const uint8_t *p, size_t n)
 	if (m.op == QFT_OP_READDIR && (m.flags & QFT_F_REPLY) &&
 	    m.status == QFT_OK)
 		check_dirents(&m.data);
+	if (m.op == QFT_OP_SCAN && (m.flags & QFT_F_REPLY) &&
+	    m.status == QFT_OK)
+		check_scan(&m.data);
 }
 
 static void fuzz_lz4(const uint8_t *p, size_t n)

@@ -19,7 +19,7 @@
  * Oracles besides the sanitizers:
  *  - every reply decodes and answers a whole request frame of the stream
  *    (same opcode and id) that no other reply answered: nothing made up,
- *    nothing answered twice;
+ *    nothing answered twice; a SCAN reply's records pass qft_scan_check;
  *  - nothing outside the served root changes: the jail holds a canary
  *    directory beside the root that symlinks in the root point at; its
  *    attributes and its file's are compared after every input;
@@ -466,6 +466,9 @@ static void *reader_main(void *arg)
 	while ((r = qft_chan_recv(&c, &in, &h)) == 0) {
 		FUZZ_CHECK(qft_msg_decode(&m, in.data, in.len) == 0);
 		check_reply(p, &m);
+		/* The server's scan records are what a client accepts. */
+		if (m.op == QFT_OP_SCAN && m.status == QFT_OK)
+			FUZZ_CHECK(qft_scan_check(&m.data) >= 0);
 		if (m.op == QFT_OP_HELLO && m.status == QFT_OK &&
 		    (m.features & QFT_FEAT_LZ4))
 			qft_chan_set_lz4(&c, QFT_LZ4_NONE);

@@ -28,6 +28,9 @@ FEAT_LZ4, FEAT_LZ4_AUTO = 0x1, 0x2
 OP_PING = 28
 RENAME_NOREPLACE, RENAME_EXCHANGE = 0x1, 0x2
 READDIR_PLUS, READDIR_EOF = 0x1, 0x1
+OPEN_DATA, OPEN_EOF = wire.OPEN_DATA, wire.OPEN_EOF
+SCAN_WATCH, SCAN_EOF, SCAN_TRUNCATED = (wire.SCAN_WATCH, wire.SCAN_EOF,
+                                        wire.SCAN_TRUNCATED)
 S_IFCHR = 0o020000
 SET_ATIME, SET_MTIME, SET_ATIME_NOW, SET_MTIME_NOW = 0x10, 0x20, 0x40, 0x80
 MAX_DATA = 1 << 20
@@ -72,6 +75,24 @@ def dirent(name, ino=1, off=1, typ=wire.S_IFREG, a=None):
 
 def hello(rid=0, version=wire.VERSION, features=0, magic=wire.MAGIC):
     return req('HELLO', rid, magic=magic, version=version, features=features)
+
+
+def hello_v1_rep(rid, version=1, features=0):
+    """A HELLO reply as version 1 sent it: no uid, no gid."""
+    return wire.frame('HELLO', struct.pack('>IIII', 0, wire.MAGIC, version,
+                                           features), wire.F_REPLY, rid)
+
+
+def scan_blob(base=1):
+    """SCAN records: two directories below the scanned one, every kind."""
+    return wire.enc_scan(base, [
+        ('entry', 0, 'file', attr()),
+        ('entry', 0, 'sub', attr(wire.S_IFDIR | 0o755)),
+        ('end', 0, 0),
+        ('entry', base, 'deeper', attr(wire.S_IFDIR | 0o700)),
+        ('entry', base, 'link', attr(wire.S_IFLNK | 0o777)),
+        ('end', base, 6),
+        ('end', base + 1, 0)])
 
 
 def ping(rid, reply=False):
@@ -130,8 +151,19 @@ def frame_seeds():
     # Mode 0: one frame.
     one = {
         'hello-req': hello(1, features=FEAT_LZ4),
-        'hello-rep': rep('HELLO', 1, magic=wire.MAGIC, version=1,
-                         features=FEAT_LZ4),
+        'hello-rep': rep('HELLO', 1, magic=wire.MAGIC, version=wire.VERSION,
+                         features=FEAT_LZ4, uid=1000, gid=1000),
+        'hello-rep-v1': hello_v1_rep(1, features=FEAT_LZ4),
+        'open-req': req('OPEN', 30, handle=3, path='d/f', opflags=0,
+                        length=65536),
+        'open-rep-data': rep('OPEN', 30, attr=attr(), opflags=OPEN_DATA |
+                             OPEN_EOF, data=b'first bytes'),
+        'flush-rep': rep('FLUSH', 31, attr=attr(size=4096)),
+        'scan-req': req('SCAN', 32, handle=2, length=MAX_DATA,
+                        opflags=SCAN_WATCH),
+        'scan-rep': rep('SCAN', 32, opflags=SCAN_EOF, data=scan_blob()),
+        'scan-rep-later': rep('SCAN', 33, opflags=SCAN_EOF | SCAN_TRUNCATED,
+                              data=scan_blob(base=40)),
         'lstat-req': req('LSTAT', 2, path='d/f'),
         'lstat-rep': rep('LSTAT', 2, attr=attr()),
         'setattr-req': req('SETATTR', 3, handle=0, path='a',
@@ -170,6 +202,13 @@ def frame_seeds():
         'bad-attr-mode': rep('LSTAT', 27, attr=attr(mode=0o777)),
         'bad-hello-magic': hello(28, magic=0x12345678),
         'bad-trailing': req('CLOSE', 29, handle=1) + b'\0',
+        'bad-open-eof': rep('OPEN', 34, attr=attr(), opflags=OPEN_EOF),
+        'bad-scan-index': rep('SCAN', 35, opflags=0, data=wire.enc_scan(
+            1, [('entry', 1, 'x', attr())])),
+        'bad-scan-name': rep('SCAN', 36, opflags=0, data=wire.enc_scan(
+            1, [('entry', 0, 'a/b', attr())])),
+        'bad-scan-tail': rep('SCAN', 37, opflags=0,
+                             data=scan_blob() + b'\x02\0\0'),
     }
     for k, v in one.items():
         s['0-' + k] = b'\x00' + v
@@ -291,6 +330,46 @@ def server_seeds():
          ('READ', handle=4, offset=0, length=1)('CLOSE', handle=4))
     add('readdir', HELLO, t)
 
+    # SCAN: whole tree (symlinks out of the root included, never
+    # followed), budgets from none to many replies, misuse, CLOSE midway.
+    t = (Stream()('OPENDIR', handle=3, path='')
+         ('SCAN', handle=3, length=MAX_DATA, opflags=0)
+         ('SCAN', handle=3, length=4096, opflags=0)
+         ('CLOSE', handle=3)('OPENDIR', handle=4, path='')
+         ('SCAN', handle=4, length=4, opflags=0)
+         ('SCAN', handle=4, length=150, opflags=SCAN_WATCH)
+         ('SCAN', handle=4, length=150, opflags=0)
+         ('SCAN', handle=4, length=300, opflags=0)
+         ('CLOSE', handle=4)
+         ('OPENDIR', handle=5, path='d')('UNLINK', path='d', name='f')
+         ('SCAN', handle=5, length=1000, opflags=0)
+         ('RMDIR', path='d', name='e')
+         ('SCAN', handle=5, length=1000, opflags=0)
+         ('OPEN', handle=6, path='a', opflags=0)
+         ('SCAN', handle=6, length=4096, opflags=0)
+         ('SCAN', handle=9, length=4096, opflags=0)
+         ('SCAN', handle=5, length=4096, opflags=0x8000)
+         ('OPENDIR', handle=7, path='updir')('SCAN', handle=7, length=4096,
+                                             opflags=0))
+    add('scan', HELLO, t)
+    add('scan-walk', HELLO | WALK, t)
+
+    # OPEN with first data, FLUSH with attributes.
+    t = (Stream()('OPEN', handle=1, path='a', opflags=wire.O_RDONLY,
+                  length=4096)
+         ('OPEN', handle=2, path='big', opflags=wire.O_RDWR, length=65536)
+         ('OPEN', handle=3, path='d', opflags=wire.O_RDONLY, length=100)
+         ('OPEN', handle=4, path='fifo', opflags=wire.O_RDONLY, length=10)
+         ('OPEN', handle=5, path='a', opflags=wire.O_WRONLY, length=10)
+         ('WRITE', handle=2, offset=0, data=b'rewritten')
+         ('OPEN', handle=6, path='big', opflags=wire.O_RDONLY, length=20)
+         ('FLUSH', handle=2, opflags=0)('FLUSH', handle=5, opflags=1)
+         ('OPEN', handle=7, path='ln', opflags=wire.O_RDONLY, length=10)
+         ('OPEN', handle=8, path='big', opflags=wire.O_RDONLY,
+          length=MAX_DATA))
+    add('open-data', HELLO, t)
+    add('open-data-uring', HELLO | URING, t)
+
     t = (Stream()('MKDIR', path='', name='m', mode=0o755)
          ('MKDIR', path='m', name='n', mode=0o700)
          ('RMDIR', path='m', name='n')('UNLINK', path='', name='a')
@@ -357,7 +436,9 @@ def server_seeds():
     add('no-hello', 0, Stream()('LSTAT', path=''))
     add('hello-only', 0, hello(1))
     add('hello-twice', 0, hello(1) + hello(2) + req('LSTAT', 3, path=''))
-    add('hello-version', 0, hello(1, version=2) + req('LSTAT', 2, path=''))
+    add('hello-version', 0, hello(1, version=1) + req('LSTAT', 2, path=''))
+    add('hello-future', 0, wire.frame('HELLO', struct.pack(
+        '>IIIQ', wire.MAGIC, 3, 0, 7), 0, 1) + req('LSTAT', 2, path=''))
     add('hello-magic', 0, hello(1, magic=0))
     add('invalid-then-ok', HELLO,
         req('LSTAT', 1, path='a/../b') + req('MKDIR', 2, path='',
@@ -463,6 +544,11 @@ def client_seeds():
                                    data=b'user.a\0user.b\0') +
                                rep('STATFS', 5, statfs=statfs()) +
                                ping(6, reply=True))
+    s['open-data'] = client(0, ['OPEN', 'OPEN', 'FLUSH'],
+                            rep('OPEN', 2, attr=attr(), opflags=OPEN_DATA,
+                                data=b'0123456789') +
+                            rep('OPEN', 3, attr=attr(), opflags=OPEN_EOF) +
+                            rep('FLUSH', 4, attr=attr(mode=0o644)))
     s['entries'] = client(0, ['OPEN', 'CREATE', 'SYMLINK', 'OPENDIR',
                               'SETATTR', 'MKDIR', 'UNLINK', 'WRITE',
                               'FLUSH'],
@@ -475,7 +561,7 @@ def client_seeds():
                           rep('MKDIR', 7, attr=attr(mode=wire.S_IFDIR |
                                                     0o755)) +
                           rep('UNLINK', 8) + rep('WRITE', 9, count=5) +
-                          rep('FLUSH', 10))
+                          rep('FLUSH', 10, attr=attr(size=5)))
     s['close-noreply'] = client(0, ['CLOSE', 'LSTAT', 'CLOSE'],
                                 rep('CLOSE', 2, status=4, errmsg=b'') +
                                 rep('LSTAT', 3, attr=attr()) +
@@ -500,22 +586,22 @@ def client_seeds():
     s['lz4-bad'] = client(C_LZ4, ['READ'],
                           lz4_frame(rep('READ', 2, data=text))[:-3] +
                           b'\0\0\0')
-    hello_ok = rep('HELLO', 1, magic=wire.MAGIC, version=1, features=0)
+    hello_ok = rep('HELLO', 1, magic=wire.MAGIC, version=wire.VERSION,
+                   features=0, uid=1000, gid=1000)
     s['hello-in-input'] = client(C_HELLO_IN_INPUT, ['LSTAT'],
                                  hello_ok + rep('LSTAT', 2, attr=attr()))
     s['hello-lz4'] = client(C_HELLO_IN_INPUT | C_LZ4, ['READBIG'],
-                            rep('HELLO', 1, magic=wire.MAGIC, version=1,
-                                features=FEAT_LZ4) +
+                            rep('HELLO', 1, magic=wire.MAGIC,
+                                version=wire.VERSION, features=FEAT_LZ4) +
                             lz4_frame(rep('READ', 2, data=text)))
     s['hello-version'] = client(C_HELLO_IN_INPUT, ['LSTAT'],
-                                rep('HELLO', 1, magic=wire.MAGIC,
-                                    version=2, features=0))
+                                hello_v1_rep(1))
     s['hello-refused'] = client(C_HELLO_IN_INPUT, [],
                                 rep('HELLO', 1, status=28,
                                     errmsg=b'protocol version mismatch'))
     s['hello-wrong-id'] = client(C_HELLO_IN_INPUT, [],
                                  rep('HELLO', 7, magic=wire.MAGIC,
-                                     version=1))
+                                     version=wire.VERSION))
     s['hello-cut'] = client(C_HELLO_IN_INPUT, [], hello_ok[:-3])
     return s
 

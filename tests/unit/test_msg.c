@@ -54,7 +54,7 @@ struct op_spec {
 #define HELLO_F (F_MAGIC | F_VERSION | F_FEATURES)
 
 static const struct op_spec specs[] = {
-	{ QFT_OP_HELLO, "HELLO", HELLO_F, HELLO_F },
+	{ QFT_OP_HELLO, "HELLO", HELLO_F, HELLO_F | F_UID | F_GID },
 	{ QFT_OP_LSTAT, "LSTAT", F_PATH, F_ATTR },
 	{ QFT_OP_FSTAT, "FSTAT", F_HANDLE, F_ATTR },
 	{ QFT_OP_SETATTR, "SETATTR",
@@ -70,12 +70,14 @@ static const struct op_spec specs[] = {
 	{ QFT_OP_CREATE, "CREATE",
 	  F_HANDLE | F_PATH | F_NAME | F_OPFLAGS | F_MODE, F_ATTR,
 	  QFT_O_KNOWN },
-	{ QFT_OP_OPEN, "OPEN", F_HANDLE | F_PATH | F_OPFLAGS, F_ATTR,
-	  QFT_O_KNOWN },
+	{ QFT_OP_OPEN, "OPEN", F_HANDLE | F_PATH | F_OPFLAGS | F_LENGTH,
+	  F_ATTR | F_OPFLAGS | F_DATA, QFT_O_KNOWN, QFT_OPEN_REP_KNOWN,
+	  QFT_MAX_DATA },
 	{ QFT_OP_READ, "READ", F_HANDLE | F_OFFSET | F_LENGTH, F_DATA,
 	  0, 0, QFT_MAX_DATA },
 	{ QFT_OP_WRITE, "WRITE", F_HANDLE | F_OFFSET | F_DATA, F_COUNT },
-	{ QFT_OP_FLUSH, "FLUSH", F_HANDLE | F_OPFLAGS, 0, QFT_FLUSH_KNOWN },
+	{ QFT_OP_FLUSH, "FLUSH", F_HANDLE | F_OPFLAGS, F_ATTR,
+	  QFT_FLUSH_KNOWN },
 	{ QFT_OP_FSYNC, "FSYNC", F_HANDLE | F_OPFLAGS, 0, QFT_FSYNC_KNOWN },
 	{ QFT_OP_CLOSE, "CLOSE", F_HANDLE, 0 },
 	{ QFT_OP_RENAME, "RENAME",
@@ -97,6 +99,9 @@ static const struct op_spec specs[] = {
 	{ QFT_OP_REMOVEXATTR, "REMOVEXATTR", F_PATH | F_XNAME, 0 },
 	{ QFT_OP_MKNOD, "MKNOD", F_PATH | F_NAME | F_MODE | F_RDEV, F_ATTR },
 	{ QFT_OP_PING, "PING", 0, 0 },
+	{ QFT_OP_SCAN, "SCAN", F_HANDLE | F_LENGTH | F_OPFLAGS,
+	  F_OPFLAGS | F_DATA, QFT_SCAN_KNOWN, QFT_SCAN_REP_KNOWN,
+	  QFT_MAX_SCAN },
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
@@ -124,6 +129,7 @@ static const struct qft_statfs sample_st = {
 
 static uint8_t pattern[QFT_MAX_PAYLOAD + 1];
 static struct qbuf readdir_data;   /* dirents for READDIR replies */
+static struct qbuf scan_data;      /* records for SCAN replies */
 
 static uint8_t *dup_exact(const void *p, size_t n)
 {
@@ -218,6 +224,9 @@ static void fill(struct qft_msg *m, const struct op_spec *sp, bool reply)
 		if (sp->op == QFT_OP_READDIR)
 			m->data = (struct qft_blob){ readdir_data.data,
 						     (uint32_t)readdir_data.len };
+		else if (sp->op == QFT_OP_SCAN)
+			m->data = (struct qft_blob){ scan_data.data,
+						     (uint32_t)scan_data.len };
 		else
 			m->data = (struct qft_blob){ pattern + sp->op,
 						     1000u + sp->op };
@@ -378,6 +387,39 @@ static void build_readdir_data(void)
 		if (qft_dirent_encode(&readdir_data, &d) != 0)
 			CHECK(!"dirent encode");
 	}
+}
+
+/* A SCAN reply's records: three directories, every record kind. */
+static void put_scan(struct qbuf *b, uint8_t kind, uint32_t index,
+		     const char *name, uint32_t mode, uint32_t status)
+{
+	struct qft_scan_rec rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.kind = kind;
+	rec.index = index;
+	rec.status = status;
+	if (name) {
+		rec.name = S(name);
+		rec.attr = sample_attr;
+		rec.attr.mode = mode;
+	}
+	if (qft_scan_rec_encode(b, &rec) != 0)
+		CHECK(!"scan record encode");
+}
+
+static void build_scan_data(void)
+{
+	qbuf_init(&scan_data, QFT_MAX_DATA);
+	CHECK_EQ(qft_scan_head_encode(&scan_data, 1), 0);
+	put_scan(&scan_data, QFT_SCAN_REC_ENTRY, 0, "file", QFT_S_IFREG | 0644, 0);
+	put_scan(&scan_data, QFT_SCAN_REC_ENTRY, 0, "sub dir", QFT_S_IFDIR | 0755, 0);
+	put_scan(&scan_data, QFT_SCAN_REC_DIR_END, 0, NULL, 0, QFT_OK);
+	put_scan(&scan_data, QFT_SCAN_REC_ENTRY, 1, "inner", QFT_S_IFREG | 0600, 0);
+	put_scan(&scan_data, QFT_SCAN_REC_ENTRY, 1, "deeper", QFT_S_IFDIR | 0700, 0);
+	put_scan(&scan_data, QFT_SCAN_REC_DIR_END, 1, NULL, 0, QFT_EACCES);
+	put_scan(&scan_data, QFT_SCAN_REC_ENTRY, 2, "\xc3\xbc", QFT_S_IFLNK | 0777, 0);
+	put_scan(&scan_data, QFT_SCAN_REC_DIR_END, 2, NULL, 0, QFT_OK);
 }
 
 static void test_op_names(void)
@@ -618,7 +660,7 @@ static void test_golden(void)
 {
 	static const uint8_t hello[] = {
 		0, 0, 0, 12, 0, 1, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
-		'Q', 'F', 'T', 'F', 0, 0, 0, 1, 0, 0, 0, 0,
+		'Q', 'F', 'T', 'F', 0, 0, 0, 2, 0, 0, 0, 0,
 	};
 	static const uint8_t lstat_req[] = {
 		0, 0, 0, 8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7,
@@ -1043,6 +1085,14 @@ static void test_names_in_messages(void)
 	check_ctx("%s", "");
 }
 
+/* Reply flags that are valid only with another: OPEN's EOF (and data)
+ * only with DATA, SCAN's TRUNCATED only with EOF. */
+static bool flag_needs_other(uint16_t op, uint32_t bit)
+{
+	return (op == QFT_OP_OPEN && bit == QFT_OPEN_EOF) ||
+	       (op == QFT_OP_SCAN && bit == QFT_SCAN_TRUNCATED);
+}
+
 /* Unknown bits in opflags (both directions) and SETATTR's valid mask. */
 static void test_flags(void)
 {
@@ -1076,7 +1126,9 @@ static void test_flags(void)
 					  reply ? "reply" : "request", bit);
 				fill(&m, sp, reply);
 				m.opflags = 1u << bit;
-				CHECK_EQ(roundtrip(&m), 0);
+				CHECK_EQ(roundtrip(&m), reply &&
+					 flag_needs_other(sp->op, 1u << bit) ?
+					 -EINVAL : 0);
 			}
 		}
 	}
@@ -1684,8 +1736,570 @@ static void mutate(uint8_t *p, size_t *n, size_t cap)
 	}
 }
 
+/*
+ * Walks a SCAN blob record by record as a client would, re-encoding each;
+ * returns the records, and checks that qft_scan_check agrees with the
+ * walk on whether the blob is acceptable.
+ */
+static unsigned long scan_walk(const struct qft_blob *data)
+{
+	struct qft_scan_rec rec;
+	unsigned long n = 0;
+	uint64_t next;
+	uint32_t base;
+	struct qcur c;
+	int r = 0, want;
+
+	want = qft_scan_check(data);
+	qcur_init(&c, data->p, data->len);
+	if ((r = qft_scan_head_decode(&c, &base)) < 0) {
+		CHECK_EQ(want, r);
+		return 0;
+	}
+	next = base;
+	while (c.left) {
+		struct qcur save = c;
+		struct qbuf e;
+
+		if ((r = qft_scan_rec_decode(&c, &rec)) < 0) {
+			CHECK(c.p == save.p && c.left == save.left);
+			break;
+		}
+		qbuf_init(&e, 4096);
+		CHECK_EQ(qft_scan_rec_encode(&e, &rec), 0);
+		CHECK(e.len == (size_t)(c.p - save.p) &&
+		      memcmp(e.data, save.p, e.len) == 0);
+		qbuf_free(&e);
+		if (rec.index >= next) {
+			r = -EINVAL;
+			break;
+		}
+		if (rec.kind == QFT_SCAN_REC_ENTRY &&
+		    (rec.attr.mode & QFT_S_IFMT) == QFT_S_IFDIR)
+			next++;
+		n++;
+	}
+	CHECK_EQ(want, r < 0 ? r : (int)n);
+	return n;
+}
+
+/* HELLO: version 2's reply fields, and other versions' HELLOs. */
+static void test_hello_versions(void)
+{
+	struct qft_msg m, got;
+	struct wr w;
+	uint8_t *p;
+
+	check_ctx("golden HELLO reply");
+	qft_msg_init(&m, QFT_OP_HELLO, 5);
+	m.flags = QFT_F_REPLY;
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = QFT_FEAT_LZ4;
+	m.uid = 1000;
+	m.gid = 0xfffffffeu;
+	whdr(&w, QFT_OP_HELLO, QFT_F_REPLY, 5);
+	wput(&w, 0, 4);
+	wput(&w, QFT_MAGIC, 4);
+	wput(&w, 2, 4);
+	wput(&w, QFT_FEAT_LZ4, 4);
+	wput(&w, 1000, 4);
+	wput(&w, 0xfffffffeu, 4);
+	wdone(&w);
+	check_golden(&m, &w);
+	CHECK_EQ(roundtrip(&m), 0);
+
+	/* A version 2 reply without gid, or with more, is malformed. */
+	check_ctx("HELLO reply without gid");
+	p = dup_exact(w.b, w.n - 4);
+	qft_store32(p, (uint32_t)(w.n - 4 - QFT_HDR_SIZE));
+	CHECK_EQ(qft_msg_decode(&got, p, w.n - 4), -EBADMSG);
+	free(p);
+
+	/* Version 1's reply (no uid, gid) and a future one with more
+	 * fields: decoded up to the version, so the mismatch is seen. */
+	for (uint32_t v = 1; v <= 3; v += 2) {
+		size_t extra = v == 1 ? 0 : 13;
+
+		check_ctx("HELLO reply of version %u", v);
+		whdr(&w, QFT_OP_HELLO, QFT_F_REPLY, 6);
+		wput(&w, 0, 4);
+		wput(&w, QFT_MAGIC, 4);
+		wput(&w, v, 4);
+		wput(&w, 0, 4);
+		for (size_t i = 0; i < extra; i++)
+			wput(&w, 0xee, 1);
+		wdone(&w);
+		p = dup_exact(w.b, w.n);
+		CHECK_EQ(qft_msg_decode(&got, p, w.n), 0);
+		CHECK_EQ(got.version, v);
+		CHECK_EQ(got.uid, 0);
+		free(p);
+
+		check_ctx("HELLO request of version %u", v);
+		whdr(&w, QFT_OP_HELLO, 0, 7);
+		wput(&w, QFT_MAGIC, 4);
+		wput(&w, v, 4);
+		wput(&w, QFT_FEAT_LZ4, 4);
+		for (size_t i = 0; i < extra; i++)
+			wput(&w, 0xee, 1);
+		wdone(&w);
+		p = dup_exact(w.b, w.n);
+		CHECK_EQ(qft_msg_decode(&got, p, w.n), 0);
+		CHECK_EQ(got.version, v);
+		free(p);
+
+		/* The magic is still checked first; a frame cut before the
+		 * version is still malformed. */
+		check_ctx("HELLO request of version %u, bad magic", v);
+		p = dup_exact(w.b, w.n);
+		p[QFT_HDR_SIZE] ^= 1;
+		CHECK_EQ(qft_msg_decode(&got, p, w.n), -EBADMSG);
+		free(p);
+		check_ctx("HELLO request of version %u, cut", v);
+		p = dup_exact(w.b, QFT_HDR_SIZE + 6);
+		qft_store32(p, 6);
+		CHECK_EQ(qft_msg_decode(&got, p, QFT_HDR_SIZE + 6), -EBADMSG);
+		free(p);
+	}
+	check_ctx("%s", "");
+}
+
+/* OPEN's first data and FLUSH's attributes. */
+static void test_open_flush(void)
+{
+	const struct op_spec *op = &specs[QFT_OP_OPEN - 1];
+	const struct op_spec *fl = &specs[QFT_OP_FLUSH - 1];
+	struct qft_msg m;
+	struct wr w;
+
+	check_ctx("golden OPEN request");
+	qft_msg_init(&m, QFT_OP_OPEN, 3);
+	m.handle = 9;
+	m.path = S("d/f");
+	m.opflags = QFT_O_RDONLY;
+	m.length = 65536;
+	whdr(&w, QFT_OP_OPEN, 0, 3);
+	wput(&w, 9, 8);
+	wstr(&w, "d/f");
+	wput(&w, 0, 4);
+	wput(&w, 65536, 8);
+	wdone(&w);
+	check_golden(&m, &w);
+
+	check_ctx("golden OPEN reply");
+	qft_msg_init(&m, QFT_OP_OPEN, 3);
+	m.flags = QFT_F_REPLY;
+	m.attr = sample_attr;
+	m.opflags = QFT_OPEN_DATA | QFT_OPEN_EOF;
+	m.data = (struct qft_blob){ (const uint8_t *)"hi\n", 3 };
+	whdr(&w, QFT_OP_OPEN, QFT_F_REPLY, 3);
+	wput(&w, 0, 4);
+	wattr(&w, &sample_attr);
+	wput(&w, QFT_OPEN_DATA | QFT_OPEN_EOF, 4);
+	wput(&w, 3, 4);
+	memcpy(w.b + w.n, "hi\n", 3);
+	w.n += 3;
+	wdone(&w);
+	check_golden(&m, &w);
+
+	/* Old clients leave length 0: no data asked, none sent. */
+	check_ctx("OPEN reply without data");
+	fill(&m, op, true);
+	m.opflags = 0;
+	m.data = (struct qft_blob){ pattern, 0 };
+	CHECK_EQ(roundtrip(&m), 0);
+	m.data.len = 1;                 /* data without DATA */
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.data.len = 0;
+	m.opflags = QFT_OPEN_EOF;       /* EOF without DATA */
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	check_ctx("OPEN reply DATA, empty file");
+	m.opflags = QFT_OPEN_DATA | QFT_OPEN_EOF;
+	CHECK_EQ(roundtrip(&m), 0);
+	check_ctx("OPEN reply 1 MiB of data");
+	m.opflags = QFT_OPEN_DATA;
+	m.data = (struct qft_blob){ pattern, QFT_MAX_DATA };
+	CHECK_EQ(roundtrip(&m), 0);
+	m.data.len = QFT_MAX_DATA + 1;
+	CHECK_EQ(roundtrip(&m), -EBADMSG);
+	check_ctx("OPEN reply bad attr");
+	fill(&m, op, true);
+	m.attr.mode = 0644;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+
+	check_ctx("OPEN request length");
+	fill(&m, op, false);
+	m.length = 0;
+	CHECK_EQ(roundtrip(&m), 0);
+	m.length = QFT_MAX_DATA + 1;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+
+	check_ctx("golden FLUSH reply");
+	qft_msg_init(&m, QFT_OP_FLUSH, 4);
+	m.flags = QFT_F_REPLY;
+	m.attr = sample_attr;
+	whdr(&w, QFT_OP_FLUSH, QFT_F_REPLY, 4);
+	wput(&w, 0, 4);
+	wattr(&w, &sample_attr);
+	wdone(&w);
+	check_golden(&m, &w);
+	check_ctx("FLUSH reply bad attr");
+	fill(&m, fl, true);
+	m.attr.atime.nsec = 1000000000u;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	/* A FLUSH error reply still carries no attributes. */
+	check_ctx("FLUSH error reply");
+	qft_msg_init(&m, QFT_OP_FLUSH, 4);
+	m.flags = QFT_F_REPLY;
+	m.status = QFT_ENOSPC;
+	m.errmsg = S("disk full");
+	CHECK_EQ(roundtrip(&m), 0);
+	check_ctx("%s", "");
+}
+
+static int scan_rec_rt(const struct qft_scan_rec *rec)
+{
+	struct qft_scan_rec got;
+	struct qbuf b;
+	struct qcur c;
+	uint8_t *p;
+	int r;
+
+	qbuf_init(&b, 4096);
+	r = qft_scan_rec_encode(&b, rec);
+	CHECK_EQ(r, 0);
+	if (r < 0) {
+		qbuf_free(&b);
+		return ENCODE_FAILED;
+	}
+	p = dup_exact(b.data, b.len);
+	qcur_init(&c, p, b.len);
+	r = qft_scan_rec_decode(&c, &got);
+	if (r == 0) {
+		CHECK_EQ(c.left, 0);
+		CHECK_EQ(got.kind, rec->kind);
+		CHECK_EQ(got.index, rec->index);
+		if (rec->kind == QFT_SCAN_REC_ENTRY) {
+			CHECK(str_same(rec->name, got.name));
+			CHECK(attr_same(&rec->attr, &got.attr));
+			CHECK_EQ(got.attr.flags, rec->attr.flags);
+		} else {
+			CHECK_EQ(got.status, rec->status);
+		}
+	} else {
+		CHECK(c.p == p && c.left == b.len);
+	}
+	free(p);
+	qbuf_free(&b);
+	return r;
+}
+
+/* SCAN records one by one: layout, limits, truncation. */
+static void test_scan_records(void)
+{
+	struct qft_scan_rec ent = {
+		.kind = QFT_SCAN_REC_ENTRY, .index = 0xfffffffeu,
+		.name = S("file \xc3\xbc"), .attr = sample_attr,
+	};
+	struct qft_scan_rec end = {
+		.kind = QFT_SCAN_REC_DIR_END, .index = 7, .status = QFT_EACCES,
+	};
+	const struct qft_scan_rec *kinds[] = { &ent, &end };
+	struct wr w;
+	struct qbuf b;
+
+	check_ctx("scan ENTRY");
+	CHECK_EQ(scan_rec_rt(&ent), 0);
+	check_ctx("scan DIR_END");
+	CHECK_EQ(scan_rec_rt(&end), 0);
+	end.status = 0xdeadbeefu;       /* unknown codes arrive as EIO */
+	CHECK_EQ(scan_rec_rt(&end), 0);
+	end.status = QFT_EACCES;
+
+	/* Byte layout. */
+	check_ctx("scan golden");
+	qbuf_init(&b, 4096);
+	CHECK_EQ(qft_scan_head_encode(&b, 3), 0);
+	CHECK_EQ(qft_scan_rec_encode(&b, &ent), 0);
+	CHECK_EQ(qft_scan_rec_encode(&b, &end), 0);
+	w.n = 0;
+	wput(&w, 3, 4);
+	wput(&w, QFT_SCAN_REC_ENTRY, 1);
+	wput(&w, 0xfffffffeu, 4);
+	wstr(&w, "file \xc3\xbc");
+	wattr(&w, &sample_attr);
+	wput(&w, QFT_SCAN_REC_DIR_END, 1);
+	wput(&w, 7, 4);
+	wput(&w, QFT_EACCES, 4);
+	CHECK(b.len == w.n && memcmp(b.data, w.b, w.n) == 0);
+	qbuf_free(&b);
+
+	static const struct { const char *s; size_t len; int r; } names[] = {
+		{ "...", 0, 0 }, { name255, 0, 0 }, { ".", 0, -EINVAL },
+		{ "..", 0, -EINVAL }, { "a/b", 0, -EINVAL }, { "/", 0, -EINVAL },
+		{ "", 0, -EINVAL }, { "a\0b", 3, -EINVAL },
+		{ name256, 0, -EBADMSG },
+	};
+	for (size_t k = 0; k < NELEM(names); k++) {
+		struct qft_scan_rec r = ent;
+
+		check_ctx("scan name #%zu", k);
+		r.name = SN(names[k].s, names[k].len ? names[k].len :
+			    strlen(names[k].s));
+		CHECK_EQ(scan_rec_rt(&r), names[k].r);
+	}
+	check_ctx("scan ENTRY bad attr");
+	{
+		struct qft_scan_rec r = ent;
+
+		r.attr.mode = 0755;
+		CHECK_EQ(scan_rec_rt(&r), -EINVAL);
+		r.attr = sample_attr;
+		r.attr.flags = 0x80;
+		CHECK_EQ(scan_rec_rt(&r), -EINVAL);
+	}
+	check_ctx("scan unknown kinds");
+	{
+		struct qft_scan_rec r = end;
+		struct qbuf e;
+
+		for (unsigned k = 0; k < 256; k++) {
+			if (k == QFT_SCAN_REC_ENTRY || k == QFT_SCAN_REC_DIR_END)
+				continue;
+			r.kind = (uint8_t)k;
+			qbuf_init(&e, 64);
+			CHECK_EQ(qft_scan_rec_encode(&e, &r), -EINVAL);
+			CHECK_EQ(e.len, 0);
+			qbuf_free(&e);
+		}
+	}
+
+	/* Every cut of every kind fails and consumes nothing; a name
+	 * length far beyond the data is short input, not a read past it. */
+	for (size_t k = 0; k < NELEM(kinds); k++) {
+		struct qbuf e;
+
+		qbuf_init(&e, 4096);
+		CHECK_EQ(qft_scan_rec_encode(&e, kinds[k]), 0);
+		for (size_t n = 0; n < e.len; n++) {
+			uint8_t *p = dup_exact(e.data, n);
+			struct qft_scan_rec got;
+			struct qcur c;
+
+			check_ctx("scan kind %u cut to %zu of %zu",
+				  kinds[k]->kind, n, e.len);
+			qcur_init(&c, p, n);
+			CHECK_EQ(qft_scan_rec_decode(&c, &got), -EBADMSG);
+			CHECK(c.p == p && c.left == n);
+			free(p);
+		}
+		check_ctx("scan kind %u encode limit", kinds[k]->kind);
+		for (size_t lim = 0; lim < e.len; lim++) {
+			struct qbuf s;
+
+			qbuf_init(&s, lim);
+			CHECK_EQ(qft_scan_rec_encode(&s, kinds[k]), -EMSGSIZE);
+			CHECK_EQ(s.len, 0);
+			qbuf_free(&s);
+		}
+		qbuf_free(&e);
+	}
+	check_ctx("scan ENTRY name length oversized");
+	{
+		static const uint32_t lens[] = { 256, 0x7fffffffu, UINT32_MAX };
+		struct qbuf e;
+
+		qbuf_init(&e, 4096);
+		CHECK_EQ(qft_scan_rec_encode(&e, &ent), 0);
+		for (size_t k = 0; k < NELEM(lens); k++) {
+			uint8_t *p = dup_exact(e.data, e.len);
+			struct qft_scan_rec got;
+			struct qcur c;
+
+			qft_store32(p + 5, lens[k]);
+			qcur_init(&c, p, e.len);
+			CHECK_EQ(qft_scan_rec_decode(&c, &got), -EBADMSG);
+			CHECK(c.p == p && c.left == e.len);
+			free(p);
+		}
+		qbuf_free(&e);
+	}
+	check_ctx("scan head");
+	{
+		uint8_t h[4] = { 0, 0, 0, 0 };
+		uint32_t base = 0;
+		struct qcur c;
+
+		qcur_init(&c, h, 4);
+		CHECK_EQ(qft_scan_head_decode(&c, &base), -EINVAL);
+		CHECK_EQ(c.left, 4);
+		for (size_t n = 0; n < 4; n++) {
+			qcur_init(&c, h, n);
+			CHECK_EQ(qft_scan_head_decode(&c, &base), -EBADMSG);
+			CHECK_EQ(c.left, n);
+		}
+		h[3] = 1;
+		qcur_init(&c, h, 4);
+		CHECK_EQ(qft_scan_head_decode(&c, &base), 0);
+		CHECK_EQ(base, 1);
+	}
+	check_ctx("%s", "");
+}
+
+/* Checks a blob built from (kind, index, name, mode, status) rows. */
+struct scan_row {
+	uint8_t kind;
+	uint32_t index;
+	const char *name;
+	uint32_t mode;
+};
+
+static int scan_check_rows(uint32_t base, const struct scan_row *rows,
+			   size_t n, const void *tail, size_t tail_len)
+{
+	struct qft_blob blob;
+	struct qbuf b;
+	uint8_t *p;
+	int r;
+
+	qbuf_init(&b, QFT_MAX_DATA);
+	CHECK_EQ(qbuf_put_u32(&b, base), 0);
+	for (size_t i = 0; i < n; i++)
+		put_scan(&b, rows[i].kind, rows[i].index, rows[i].name,
+			 rows[i].mode, 0);
+	if (tail_len)
+		CHECK_EQ(qbuf_put_bytes(&b, tail, tail_len), 0);
+	p = dup_exact(b.data, b.len);
+	blob = (struct qft_blob){ p, (uint32_t)b.len };
+	r = qft_scan_check(&blob);
+	scan_walk(&blob);   /* a record-by-record walk must agree */
+	free(p);
+	qbuf_free(&b);
+	return r;
+}
+
+/* qft_scan_check: what a client may rely on once it returned >= 0. */
+static void test_scan_check(void)
+{
+	enum { E = QFT_SCAN_REC_ENTRY, D = QFT_SCAN_REC_DIR_END };
+	const uint32_t dir = QFT_S_IFDIR | 0755, reg = QFT_S_IFREG | 0644;
+	const uint32_t lnk = QFT_S_IFLNK | 0777;
+	struct qft_blob blob;
+
+	check_ctx("scan check: sample");
+	blob = (struct qft_blob){ scan_data.data, (uint32_t)scan_data.len };
+	CHECK_EQ(qft_scan_check(&blob), 8);
+
+	check_ctx("scan check: head only");
+	CHECK_EQ(scan_check_rows(1, NULL, 0, NULL, 0), 0);
+	check_ctx("scan check: no head");
+	blob = (struct qft_blob){ scan_data.data, 0 };
+	CHECK_EQ(qft_scan_check(&blob), -EBADMSG);
+	blob.len = 3;
+	CHECK_EQ(qft_scan_check(&blob), -EBADMSG);
+	check_ctx("scan check: base 0");
+	CHECK_EQ(scan_check_rows(0, NULL, 0, NULL, 0), -EINVAL);
+
+	/* Indexes: below base, or announced earlier in the blob. */
+	{
+		const struct scan_row ok[] = {
+			{ E, 4, "a", dir },     /* announces 5 */
+			{ E, 5, "b", dir },     /* announces 6 */
+			{ D, 6 }, { D, 5 }, { E, 0, "c", reg }, { D, 0 },
+		};
+		const struct scan_row parent_ahead[] = {
+			{ E, 4, "a", dir }, { E, 6, "b", reg },
+		};
+		const struct scan_row end_ahead[] = {
+			{ E, 4, "a", reg }, { D, 5 },
+		};
+		const struct scan_row at_base[] = { { E, 5, "a", reg } };
+		const struct scan_row symlink_no_index[] = {
+			{ E, 0, "l", lnk }, { E, 5, "x", reg },
+		};
+		const struct scan_row huge[] = { { D, UINT32_MAX } };
+
+		check_ctx("scan check: good indexes");
+		CHECK_EQ(scan_check_rows(5, ok, NELEM(ok), NULL, 0), 6);
+		check_ctx("scan check: parent not announced");
+		CHECK_EQ(scan_check_rows(5, parent_ahead, NELEM(parent_ahead),
+					 NULL, 0), -EINVAL);
+		check_ctx("scan check: DIR_END not announced");
+		CHECK_EQ(scan_check_rows(5, end_ahead, NELEM(end_ahead),
+					 NULL, 0), -EINVAL);
+		check_ctx("scan check: index == base");
+		CHECK_EQ(scan_check_rows(5, at_base, NELEM(at_base), NULL, 0),
+			 -EINVAL);
+		check_ctx("scan check: a symlink announces nothing");
+		CHECK_EQ(scan_check_rows(5, symlink_no_index,
+					 NELEM(symlink_no_index), NULL, 0),
+			 -EINVAL);
+		check_ctx("scan check: index UINT32_MAX");
+		CHECK_EQ(scan_check_rows(5, huge, NELEM(huge), NULL, 0),
+			 -EINVAL);
+		CHECK_EQ(scan_check_rows(UINT32_MAX, huge, 0, NULL, 0), 0);
+	}
+	/* Trailing garbage: a partial record, an unknown kind. */
+	{
+		const struct scan_row one[] = { { E, 0, "a", reg } };
+		static const uint8_t partial[] = { QFT_SCAN_REC_DIR_END, 0, 0 };
+		static const uint8_t unknown[] = { 9, 0, 0, 0, 0, 0, 0, 0, 0 };
+		static const uint8_t zero[] = { 0 };
+
+		check_ctx("scan check: partial record");
+		CHECK_EQ(scan_check_rows(1, one, 1, partial, sizeof(partial)),
+			 -EBADMSG);
+		check_ctx("scan check: unknown kind");
+		CHECK_EQ(scan_check_rows(1, one, 1, unknown, sizeof(unknown)),
+			 -EBADMSG);
+		check_ctx("scan check: one zero byte");
+		CHECK_EQ(scan_check_rows(1, one, 1, zero, sizeof(zero)),
+			 -EBADMSG);
+	}
+	/* Names, rebuilt by hand: the encoder would write them too. */
+	{
+		static const char *const bad[] = { "a/b", ".", "..", "" };
+
+		for (size_t k = 0; k < NELEM(bad); k++) {
+			const struct scan_row r[] = { { E, 0, bad[k], reg } };
+
+			check_ctx("scan check: name \"%s\"", bad[k]);
+			CHECK_EQ(scan_check_rows(1, r, 1, NULL, 0), -EINVAL);
+		}
+	}
+	check_ctx("scan check: name length oversized");
+	{
+		struct qbuf b;
+
+		qbuf_init(&b, 4096);
+		CHECK_EQ(qbuf_put_u32(&b, 1), 0);
+		put_scan(&b, E, 0, "abc", reg, 0);
+		qbuf_set_u32(&b, 4 + 5, 0xfffffff0u);
+		blob = (struct qft_blob){ b.data, (uint32_t)b.len };
+		CHECK_EQ(qft_scan_check(&blob), -EBADMSG);
+		qbuf_set_u32(&b, 4 + 5, 4);  /* swallows the NUL: no end */
+		CHECK_EQ(qft_scan_check(&blob), -EBADMSG);
+		qbuf_free(&b);
+	}
+	/* Every cut of the sample is refused or a shorter valid blob,
+	 * never a read past the end (ASan watches the exact copies). */
+	check_ctx("scan check: cuts of the sample");
+	for (size_t n = 0; n < scan_data.len; n++) {
+		uint8_t *p = dup_exact(scan_data.data, n);
+		int r;
+
+		blob = (struct qft_blob){ p, (uint32_t)n };
+		r = qft_scan_check(&blob);
+		CHECK(r == -EBADMSG || r >= 0);
+		free(p);
+	}
+	check_ctx("%s", "");
+}
+
 struct fuzz_stats {
 	unsigned long accepted, ebadmsg, einval, enosys, dirents;
+	unsigned long other_hello, scan_recs;
 };
 
 /* Decodes an exact copy; anything accepted must re-encode to the input. */
@@ -1705,13 +2319,23 @@ static void fuzz_one(const uint8_t *buf, size_t n, struct fuzz_stats *st)
 		CHECK_EQ(r, 0);   /* not a documented result */
 		break;
 	}
-	if (r == 0) {
+	/* A HELLO of another version is decoded only up to its version
+	 * (the rest is ignored), so it cannot re-encode to its bytes. */
+	if (r == 0 && m.op == QFT_OP_HELLO && m.version != QFT_VERSION)
+		st->other_hello++;
+	else if (r == 0) {
 		struct qbuf b;
 
 		qbuf_init(&b, FRAME_LIMIT);
 		CHECK_EQ(qft_msg_encode(&b, &m), 0);
 		CHECK(b.len == n && memcmp(b.data, p, n) == 0);
 		qbuf_free(&b);
+
+		/* A SCAN reply: the validator's verdict must agree with a
+		 * walk of the records, and what it accepts re-encodes. */
+		if (m.op == QFT_OP_SCAN && (m.flags & QFT_F_REPLY) &&
+		    m.status == QFT_OK)
+			st->scan_recs += scan_walk(&m.data);
 
 		/* A READDIR reply: walk its entries the way the client does. */
 		if (m.op == QFT_OP_READDIR && (m.flags & QFT_F_REPLY) &&
@@ -1811,9 +2435,10 @@ static void test_garbage(void)
 	}
 	check_ctx("%s", "");
 	printf("garbage: seed %#" PRIx64 ", %lu inputs: %lu accepted, "
-	       "%lu EBADMSG, %lu EINVAL, %lu ENOSYS, %lu dirents walked\n",
+	       "%lu EBADMSG, %lu EINVAL, %lu ENOSYS, %lu dirents and %lu "
+	       "scan records walked, %lu HELLOs of other versions\n",
 	       seed, iters, st.accepted, st.ebadmsg, st.einval, st.enosys,
-	       st.dirents);
+	       st.dirents, st.scan_recs, st.other_hello);
 	/* The loop must reach past the framing checks to mean anything. */
 	if (iters >= 10000) {
 		CHECK(st.accepted > iters / 100);
@@ -1828,6 +2453,7 @@ int main(void)
 		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
 	build_long_strings();
 	build_readdir_data();
+	build_scan_data();
 
 	test_op_names();
 	test_roundtrip_all();
@@ -1844,11 +2470,16 @@ int main(void)
 	test_ranges();
 	test_encode_limits();
 	test_dirents();
+	test_hello_versions();
+	test_open_flush();
+	test_scan_records();
+	test_scan_check();
 	test_host_conversions();
 	test_garbage();
 
 	for (size_t f = 0; f < nframes; f++)
 		free(frames[f].p);
 	qbuf_free(&readdir_data);
+	qbuf_free(&scan_data);
 	return check_exit("test_msg");
 }
