@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* Directory listings read ahead of the kernel (see dircache.h). */
+/* The directory cache (see dircache.h). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +14,537 @@
 #include "file.h"
 #include "fs.h"
 #include "hints.h"
+#include "log.h"
 #include "msg.h"
 #include "node.h"
 #include "protocol.h"
 
-void qc_dir_ahead_drop(struct qc_dir_ahead *a)
+/* Events remembered to tell whether a fetch raced with a change. */
+#define RING            1024u
+/* Names of one listing changed on the server and not read again; past
+ * this the listing is dropped. */
+#define STALE_MAX       16u
+/* A readdir of a directory whose parent was listed this recently is a
+ * tree walk (find, du, ls -R, cp -r, tar, rsync). */
+#define WALK_NS         (2ull * 1000000000u)
+#define NEVER           UINT64_MAX
+
+/* One name of a listing. */
+struct dent {
+	struct dent *hnext;     /* listing's name hash chain */
+	size_t slot;            /* index in the listing's slots */
+	uint32_t hash;
+	struct qft_attr attr;
+	/* CLOCK_MONOTONIC ns when the request that brought `attr` was sent;
+	 * 0 = the attributes are not known (a rename changed the ctime) */
+	uint64_t fetched_ns;
+	char name[];
+};
+
+/* A complete listing of one directory.  Every field: listing lock. */
+struct listing {
+	struct qn_node *dir;    /* the key; holds a node reference */
+	uint64_t dino;          /* the directory's server inode; 0 unknown */
+	uint64_t pino;          /* its parent's, for ".." */
+	struct dent **slots;    /* in listing order; NULL where removed */
+	size_t nslots, slots_cap;
+	size_t live;            /* names present */
+	struct dent **tab;      /* name hash buckets */
+	size_t tabsize;         /* a power of two */
+	uint64_t names_until;   /* CLOCK_MONOTONIC ns; NEVER under a lease */
+	bool leased;
+	char *stale[STALE_MAX]; /* names changed on the server since */
+	unsigned nstale;
+	uint64_t walked_ns;     /* last served to a readdir (0 = never) */
+	bool scanned;           /* came from a SCAN */
+	struct listing *nnext;  /* by-node hash chain */
+	struct listing *inext;  /* by-inode hash chain */
+	struct listing *prev, *next; /* LRU, most recent first */
+};
+
+/* A change that may have raced with a fetch: the client's own change of
+ * a directory (dir), or the server's notice about one (dino), or all. */
+struct event {
+	uint64_t seq;
+	struct qn_node *dir;
+	uint64_t dino;
+	bool all;
+};
+
+struct qc_dircache {
+	pthread_mutex_t lock;   /* the listing lock: every field below */
+	size_t max_entries;
+	size_t nentries;        /* names over all listings */
+	struct listing **by_node, **by_ino;
+	size_t nbuckets;        /* of both, a power of two */
+	struct listing lru;     /* sentinel: lru.next most recent */
+	uint64_t seq;           /* events so far */
+	struct event ring[RING];
+	bool scan_broken;       /* the server refused a SCAN: stop trying */
+	/* atomics, read by tests through the debug log */
+	atomic_uint_fast64_t lookups_local, negatives_local, readdirs_local,
+			     scans, evictions;
+};
+
+/* What a readdir served from the cache hands out: a copy of a listing
+ * (with "." and ".." first), so later changes do not move its cookies. */
+struct snap_ent {
+	const char *name;
+	uint64_t ino;
+	uint32_t type;
+	bool attr_ok;           /* attr trusted until attr_until */
+	struct qft_attr attr;
+	uint64_t attr_until;
+};
+
+struct qc_dir_snap {
+	size_t n;
+	uint64_t names_until;
+	uint64_t xgen;
+	struct snap_ent *e;
+	char *pool;             /* the names */
+};
+
+/* A listing collected from READDIR PLUS replies of one open directory. */
+struct bent {
+	struct qft_attr attr;
+	char *name;
+};
+
+struct qc_dir_build {
+	struct qc_dir_fetch fb;
+	uint64_t next;          /* the cookie the next reply must start at */
+	uint64_t dino, pino;
+	struct bent *e;
+	size_t n, cap;
+	bool failed;            /* too big, or out of memory: not cached */
+};
+
+static struct qc_dircache *dc_of(struct qc_fs *fs)
 {
-	if (a->valid)
-		qc_reply_free(&a->rep);
-	memset(a, 0, sizeof(*a));
+	return fs->dirs;
+}
+
+/* Whether names may be answered from the cache at all. */
+static bool cache_on(struct qc_fs *fs)
+{
+	return fs->dirs && fs->entry_timeout > 0;
+}
+
+static uint64_t secs_ns(double s)
+{
+	return s > 0 ? (uint64_t)(s * 1e9) : 0;
+}
+
+static uint32_t name_hash(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h ^= *p;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+static size_t ptr_bucket(const struct qc_dircache *dc, const void *p)
+{
+	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32) & (dc->nbuckets - 1);
+}
+
+static size_t ino_bucket(const struct qc_dircache *dc, uint64_t ino)
+{
+	uint64_t h = ino * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32) & (dc->nbuckets - 1);
+}
+
+/* ---- events ---- */
+
+static void record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
+		   bool all)
+{
+	struct event *ev = &dc->ring[++dc->seq % RING];
+
+	ev->seq = dc->seq;
+	ev->dir = dir;
+	ev->dino = dino;
+	ev->all = all;
+}
+
+/*
+ * Whether an answer about directory `dir` (server inode `dino`, 0 when
+ * unknown) fetched since event `seq` may miss a change: an event about
+ * it since, or too many events to tell.  With `any_local`, every change
+ * the client made counts (a SCAN covers more directories than it can
+ * name).
+ */
+static bool spoiled(const struct qc_dircache *dc, uint64_t seq,
+		    const struct qn_node *dir, uint64_t dino, bool any_local)
+{
+	if (dc->seq - seq >= RING)
+		return dc->seq != seq;
+	for (uint64_t s = seq + 1; s <= dc->seq; s++) {
+		const struct event *ev = &dc->ring[s % RING];
+
+		if (ev->all || (ev->dir && (any_local || ev->dir == dir)) ||
+		    (dino && ev->dino == dino))
+			return true;
+	}
+	return false;
+}
+
+void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb)
+{
+	struct qc_dircache *dc = dc_of(fs);
+
+	fb->xgen = qc_hint_xattr_gen(fs);
+	fb->start_ns = qc_now_ns();
+	fb->seq = 0;
+	if (!dc)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	fb->seq = dc->seq;
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* ---- listings (listing lock held) ---- */
+
+static struct dent *dent_find(const struct listing *l, const char *name,
+			      uint32_t h)
+{
+	if (!l->tabsize)
+		return NULL;
+	for (struct dent *e = l->tab[h & (l->tabsize - 1)]; e; e = e->hnext)
+		if (e->hash == h && strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+/* Grows the name hash to at least the number of names; 0 or -ENOMEM. */
+static int tab_grow(struct listing *l)
+{
+	size_t ns = l->tabsize ? l->tabsize : 16;
+	struct dent **nt;
+
+	while (ns < l->live + 1)
+		ns *= 2;
+	if (ns == l->tabsize)
+		return 0;
+	nt = calloc(ns, sizeof(*nt));
+	if (!nt)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->nslots; i++) {
+		struct dent *e = l->slots[i];
+
+		if (!e)
+			continue;
+		e->hnext = nt[e->hash & (ns - 1)];
+		nt[e->hash & (ns - 1)] = e;
+	}
+	free(l->tab);
+	l->tab = nt;
+	l->tabsize = ns;
+	return 0;
+}
+
+/* Drops the holes removals left, once they outnumber the names. */
+static void compact(struct listing *l)
+{
+	size_t j = 0;
+
+	if (l->nslots - l->live <= l->live + 16)
+		return;
+	for (size_t i = 0; i < l->nslots; i++) {
+		if (!l->slots[i])
+			continue;
+		l->slots[j] = l->slots[i];
+		l->slots[j]->slot = j;
+		j++;
+	}
+	l->nslots = j;
+}
+
+static void unstale(struct listing *l, const char *name)
+{
+	for (unsigned i = 0; i < l->nstale; i++) {
+		if (strcmp(l->stale[i], name) == 0) {
+			free(l->stale[i]);
+			l->stale[i] = l->stale[--l->nstale];
+			return;
+		}
+	}
+}
+
+static bool is_stale(const struct listing *l, const char *name)
+{
+	for (unsigned i = 0; i < l->nstale; i++)
+		if (strcmp(l->stale[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Adds or replaces `name`; 0 or -ENOMEM (the listing is then unchanged
+ * and the caller must drop it: it would be missing a name). */
+static int dent_put(struct qc_dircache *dc, struct listing *l,
+		    const char *name, const struct qft_attr *a,
+		    uint64_t fetched_ns)
+{
+	uint32_t h = name_hash(name);
+	struct dent *e = dent_find(l, name, h);
+	size_t len;
+
+	if (e) {
+		e->attr = *a;
+		e->fetched_ns = fetched_ns;
+		return 0;
+	}
+	if (l->nslots == l->slots_cap) {
+		size_t nc = l->slots_cap ? l->slots_cap * 2 : 16;
+		struct dent **ns = realloc(l->slots, nc * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		l->slots = ns;
+		l->slots_cap = nc;
+	}
+	len = strlen(name);
+	e = malloc(sizeof(*e) + len + 1);
+	if (!e)
+		return -ENOMEM;
+	memcpy(e->name, name, len + 1);
+	e->hash = h;
+	e->attr = *a;
+	e->fetched_ns = fetched_ns;
+	e->slot = l->nslots;
+	l->live++;
+	if (tab_grow(l) < 0) {
+		l->live--;
+		free(e);
+		return -ENOMEM;
+	}
+	l->slots[l->nslots++] = e;
+	e->hnext = l->tab[h & (l->tabsize - 1)];
+	l->tab[h & (l->tabsize - 1)] = e;
+	dc->nentries++;
+	return 0;
+}
+
+static void dent_del(struct qc_dircache *dc, struct listing *l,
+		     const char *name)
+{
+	uint32_t h = name_hash(name);
+	struct dent **pp;
+
+	if (!l->tabsize)
+		return;
+	for (pp = &l->tab[h & (l->tabsize - 1)]; *pp; pp = &(*pp)->hnext) {
+		struct dent *e = *pp;
+
+		if (e->hash != h || strcmp(e->name, name) != 0)
+			continue;
+		*pp = e->hnext;
+		l->slots[e->slot] = NULL;
+		free(e);
+		l->live--;
+		dc->nentries--;
+		compact(l);
+		return;
+	}
+}
+
+static struct listing *find_listing(const struct qc_dircache *dc,
+				    const struct qn_node *dir)
+{
+	struct listing *l = dc->by_node[ptr_bucket(dc, dir)];
+
+	for (; l; l = l->nnext)
+		if (l->dir == dir)
+			return l;
+	return NULL;
+}
+
+static void lru_unlink(struct listing *l)
+{
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+}
+
+static void lru_front(struct qc_dircache *dc, struct listing *l)
+{
+	l->next = dc->lru.next;
+	l->prev = &dc->lru;
+	dc->lru.next->prev = l;
+	dc->lru.next = l;
+}
+
+static void touch(struct qc_dircache *dc, struct listing *l)
+{
+	if (dc->lru.next == l)
+		return;
+	lru_unlink(l);
+	lru_front(dc, l);
+}
+
+static void ino_unlink(struct qc_dircache *dc, struct listing *l)
+{
+	struct listing **pp = &dc->by_ino[ino_bucket(dc, l->dino)];
+
+	for (; *pp; pp = &(*pp)->inext) {
+		if (*pp == l) {
+			*pp = l->inext;
+			return;
+		}
+	}
+}
+
+static void ino_link(struct qc_dircache *dc, struct listing *l)
+{
+	struct listing **b = &dc->by_ino[ino_bucket(dc, l->dino)];
+
+	l->inext = *b;
+	*b = l;
+}
+
+/* Frees a listing's contents (not the node reference). */
+static void listing_free(struct listing *l)
+{
+	for (size_t i = 0; i < l->nslots; i++)
+		free(l->slots[i]);
+	for (unsigned i = 0; i < l->nstale; i++)
+		free(l->stale[i]);
+	free(l->slots);
+	free(l->tab);
+	free(l);
+}
+
+/*
+ * Takes `l` out of the cache and frees it.  A lease it held is given back
+ * by the caller (UNWATCH) where the server still holds it.
+ */
+static void listing_drop(struct qc_fs *fs, struct listing *l)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing **pp = &dc->by_node[ptr_bucket(dc, l->dir)];
+
+	for (; *pp; pp = &(*pp)->nnext) {
+		if (*pp == l) {
+			*pp = l->nnext;
+			break;
+		}
+	}
+	ino_unlink(dc, l);
+	lru_unlink(l);
+	dc->nentries -= l->live;
+	/* Listing lock, then the table lock: the one order. */
+	qn_unref(&fs->nodes, l->dir);
+	listing_free(l);
+}
+
+/* The listing of `dir` while its names are trusted; an expired one is
+ * dropped on the way. */
+static struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
+				     uint64_t now)
+{
+	struct listing *l = find_listing(dc_of(fs), dir);
+
+	if (l && !l->leased && now >= l->names_until) {
+		listing_drop(fs, l);
+		l = NULL;
+	}
+	return l;
+}
+
+/* Makes room for `l` (already counted): least recently used first. */
+static void evict(struct qc_fs *fs, struct listing *keep)
+{
+	struct qc_dircache *dc = dc_of(fs);
+
+	while (dc->nentries > dc->max_entries && dc->lru.prev != &dc->lru) {
+		struct listing *victim = dc->lru.prev;
+
+		if (victim == keep) {
+			if (victim->prev == &dc->lru)
+				break;
+			victim = victim->prev;
+		}
+		qft_debug("dircache: evicting the listing of inode %llu "
+			  "(%zu names; %zu cached, at most %zu)",
+			  (unsigned long long)victim->dino, victim->live,
+			  dc->nentries, dc->max_entries);
+		atomic_fetch_add(&dc->evictions, 1);
+		listing_drop(fs, victim);
+	}
+}
+
+/* A new, empty listing of `dir` in the cache (replacing any), holding a
+ * node reference; NULL when out of memory. */
+static struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
+				   uint64_t dino, uint64_t pino,
+				   uint64_t names_until)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l, *old = find_listing(dc, dir);
+	struct listing **b;
+
+	if (old)
+		listing_drop(fs, old);
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	qn_ref(&fs->nodes, dir);
+	l->dir = dir;
+	l->dino = dino;
+	l->pino = pino;
+	l->names_until = names_until;
+	b = &dc->by_node[ptr_bucket(dc, dir)];
+	l->nnext = *b;
+	*b = l;
+	ino_link(dc, l);
+	lru_front(dc, l);
+	return l;
+}
+
+/*
+ * Whether the attributes of entry `e` of `l` can be answered now: fresh
+ * enough (attr_timeout, or a lease), not changed by this client since (a
+ * file opened or released, other attributes seen: node.c stamps), and
+ * not a file with other names.
+ */
+static bool attr_ok(struct qc_fs *fs, const struct listing *l,
+		    const struct dent *e, uint64_t now)
+{
+	if (fs->attr_timeout <= 0 || e->fetched_ns == 0)
+		return false;
+	/* A write through another name of it would not show here (nodes
+	 * are names): only the server knows a hard-linked file's size. */
+	if ((e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR && e->attr.nlink > 1)
+		return false;
+	if (!l->leased && now >= e->fetched_ns + secs_ns(fs->attr_timeout))
+		return false;
+	return qn_attr_trusted(&fs->nodes, l->dir, e->name, e->fetched_ns);
+}
+
+/* Seconds the kernel may keep what is valid until `until`, at most `max`. */
+static double remaining(uint64_t until, uint64_t now, double max)
+{
+	double left;
+
+	if (until == NEVER)
+		return max;
+	left = until > now ? (double)(until - now) / 1e9 : 0;
+	return left < max ? left : max;
+}
+
+/* Every other name of inode `ino` has another link count now. */
+static void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
+{
+	for (struct listing *l = dc->lru.next; l != &dc->lru; l = l->next)
+		for (size_t i = 0; i < l->nslots; i++)
+			if (l->slots[i] && l->slots[i]->attr.ino == ino)
+				l->slots[i]->fetched_ns = 0;
 }
 
 static bool is_dot(const char *name)
@@ -28,16 +553,793 @@ static bool is_dot(const char *name)
 	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
+/* ---- setup ---- */
+
+int qc_dir_parse_max(const char *s, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || *end || *s == '-' || *s == '+' || errno ||
+	    v > QC_DIRCACHE_MAX) {
+		fprintf(stderr, "qftfs: invalid dircache '%s': expected a "
+			"number of entries from 0 (off) to %u\n", s,
+			QC_DIRCACHE_MAX);
+		return -EINVAL;
+	}
+	*out = (size_t)v;
+	return 0;
+}
+
+int qc_dir_init(struct qc_fs *fs, size_t max_entries)
+{
+	struct qc_dircache *dc;
+	size_t nb = 256;
+
+	fs->dirs = NULL;
+	if (max_entries == 0)
+		return 0;
+	dc = calloc(1, sizeof(*dc));
+	if (!dc)
+		return -ENOMEM;
+	while (nb < max_entries / 8 && nb < ((size_t)1 << 20))
+		nb *= 2;
+	dc->nbuckets = nb;
+	dc->by_node = calloc(nb, sizeof(*dc->by_node));
+	dc->by_ino = calloc(nb, sizeof(*dc->by_ino));
+	if (!dc->by_node || !dc->by_ino) {
+		free(dc->by_node);
+		free(dc->by_ino);
+		free(dc);
+		return -ENOMEM;
+	}
+	dc->max_entries = max_entries;
+	dc->lru.next = dc->lru.prev = &dc->lru;
+	pthread_mutex_init(&dc->lock, NULL);
+	fs->dirs = dc;
+	return 0;
+}
+
+int qc_dir_start(struct qc_fs *fs)
+{
+	return 0;
+}
+
+void qc_dir_destroy(struct qc_fs *fs)
+{
+	struct qc_dircache *dc = dc_of(fs);
+
+	if (!dc)
+		return;
+	qft_debug("dircache: %llu lookups and %llu absent names answered "
+		  "locally, %llu readdirs, %llu scans, %llu evictions",
+		  (unsigned long long)atomic_load(&dc->lookups_local),
+		  (unsigned long long)atomic_load(&dc->negatives_local),
+		  (unsigned long long)atomic_load(&dc->readdirs_local),
+		  (unsigned long long)atomic_load(&dc->scans),
+		  (unsigned long long)atomic_load(&dc->evictions));
+	pthread_mutex_lock(&dc->lock);
+	while (dc->lru.next != &dc->lru)
+		listing_drop(fs, dc->lru.next);
+	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_destroy(&dc->lock);
+	free(dc->by_node);
+	free(dc->by_ino);
+	free(dc);
+	fs->dirs = NULL;
+}
+
+/* ---- answers ---- */
+
 /*
- * Fills `buf` from a READDIR reply.  With `plus`, every entry handed to the
- * kernel with a node id counts one lookup, so nodes are made only for the
- * entries that fit, and "." and ".." get node id 0 (no dentry).  The
- * looked-up nodes are listed in `counted` so a lost reply can undo them.
+ * What the cache knows of `name` in `parent` now: 1 with *a (and the
+ * kernel's timeouts) when it exists with trusted attributes, 0 when it is
+ * known absent, -EAGAIN otherwise.  With `need_attr` false, 1 also for a
+ * name whose attributes are not trusted (*a then unset).
+ */
+static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
+		  bool need_attr, struct qft_attr *a, double *entry_to,
+		  double *attr_to, uint64_t *xgen)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	uint64_t now = qc_now_ns();
+	struct listing *l;
+	struct dent *e;
+	int r = -EAGAIN;
+
+	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+		return -EAGAIN;
+	pthread_mutex_lock(&dc->lock);
+	l = valid_listing(fs, parent, now);
+	if (!l || is_stale(l, name))
+		goto out_unlock;
+	e = dent_find(l, name, name_hash(name));
+	if (!e) {
+		r = 0;
+	} else if (attr_ok(fs, l, e, now)) {
+		r = 1;
+		if (a)
+			*a = e->attr;
+		if (entry_to)
+			*entry_to = remaining(l->names_until, now,
+					      fs->entry_timeout);
+		if (attr_to)
+			*attr_to = remaining(l->leased ? NEVER :
+					     e->fetched_ns +
+					     secs_ns(fs->attr_timeout), now,
+					     fs->attr_timeout);
+		/* Read with the attributes: a SETXATTR after this point
+		 * changes it, and the hint is then not taken. */
+		if (xgen)
+			*xgen = qc_hint_xattr_gen(fs);
+	} else if (!need_attr) {
+		r = 1;
+	}
+	if (r >= 0)
+		touch(dc, l);
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+	return r;
+}
+
+bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
+			 const char *name)
+{
+	struct qn_node *dir = qc_fs_node(fs, parent);
+	struct fuse_entry_param e;
+	double entry_to, attr_to;
+	struct qft_attr a;
+	struct qn_node *n;
+	uint64_t xgen;
+	int r;
+
+	r = answer(fs, dir, name, true, &a, &entry_to, &attr_to, &xgen);
+	if (r == -EAGAIN)
+		return false;
+	if (r == 0) {
+		/* Not kept by the kernel (timeout 0): every later lookup
+		 * comes here again, and sees the name once it exists. */
+		memset(&e, 0, sizeof(e));
+		fuse_reply_entry(req, &e);
+		atomic_fetch_add(&dc_of(fs)->negatives_local, 1);
+		return true;
+	}
+	n = qn_lookup(&fs->nodes, dir, name, &a);
+	if (!n)
+		return false;
+	qc_hint_noxattr_note(fs, n, &a, xgen);
+	qc_fs_fill_entry(fs, &e, n, &a);
+	e.entry_timeout = entry_to;
+	e.attr_timeout = attr_to;
+	if (fuse_reply_entry(req, &e) != 0)
+		qn_forget(&fs->nodes, n, 1);
+	atomic_fetch_add(&dc_of(fs)->lookups_local, 1);
+	return true;
+}
+
+int qc_dir_lookup(struct qc_fs *fs, struct qn_node *parent, const char *name,
+		  struct qft_attr *out)
+{
+	return answer(fs, parent, name, true, out, NULL, NULL, NULL);
+}
+
+bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
+			struct qft_attr *out)
+{
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *parent;
+	struct qft_attr a;
+	uint64_t ino;
+	bool ok;
+
+	if (!cache_on(fs) || qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
+		return false;
+	ok = answer(fs, parent, name, true, &a, NULL, NULL, NULL) == 1;
+	qn_unref(&fs->nodes, parent);
+	ino = qn_rino(&fs->nodes, n);
+	/* The name may lead to another object than the node knew. */
+	if (!ok || (ino && ino != a.ino) ||
+	    qn_replaced(&fs->nodes, n, &a, false))
+		return false;
+	*out = a;
+	return true;
+}
+
+bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
+			  const char *name)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	bool absent = false;
+
+	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+		return false;
+	pthread_mutex_lock(&dc->lock);
+	l = find_listing(dc, parent);
+	if (l && l->leased && !is_stale(l, name))
+		absent = !dent_find(l, name, name_hash(name));
+	pthread_mutex_unlock(&dc->lock);
+	return absent;
+}
+
+/* ---- what the client learns or changes ---- */
+
+void qc_dir_note_fetched(struct qc_fs *fs, struct qn_node *parent,
+			 const char *name, const struct qft_attr *a,
+			 const struct qc_dir_fetch *fb)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	struct qft_attr b;
+
+	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	l = valid_listing(fs, parent, qc_now_ns());
+	if (!l || spoiled(dc, fb->seq, parent, l->dino, false))
+		goto out_unlock;
+	if (a) {
+		b = *a;
+		if (qc_hint_xattr_gen(fs) != fb->xgen)
+			b.flags &= ~QFT_ATTR_NOXATTR;
+		if (dent_put(dc, l, name, &b, fb->start_ns) < 0) {
+			listing_drop(fs, l);
+			goto out_unlock;
+		}
+		evict(fs, l);
+	} else {
+		dent_del(dc, l, name);
+	}
+	unstale(l, name);
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/*
+ * The client changed `dir`: fetches in flight may miss it, and its own
+ * attributes (mtime, link count) in its parent's listing are stale.
+ * Listing lock held.
+ */
+static void changed_dir(struct qc_fs *fs, struct qn_node *dir)
+{
+	struct listing *l = find_listing(dc_of(fs), dir);
+
+	record(dc_of(fs), dir, l ? l->dino : 0, false);
+	qn_touch(&fs->nodes, dir);
+}
+
+/* Drops the listing of the directory `name` in `parent` named, if any. */
+static void drop_child_listing(struct qc_fs *fs, struct qn_node *parent,
+			       const char *name)
+{
+	struct qn_node *child = qn_find_ref(&fs->nodes, parent, name);
+	struct listing *l;
+
+	if (!child)
+		return;
+	l = find_listing(dc_of(fs), child);
+	if (l)
+		listing_drop(fs, l);
+	qn_unref(&fs->nodes, child);
+}
+
+void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
+		       const char *name, const struct qft_attr *a)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+
+	if (!dc || strlen(name) > QFT_MAX_NAME)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	changed_dir(fs, parent);
+	l = valid_listing(fs, parent, qc_now_ns());
+	if (l) {
+		unstale(l, name);
+		if (dent_put(dc, l, name, a, qc_now_ns()) < 0)
+			listing_drop(fs, l);
+		else
+			evict(fs, l);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
+void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
+		       const char *name, const struct qft_attr *a,
+		       const struct qc_dir_fetch *fb)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *pl, *l;
+	struct qn_node *child;
+	uint64_t pino;
+
+	qc_dir_note_entry(fs, parent, name, a);
+	if (!cache_on(fs))
+		return;
+	child = qn_child_ref(&fs->nodes, parent, name, a);
+	if (!child)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	pl = find_listing(dc, parent);
+	pino = pl && pl->dino ? pl->dino : qn_rino(&fs->nodes, parent);
+	/* Empty when made: nobody could have put anything in it before the
+	 * MKDIR's reply, as far as the client can know without a lease. */
+	l = listing_new(fs, child, a->ino, pino,
+			fb->start_ns + secs_ns(fs->entry_timeout));
+	if (l)
+		evict(fs, l);
+	pthread_mutex_unlock(&dc->lock);
+	qn_unref(&fs->nodes, child);
+}
+
+void qc_dir_note_link(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name, const struct qft_attr *a)
+{
+	struct qc_dircache *dc = dc_of(fs);
+
+	if (!dc)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	forget_ino_attrs(dc, a->ino);
+	pthread_mutex_unlock(&dc->lock);
+	qc_dir_note_entry(fs, parent, name, a);
+}
+
+void qc_dir_note_gone(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	struct dent *e;
+
+	if (!dc || strlen(name) > QFT_MAX_NAME)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	changed_dir(fs, parent);
+	drop_child_listing(fs, parent, name);
+	l = find_listing(dc, parent);
+	if (l) {
+		e = dent_find(l, name, name_hash(name));
+		/* Its other names have one link less. */
+		if (e && (e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR &&
+		    e->attr.nlink > 1)
+			forget_ino_attrs(dc, e->attr.ino);
+		dent_del(dc, l, name);
+		unstale(l, name);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* The directory `name` in `from` (not moved by qn_rename yet) now lives
+ * in `to`: its listing's "..". */
+static void set_pino(struct qc_fs *fs, struct qn_node *from,
+		     const char *name, struct qn_node *to)
+{
+	struct qn_node *moved = qn_find_ref(&fs->nodes, from, name);
+	struct listing *ml, *tl;
+
+	if (!moved)
+		return;
+	ml = find_listing(dc_of(fs), moved);
+	tl = find_listing(dc_of(fs), to);
+	if (ml)
+		ml->pino = tl && tl->dino ? tl->dino : qn_rino(&fs->nodes, to);
+	qn_unref(&fs->nodes, moved);
+}
+
+void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
+			const char *name, struct qn_node *newparent,
+			const char *newname, bool exchange)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *ls, *ld;
+	struct dent *es, *ed;
+	struct qft_attr as, ad;
+	bool has_s, has_d, known_s, known_d;
+	uint64_t now = qc_now_ns();
+
+	if (!dc || strlen(name) > QFT_MAX_NAME ||
+	    strlen(newname) > QFT_MAX_NAME)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	changed_dir(fs, parent);
+	if (newparent != parent)
+		changed_dir(fs, newparent);
+	ls = valid_listing(fs, parent, now);
+	ld = valid_listing(fs, newparent, now);
+	es = ls ? dent_find(ls, name, name_hash(name)) : NULL;
+	ed = ld ? dent_find(ld, newname, name_hash(newname)) : NULL;
+	/* What each name held, where a listing says so. */
+	known_s = ls && !is_stale(ls, name);
+	known_d = ld && !is_stale(ld, newname);
+	has_s = es != NULL;
+	has_d = ed != NULL;
+	if (has_s)
+		as = es->attr;
+	if (has_d)
+		ad = ed->attr;
+	if (!exchange) {
+		/* A directory renamed over loses its listing. */
+		drop_child_listing(fs, newparent, newname);
+		if (has_d && (ad.mode & QFT_S_IFMT) != QFT_S_IFDIR &&
+		    ad.nlink > 1)
+			forget_ino_attrs(dc, ad.ino);
+	}
+	/*
+	 * The moved objects' ctime changed (fetched 0: their attributes
+	 * are asked for again); a name whose new object is not known makes
+	 * its listing incomplete, so it goes.
+	 */
+	if (ls) {
+		if (exchange && !(known_d && has_d))
+			listing_drop(fs, ls), ls = NULL;
+		else if (exchange && dent_put(dc, ls, name, &ad, 0) < 0)
+			listing_drop(fs, ls), ls = NULL;
+		else if (!exchange)
+			dent_del(dc, ls, name);
+	}
+	/* ls may have been dropped, and may be ld. */
+	ld = find_listing(dc, newparent);
+	if (ld) {
+		if (!(known_s && has_s))
+			listing_drop(fs, ld);
+		else if (dent_put(dc, ld, newname, &as, 0) < 0)
+			listing_drop(fs, ld);
+	}
+	ls = find_listing(dc, parent);
+	if (ls)
+		unstale(ls, name);
+	ld = find_listing(dc, newparent);
+	if (ld)
+		unstale(ld, newname);
+	/* A directory that moved keeps its listing; ".." is another. */
+	set_pino(fs, parent, name, newparent);
+	if (exchange)
+		set_pino(fs, newparent, newname, parent);
+	pthread_mutex_unlock(&dc->lock);
+}
+
+void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+
+	if (!dc || !parent)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	record(dc, parent, 0, false);
+	l = find_listing(dc, parent);
+	if (l)
+		listing_drop(fs, l);
+	pthread_mutex_unlock(&dc->lock);
+	qn_touch(&fs->nodes, parent);
+}
+
+void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *parent;
+	struct listing *l;
+	struct dent *e;
+
+	if (!dc || qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	l = find_listing(dc, parent);
+	e = l ? dent_find(l, name, name_hash(name)) : NULL;
+	if (e)
+		e->attr.flags &= ~QFT_ATTR_NOXATTR;
+	pthread_mutex_unlock(&dc->lock);
+	qn_unref(&fs->nodes, parent);
+}
+
+/* ---- readdir from the cache ---- */
+
+static void snap_free(struct qc_dir_snap *s)
+{
+	if (!s)
+		return;
+	free(s->e);
+	free(s->pool);
+	free(s);
+}
+
+/* A snapshot of the valid, complete listing of `dir` (walked now), or
+ * NULL when there is none (or no memory). */
+static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	uint64_t now = qc_now_ns();
+	struct qc_dir_snap *s = NULL;
+	struct listing *l;
+	size_t pool = 5, k = 0, pos = 0;	/* ".\0..\0" */
+
+	pthread_mutex_lock(&dc->lock);
+	l = valid_listing(fs, dir, now);
+	/* A name changed on the server may be a new one: not complete. */
+	if (!l || l->nstale)
+		goto out_unlock;
+	for (size_t i = 0; i < l->nslots; i++)
+		if (l->slots[i])
+			pool += strlen(l->slots[i]->name) + 1;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto out_unlock;
+	s->e = calloc(l->live + 2, sizeof(*s->e));
+	s->pool = malloc(pool);
+	if (!s->e || !s->pool) {
+		snap_free(s);
+		s = NULL;
+		goto out_unlock;
+	}
+	s->names_until = l->leased ? NEVER : l->names_until;
+	s->xgen = qc_hint_xattr_gen(fs);
+	memcpy(s->pool, ".\0..", 5);
+	s->e[0].name = s->pool;
+	s->e[0].ino = l->dino;
+	s->e[0].type = QFT_S_IFDIR;
+	s->e[1].name = s->pool + 2;
+	s->e[1].ino = l->pino;
+	s->e[1].type = QFT_S_IFDIR;
+	pos = 5;
+	k = 2;
+	for (size_t i = 0; i < l->nslots; i++) {
+		const struct dent *e = l->slots[i];
+		struct snap_ent *se;
+		size_t len;
+
+		if (!e)
+			continue;
+		se = &s->e[k++];
+		len = strlen(e->name) + 1;
+		memcpy(s->pool + pos, e->name, len);
+		se->name = s->pool + pos;
+		pos += len;
+		se->ino = e->attr.ino;
+		se->type = e->attr.mode & QFT_S_IFMT;
+		se->attr = e->attr;
+		se->attr_ok = attr_ok(fs, l, e, now);
+		se->attr_until = l->leased ? NEVER :
+				 e->fetched_ns + secs_ns(fs->attr_timeout);
+	}
+	s->n = k;
+	l->walked_ns = now;
+	touch(dc, l);
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+	return s;
+}
+
+/*
+ * Fills `buf` from snapshot entries from index `off` on.  Entries with
+ * trusted attributes become nodes (one kernel lookup each) in a
+ * READDIRPLUS; the others go without (node id 0: no dentry), so that the
+ * kernel looks them up.  Looked-up nodes are listed in `counted`.
+ */
+static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
+			const struct qc_dir_snap *s, uint64_t off, bool plus,
+			char *buf, size_t size, struct qn_node **counted,
+			size_t *ncounted, uint64_t *next)
+{
+	uint64_t now = qc_now_ns();
+	size_t used = 0;
+
+	*ncounted = 0;
+	for (uint64_t i = off; i < s->n; i++) {
+		const struct snap_ent *se = &s->e[i];
+		size_t need;
+
+		if (plus) {
+			struct fuse_entry_param e;
+			struct qn_node *n;
+
+			need = fuse_add_direntry_plus(req, NULL, 0, se->name,
+						      NULL, 0);
+			if (need > size - used)
+				break;
+			memset(&e, 0, sizeof(e));
+			if (se->attr_ok && now < se->attr_until &&
+			    now < s->names_until) {
+				n = qn_lookup(&fs->nodes, dir, se->name,
+					      &se->attr);
+				if (n) {
+					counted[(*ncounted)++] = n;
+					qc_hint_noxattr_note(fs, n, &se->attr,
+							     s->xgen);
+					qc_fs_fill_entry(fs, &e, n, &se->attr);
+					e.entry_timeout = remaining(
+						s->names_until, now,
+						fs->entry_timeout);
+					e.attr_timeout = remaining(
+						se->attr_until, now,
+						fs->attr_timeout);
+				}
+			}
+			if (e.ino == 0) {
+				e.attr.st_ino = se->ino;
+				e.attr.st_mode = se->type;
+			}
+			fuse_add_direntry_plus(req, buf + used, size - used,
+					       se->name, &e, (off_t)(i + 1));
+		} else {
+			struct stat st;
+
+			memset(&st, 0, sizeof(st));
+			st.st_ino = se->ino;
+			st.st_mode = se->type;
+			need = fuse_add_direntry(req, buf + used, size - used,
+						 se->name, &st, (off_t)(i + 1));
+			if (need > size - used)
+				break;
+		}
+		used += need;
+		*next = i + 1;
+	}
+	return used;
+}
+
+static void reply_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
+		       const struct qc_dir_snap *s, size_t size, uint64_t off,
+		       bool plus)
+{
+	struct qn_node **counted = NULL;
+	size_t used, ncounted = 0;
+	uint64_t next = off;
+	char *buf;
+
+	buf = malloc(size ? size : 1);
+	if (plus)
+		counted = calloc(s->n + 1, sizeof(*counted));
+	if (!buf || (plus && !counted)) {
+		free(buf);
+		free(counted);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	used = fill_snap(req, fs, dir, s, off, plus, buf, size, counted,
+			 &ncounted, &next);
+	if (fuse_reply_buf(req, buf, used) != 0) {
+		/* The kernel never saw these entries: undo their lookups. */
+		for (size_t i = 0; i < ncounted; i++)
+			qn_forget(&fs->nodes, counted[i], 1);
+	}
+	free(counted);
+	free(buf);
+}
+
+/* ---- listings collected from READDIR PLUS ---- */
+
+static void build_free(struct qc_dir_build *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->n; i++)
+		free(b->e[i].name);
+	free(b->e);
+	free(b);
+}
+
+static struct qc_dir_build *build_new(struct qc_fs *fs)
+{
+	struct qc_dir_build *b = calloc(1, sizeof(*b));
+
+	if (b)
+		qc_dir_fetch_begin(fs, &b->fb);
+	return b;
+}
+
+/* Adds the entries of one checked READDIR PLUS reply. */
+static void build_add(struct qc_fs *fs, struct qc_dir_build *b,
+		      const struct qft_blob *data)
+{
+	struct qft_dirent d;
+	struct qcur c;
+
+	qcur_init(&c, data->p, data->len);
+	while (!b->failed && c.left && qft_dirent_decode(&c, &d, true) == 0) {
+		b->next = d.off;
+		if (strcmp(d.name.s, ".") == 0) {
+			b->dino = d.ino;
+			continue;
+		}
+		if (strcmp(d.name.s, "..") == 0) {
+			b->pino = d.ino;
+			continue;
+		}
+		if (!d.has_attr || b->n >= dc_of(fs)->max_entries) {
+			b->failed = true;
+			break;
+		}
+		if (b->n == b->cap) {
+			size_t nc = b->cap ? b->cap * 2 : 64;
+			struct bent *ne = realloc(b->e, nc * sizeof(*ne));
+
+			if (!ne) {
+				b->failed = true;
+				break;
+			}
+			b->e = ne;
+			b->cap = nc;
+		}
+		b->e[b->n].name = strdup(d.name.s);
+		if (!b->e[b->n].name) {
+			b->failed = true;
+			break;
+		}
+		b->e[b->n++].attr = d.attr;
+	}
+}
+
+/* Installs a collected listing of `dir` that reached EOF, unless a change
+ * may have raced with it. */
+static void build_install(struct qc_fs *fs, struct qn_node *dir,
+			  struct qc_dir_build *b)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	bool strip = qc_hint_xattr_gen(fs) != b->fb.xgen;
+	struct listing *l;
+
+	if (b->failed)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	if (spoiled(dc, b->fb.seq, dir, b->dino, false))
+		goto out_unlock;
+	l = listing_new(fs, dir, b->dino, b->pino,
+			b->fb.start_ns + secs_ns(fs->entry_timeout));
+	if (!l)
+		goto out_unlock;
+	for (size_t i = 0; i < b->n; i++) {
+		if (strip)
+			b->e[i].attr.flags &= ~QFT_ATTR_NOXATTR;
+		if (dent_put(dc, l, b->e[i].name, &b->e[i].attr,
+			     b->fb.start_ns) < 0) {
+			listing_drop(fs, l);
+			goto out_unlock;
+		}
+	}
+	l->walked_ns = qc_now_ns();
+	evict(fs, l);
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* ---- readdir from the server ---- */
+
+void qc_dir_ahead_drop(struct qc_dir_ahead *a)
+{
+	if (a->valid)
+		qc_reply_free(&a->rep);
+	snap_free(a->snap);
+	build_free(a->build);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Forgets the server reply read ahead (not the snapshot or collection). */
+static void ahead_reply_drop(struct qc_dir_ahead *a)
+{
+	if (a->valid)
+		qc_reply_free(&a->rep);
+	a->valid = false;
+	a->eof = false;
+	a->pos = 0;
+	memset(&a->rep, 0, sizeof(a->rep));
+}
+
+/*
+ * Fills `buf` from a READDIR reply (with attributes when `srv_plus`).
+ * With `plus`, every entry handed to the kernel with a node id counts one
+ * lookup, so nodes are made only for the entries that fit, and "." and
+ * ".." get node id 0 (no dentry).  The looked-up nodes are listed in
+ * `counted` so a lost reply can undo them.
  */
 static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
-		       const struct qft_blob *data, bool plus, uint64_t xgen,
-		       char *buf, size_t size, struct qn_node **counted,
-		       size_t *ncounted, size_t *consumed, uint64_t *last_off)
+		       const struct qft_blob *data, bool srv_plus, bool plus,
+		       uint64_t xgen, char *buf, size_t size,
+		       struct qn_node **counted, size_t *ncounted,
+		       size_t *consumed, uint64_t *last_off)
 {
 	struct qft_dirent d;
 	struct qcur c;
@@ -46,7 +1348,7 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 	*ncounted = 0;
 	*consumed = 0;
 	qcur_init(&c, data->p, data->len);
-	while (c.left && qft_dirent_decode(&c, &d, plus) == 0) {
+	while (c.left && qft_dirent_decode(&c, &d, srv_plus) == 0) {
 		size_t need;
 
 		if (plus) {
@@ -94,22 +1396,76 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 
 /*
  * Whether the kernel's readdir at `off` continues the listing `a` holds,
- * with the same kind of entries and attributes still fresh enough.
+ * with the entries it needs and attributes still fresh enough.
  */
 static bool ahead_usable(const struct qc_dir_ahead *a, uint64_t off, bool plus)
 {
-	return a->valid && a->plus == plus && a->next == off &&
+	return a->valid && (a->plus || !plus) && a->next == off &&
 	       qc_now_ns() < a->until &&
 	       (a->pos < a->rep.msg.data.len || a->eof);
+}
+
+static void maybe_scan(struct qc_fs *fs, struct qn_node *dir);
+
+bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	bool ok;
+
+	if (!cache_on(fs))
+		return false;
+	pthread_mutex_lock(&dc->lock);
+	l = valid_listing(fs, dir, qc_now_ns());
+	ok = l && !l->nstale;
+	pthread_mutex_unlock(&dc->lock);
+	return ok;
+}
+
+/* The OPENDIR a lazily opened directory skipped, now that a readdir
+ * needs the server. */
+static int open_now(struct qc_fs *fs, struct qc_file *f, struct qn_node *dir)
+{
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	struct qft_msg m;
+	uint64_t gen, h;
+	int r;
+
+	r = qn_path(&fs->nodes, dir, NULL, path);
+	if (r < 0)
+		return r;
+	r = qc_conn_wait(fs->conn, &gen);
+	if (r == 0)
+		r = qc_handle_alloc(fs->conn, gen, &h);
+	if (r < 0)
+		return qc_conn_user_err(r);
+	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
+	m.handle = h;
+	qc_set_str(&m.path, path);
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
+	if (r < 0) {
+		qc_handle_free(fs->conn, gen, h);
+		return qc_file_open_error(fs, dir, path, r);
+	}
+	qc_reply_free(&rep);
+	pthread_mutex_lock(&f->lock);
+	f->gen = gen;
+	f->nf.handle = h;
+	pthread_mutex_unlock(&f->lock);
+	f->ahead.lazy = false;
+	return 0;
 }
 
 void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		    fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
 	struct qc_dir_ahead *a = &f->ahead;
+	struct qn_node *dir = qc_fs_node(fs, ino);
 	struct qn_node **counted = NULL;
 	size_t used, ncounted = 0, consumed = 0;
 	uint64_t last_off = (uint64_t)off;
+	bool caching = cache_on(fs);
 	struct qft_blob rest;
 	struct qft_msg m;
 	char *buf = NULL;
@@ -117,10 +1473,35 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 
 	if (size > QFT_MAX_READDIR)
 		size = QFT_MAX_READDIR;
+	if (off == 0 && caching) {
+		/* A new listing (or a rewind): from the cache if it can. */
+		snap_free(a->snap);
+		a->snap = snapshot(fs, dir);
+		if (!a->snap) {
+			maybe_scan(fs, dir);
+			a->snap = snapshot(fs, dir);
+		}
+		if (a->snap)
+			atomic_fetch_add(&dc_of(fs)->readdirs_local, 1);
+	} else if (off == 0) {
+		snap_free(a->snap);
+		a->snap = NULL;
+	}
+	if (a->snap) {
+		reply_snap(req, fs, dir, a->snap, size, (uint64_t)off, plus);
+		return;
+	}
 	if (!ahead_usable(a, (uint64_t)off, plus)) {
-		if (a->valid)
-			qc_reply_free(&a->rep);
-		memset(a, 0, sizeof(*a));
+		ahead_reply_drop(a);
+		if (a->lazy && (r = open_now(fs, f, dir)) < 0)
+			goto out_err;
+		/* A collection goes on only from where it stopped. */
+		if (a->build && (off == 0 || a->build->next != (uint64_t)off)) {
+			build_free(a->build);
+			a->build = NULL;
+		}
+		if (off == 0 && caching)
+			a->build = build_new(fs);
 		qft_msg_init(&m, QFT_OP_READDIR, 0);
 		m.offset = (uint64_t)off;
 		/*
@@ -128,9 +1509,10 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		 * (attr_timeout=0): then just what the kernel asked for.
 		 */
 		m.length = fs->attr_timeout > 0 ? QFT_MAX_READDIR : size;
-		m.opflags = plus ? QFT_READDIR_PLUS : 0;
+		a->plus = plus || a->build;
+		m.opflags = a->plus ? QFT_READDIR_PLUS : 0;
 		a->xgen = qc_hint_xattr_gen(fs);
-		a->until = qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9);
+		a->until = qc_now_ns() + secs_ns(fs->attr_timeout);
 		/*
 		 * A directory handle re-opened after a reconnect is a new
 		 * stream: a listing in progress (a cookie other than 0)
@@ -142,14 +1524,22 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		if (r < 0)
 			goto out_err;
 		a->valid = true;
-		n = qc_readdir_check(&a->rep.msg.data, plus);
+		n = qc_readdir_check(&a->rep.msg.data, a->plus);
 		if (n < 0) {
 			r = n;
 			goto out_drop;
 		}
-		a->plus = plus;
 		a->eof = (a->rep.msg.opflags & QFT_READDIR_EOF) != 0;
 		a->next = (uint64_t)off;
+		if (a->build) {
+			build_add(fs, a->build, &a->rep.msg.data);
+			if (a->eof || a->build->failed) {
+				if (a->eof)
+					build_install(fs, dir, a->build);
+				build_free(a->build);
+				a->build = NULL;
+			}
+		}
 	}
 	rest.p = a->rep.msg.data.p + a->pos;
 	rest.len = a->rep.msg.data.len - (uint32_t)a->pos;
@@ -161,8 +1551,8 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		r = -ENOMEM;
 		goto out_drop;
 	}
-	used = fill_dir(req, fs, ino, &rest, plus, a->xgen, buf, size,
-			counted, &ncounted, &consumed, &last_off);
+	used = fill_dir(req, fs, ino, &rest, a->plus, plus, a->xgen, buf,
+			size, counted, &ncounted, &consumed, &last_off);
 	/*
 	 * Done with `a` before replying: once the kernel has the reply it
 	 * may release the directory, and `f` with it.  Should the reply not
@@ -171,10 +1561,8 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	a->pos += consumed;
 	a->next = last_off;
 	/* Drained and not the end: the next call asks the server. */
-	if (a->pos >= a->rep.msg.data.len && !a->eof) {
-		qc_reply_free(&a->rep);
-		memset(a, 0, sizeof(*a));
-	}
+	if (a->pos >= a->rep.msg.data.len && !a->eof)
+		ahead_reply_drop(a);
 	if (fuse_reply_buf(req, buf, used) != 0) {
 		/* The kernel never saw these entries: undo their lookups. */
 		for (size_t i = 0; i < ncounted; i++)
@@ -187,45 +1575,301 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 out_drop:
 	free(counted);
 	free(buf);
-	qc_reply_free(&a->rep);
-	memset(a, 0, sizeof(*a));
+	ahead_reply_drop(a);
 out_err:
+	build_free(a->build);
+	a->build = NULL;
 	fuse_reply_err(req, -r);
 }
 
-/* The cache itself comes next; until then nothing is known. */
-int qc_dir_lookup(struct qc_fs *fs, struct qn_node *parent, const char *name,
-		  struct qft_attr *out)
+/* ---- SCAN: a subtree's listings in a few replies ---- */
+
+/* A directory a SCAN announced (index 0: the scanned one). */
+struct sdir {
+	uint32_t parent;        /* index */
+	char *name;             /* NULL for index 0 */
+	struct qft_attr attr;
+	struct bent *e;
+	size_t n, cap;
+	bool complete;          /* its DIR_END said status 0 */
+	struct qn_node *node;   /* made at install, with a reference */
+};
+
+struct scan {
+	struct sdir *d;
+	size_t nd, cap;
+	size_t entries, limit;
+	bool stop;              /* over the limit: nothing more is taken */
+};
+
+static void scan_free(struct qc_fs *fs, struct scan *sc)
 {
-	return -EAGAIN;
+	for (size_t i = 0; i < sc->nd; i++) {
+		struct sdir *sd = &sc->d[i];
+
+		for (size_t j = 0; j < sd->n; j++)
+			free(sd->e[j].name);
+		free(sd->e);
+		free(sd->name);
+		if (i && sd->node)
+			qn_unref(&fs->nodes, sd->node);
+	}
+	free(sc->d);
 }
 
-bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
-			struct qft_attr *out)
+static int scan_announce(struct scan *sc, uint32_t parent, const char *name,
+			 const struct qft_attr *a)
 {
-	return false;
+	struct sdir *sd;
+
+	if (sc->nd == sc->cap) {
+		size_t nc = sc->cap ? sc->cap * 2 : 64;
+		struct sdir *nd = realloc(sc->d, nc * sizeof(*nd));
+
+		if (!nd)
+			return -ENOMEM;
+		sc->d = nd;
+		sc->cap = nc;
+	}
+	sd = &sc->d[sc->nd];
+	memset(sd, 0, sizeof(*sd));
+	sd->parent = parent;
+	if (name) {
+		sd->name = strdup(name);
+		if (!sd->name)
+			return -ENOMEM;
+		sd->attr = *a;
+	}
+	sc->nd++;
+	return 0;
 }
 
-bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
-			  const char *name)
+static int scan_add(struct scan *sc, const struct qft_scan_rec *rec)
 {
-	return false;
+	struct sdir *sd = &sc->d[rec->index];
+
+	if (sd->n == sd->cap) {
+		size_t nc = sd->cap ? sd->cap * 2 : 16;
+		struct bent *ne = realloc(sd->e, nc * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		sd->e = ne;
+		sd->cap = nc;
+	}
+	sd->e[sd->n].name = strdup(rec->name.s);
+	if (!sd->e[sd->n].name)
+		return -ENOMEM;
+	sd->e[sd->n++].attr = rec->attr;
+	sc->entries++;
+	return 0;
 }
 
-void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
-		       const char *name, const struct qft_attr *a)
+/* Takes the records of one checked SCAN reply; -EPROTO when it does not
+ * continue from where the last one stopped. */
+static int scan_take(struct scan *sc, const struct qft_blob *data)
+{
+	struct qft_scan_rec rec;
+	uint32_t base;
+	struct qcur c;
+
+	qcur_init(&c, data->p, data->len);
+	if (qft_scan_head_decode(&c, &base) < 0 || base != sc->nd)
+		return -EPROTO;
+	while (!sc->stop && c.left && qft_scan_rec_decode(&c, &rec) == 0) {
+		if (rec.kind == QFT_SCAN_REC_DIR_END) {
+			sc->d[rec.index].complete = rec.status == 0;
+			continue;
+		}
+		if (sc->entries >= sc->limit) {
+			/* What is complete so far stays so; the rest is
+			 * walked directory by directory. */
+			sc->stop = true;
+			break;
+		}
+		if (scan_add(sc, &rec) < 0 ||
+		    ((rec.attr.mode & QFT_S_IFMT) == QFT_S_IFDIR &&
+		     scan_announce(sc, rec.index, rec.name.s, &rec.attr) < 0)) {
+			sc->stop = true;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* The node of announced directory i (listing lock held: the table lock
+ * nests inside it). */
+static struct qn_node *scan_node(struct qc_fs *fs, struct scan *sc,
+				 uint32_t i)
+{
+	struct sdir *sd = &sc->d[i];
+	struct qn_node *p;
+
+	if (sd->node || i == 0)
+		return sd->node;
+	p = scan_node(fs, sc, sd->parent);
+	if (p)
+		sd->node = qn_child_ref(&fs->nodes, p, sd->name, &sd->attr);
+	return sd->node;
+}
+
+static void scan_install(struct qc_fs *fs, struct scan *sc,
+			 const struct qc_dir_fetch *fb)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	bool strip = qc_hint_xattr_gen(fs) != fb->xgen;
+	uint64_t top_dino, top_pino;
+	struct listing *l;
+
+	pthread_mutex_lock(&dc->lock);
+	/* The client's own changes anywhere may be in the subtree. */
+	if (spoiled(dc, fb->seq, NULL, 0, true))
+		goto out_unlock;
+	l = find_listing(dc, sc->d[0].node);
+	top_dino = l ? l->dino : qn_rino(&fs->nodes, sc->d[0].node);
+	top_pino = l ? l->pino : 0;
+	for (uint32_t i = 0; i < sc->nd; i++) {
+		struct sdir *sd = &sc->d[i];
+		uint64_t dino = i ? sd->attr.ino : top_dino;
+		uint64_t pino;
+		struct qn_node *node;
+
+		if (!sd->complete ||
+		    spoiled(dc, fb->seq, NULL, dino, false))
+			continue;
+		node = scan_node(fs, sc, i);
+		if (!node)
+			continue;
+		pino = i == 0 ? top_pino :
+		       sd->parent ? sc->d[sd->parent].attr.ino : top_dino;
+		l = listing_new(fs, node, dino, pino,
+				fb->start_ns + secs_ns(fs->entry_timeout));
+		if (!l)
+			break;
+		l->scanned = true;
+		for (size_t j = 0; j < sd->n; j++) {
+			if (strip)
+				sd->e[j].attr.flags &= ~QFT_ATTR_NOXATTR;
+			if (dent_put(dc, l, sd->e[j].name, &sd->e[j].attr,
+				     fb->start_ns) < 0) {
+				listing_drop(fs, l);
+				l = NULL;
+				break;
+			}
+		}
+		if (l)
+			evict(fs, l);
+	}
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+}
+
+static void ignore_reply(void *ctx, int err, struct qc_reply *rep)
 {
 }
 
-void qc_dir_note_gone(struct qc_fs *fs, struct qn_node *parent,
-		      const char *name)
+/*
+ * Lists the subtree of `top` into the cache with SCAN: OPENDIR sent
+ * without waiting, SCANs until EOF or the cache's half is filled, CLOSE
+ * without waiting.  Failures only mean nothing is cached.
+ */
+static void scan(struct qc_fs *fs, struct qn_node *top)
 {
+	struct qc_dircache *dc = dc_of(fs);
+	char path[QFT_MAX_PATH + 1];
+	struct scan sc = { 0 };
+	struct qc_dir_fetch fb;
+	struct qc_reply rep;
+	struct qft_msg m;
+	uint64_t gen, h;
+	bool eof = false;
+	int r;
+
+	if (qn_path(&fs->nodes, top, NULL, path) < 0 ||
+	    qc_conn_wait(fs->conn, &gen) < 0 ||
+	    qc_handle_alloc(fs->conn, gen, &h) < 0)
+		return;
+	sc.limit = dc->max_entries / 2 ? dc->max_entries / 2 : 1;
+	if (scan_announce(&sc, 0, NULL, NULL) < 0)
+		goto out_free;
+	sc.d[0].node = top;
+	qc_dir_fetch_begin(fs, &fb);
+	atomic_fetch_add(&dc->scans, 1);
+	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
+	m.handle = h;
+	qc_set_str(&m.path, path);
+	/* The server runs requests in order: the SCAN behind it needs no
+	 * wait for its reply (and fails with EBADF if it failed). */
+	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0) {
+		qc_handle_free(fs->conn, gen, h);
+		goto out_free;
+	}
+	while (!eof && !sc.stop) {
+		qft_msg_init(&m, QFT_OP_SCAN, 0);
+		m.handle = h;
+		m.length = QFT_MAX_SCAN;
+		r = qc_call_gen(fs->conn, gen, &m, &rep);
+		if (r == -ENOSYS || r == -EOPNOTSUPP) {
+			pthread_mutex_lock(&dc->lock);
+			dc->scan_broken = true;
+			pthread_mutex_unlock(&dc->lock);
+		}
+		if (r < 0) {
+			qft_debug("dircache: SCAN of '%s': %s", path,
+				  strerror(-r));
+			break;
+		}
+		r = qft_scan_check(&rep.msg.data);
+		if (r >= 0)
+			r = scan_take(&sc, &rep.msg.data);
+		eof = rep.msg.opflags & QFT_SCAN_EOF;
+		qc_reply_free(&rep);
+		if (r < 0) {
+			qft_warn("malformed SCAN reply for '%s'", path);
+			/* Nothing of a scan that went wrong is trusted. */
+			sc.nd = sc.nd ? 1 : 0;
+			sc.d[0].complete = false;
+			break;
+		}
+	}
+	qft_msg_init(&m, QFT_OP_CLOSE, 0);
+	m.handle = h;
+	(void)qc_send_noreply(fs->conn, gen, &m);
+	qc_handle_free(fs->conn, gen, h);
+	qft_debug("dircache: SCAN of '%s': %zu directories, %zu entries%s",
+		  path, sc.nd, sc.entries, sc.stop ? " (stopped at the cap)" :
+		  "");
+	scan_install(fs, &sc, &fb);
+out_free:
+	scan_free(fs, &sc);
 }
 
-void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent)
+/*
+ * A readdir of `dir` that the cache cannot answer: when its parent was
+ * listed moments ago, something walks the tree, and the parent's whole
+ * subtree is fetched at once (each listing once: a scan's own listings do
+ * not start another).
+ */
+static void maybe_scan(struct qc_fs *fs, struct qn_node *dir)
 {
-}
+	struct qc_dircache *dc = dc_of(fs);
+	char name[QFT_MAX_NAME + 1];
+	uint64_t now = qc_now_ns();
+	struct qn_node *parent;
+	struct listing *pl;
+	bool walk = false;
 
-void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n)
-{
+	if (qn_parent_ref(&fs->nodes, dir, &parent, name) < 0)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	pl = valid_listing(fs, parent, now);
+	if (pl && !dc->scan_broken && !pl->scanned && pl->walked_ns &&
+	    now - pl->walked_ns < WALK_NS) {
+		pl->scanned = true;
+		walk = true;
+	}
+	pthread_mutex_unlock(&dc->lock);
+	if (walk)
+		scan(fs, parent);
+	qn_unref(&fs->nodes, parent);
 }

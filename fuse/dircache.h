@@ -54,6 +54,8 @@ struct qc_fs;
 struct qc_file;
 struct qn_node;
 struct qc_dir_snap;
+struct qc_dir_build;
+struct qc_dircache;
 
 #define QC_DIRCACHE_DEFAULT 200000u   /* entries, -o dircache= */
 #define QC_DIRCACHE_MAX     50000000u
@@ -80,6 +82,10 @@ struct qc_dir_ahead {
 	uint64_t xgen;          /* xattr_gen before the READDIR was sent */
 	/* A listing being collected from cookie 0 on, installed at EOF. */
 	struct qc_dir_build *build;
+	/* Opened without an OPENDIR (the cache had its listing): the
+	 * handle is opened by the first readdir the cache cannot answer.
+	 * Until then the file's gen is 0, which no link has. */
+	bool lazy;
 };
 
 /*
@@ -97,12 +103,42 @@ void qc_dir_destroy(struct qc_fs *fs);
 int qc_dir_parse_max(const char *s, size_t *out);
 
 /*
- * The kernel's LOOKUP of `name` in `parent`, answered from the cache when
- * it can be (a node and its attributes, or "no such name"), else from the
- * server, whose answer then refreshes the listing.  Replies exactly once.
+ * What a request that fetches names or attributes from the server noted
+ * before it was sent, so that its answer is not cached when something
+ * changed meanwhile (a notification, or the client's own change).
  */
-void qc_dir_kernel_lookup(fuse_req_t req, struct qc_fs *fs,
-			  fuse_ino_t parent, const char *name);
+struct qc_dir_fetch {
+	uint64_t seq;           /* the cache's event count */
+	uint64_t start_ns;      /* CLOCK_MONOTONIC: validity runs from here */
+	uint64_t xgen;          /* xattr_gen (hints.h) */
+};
+
+void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb);
+
+/*
+ * The kernel's LOOKUP of `name` in `parent`, answered from the cache when
+ * it can be (a node and its attributes, or "no such name": a negative
+ * entry the kernel does not keep, so that it asks again).  Returns true
+ * when it replied to req, false when the server must be asked.
+ */
+bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
+			 const char *name);
+
+/*
+ * The server's answer about `name` in `parent` to a request begun with
+ * `fb`: its attributes `a`, or with a NULL, that it does not exist.
+ * Refreshes the entry of a listing the cache keeps, unless something
+ * changed there since the request was sent.
+ */
+void qc_dir_note_fetched(struct qc_fs *fs, struct qn_node *parent,
+			 const char *name, const struct qft_attr *a,
+			 const struct qc_dir_fetch *fb);
+
+/*
+ * Whether an OPENDIR of `dir` may wait until a readdir needs the server:
+ * the cache holds a complete listing of it now.
+ */
+bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir);
 
 /*
  * Answers the kernel's READDIR (or with `plus` READDIRPLUS) of `size`
@@ -159,6 +195,23 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
  */
 void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 		       const char *name, const struct qft_attr *a);
+
+/* This client made directory `name` in `parent` (attributes `a`, request
+ * begun with `fb`): its entry, and a listing of it, known empty. */
+void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
+		       const char *name, const struct qft_attr *a,
+		       const struct qc_dir_fetch *fb);
+
+/* This client made a hard link `name` in `parent` to an object with
+ * attributes `a`: every other name of it has a new link count. */
+void qc_dir_note_link(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name, const struct qft_attr *a);
+
+/* This client renamed (with `exchange`, swapped) `name` in `parent` and
+ * `newname` in `newparent`; before qn_rename moves the nodes. */
+void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
+			const char *name, struct qn_node *newparent,
+			const char *newname, bool exchange);
 
 /* This client removed `name` from `parent`: the listing drops it (and the
  * listing of the directory it named, if any). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dircache.h"
 #include "file.h"
 #include "fs.h"
 #include "log.h"
@@ -86,6 +87,8 @@ static void drop_file(struct qn_file *nf)
 
 void qc_fs_destroy(struct qc_fs *fs)
 {
+	/* Listings hold node references: they go first. */
+	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
 	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
 	if (atomic_load(&fs->ra_bytes) != 0)

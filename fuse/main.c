@@ -28,6 +28,7 @@
 #include "bootstrap.h"
 #include "config.h"
 #include "conn.h"
+#include "dircache.h"
 #include "log.h"
 #include "node.h"
 #include "ops.h"
@@ -50,6 +51,7 @@ struct cmdline {
 	char *entry_timeout;
 	char *attr_timeout;
 	char *negative_timeout;
+	char *dircache;
 	char *commit;
 	/* Remote sources only. */
 	char *port;
@@ -94,6 +96,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("entry_timeout=%s", entry_timeout),
 	OPT("attr_timeout=%s", attr_timeout),
 	OPT("negative_timeout=%s", negative_timeout),
+	OPT("dircache=%s", dircache),
 	OPT("commit=%s", commit),
 	OPT("-p %s", port),
 	OPT("port=%s", port),
@@ -152,6 +155,9 @@ static void usage(void)
 "    -o attr_timeout=SECS   cache attributes for SECS seconds (default: 1)\n"
 "    -o negative_timeout=SECS\n"
 "                           cache missing names for SECS seconds (default: 0)\n"
+"    -o dircache=N          keep listings of at most N directory entries to\n"
+"                           answer lookups and listings locally (default:\n"
+"                           200000; 0: off)\n"
 "    -o commit=close|none   close() of a written file waits until the server\n"
 "                           has fdatasync'd it (close, default), or only until\n"
 "                           it has written it (none)\n"
@@ -648,6 +654,7 @@ int main(int argc, char *argv[])
 		.reconnect = true,
 	};
 	struct qc_fs fs = { 0 };
+	size_t dircache_max = QC_DIRCACHE_DEFAULT;
 	struct fuse_session *se;
 	char *root = NULL, *mnt = NULL;
 	int ret = 1, r;
@@ -706,6 +713,10 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 	fs.commit_none = cl.commit && strcmp(cl.commit, "none") == 0;
+	if (cl.dircache && qc_dir_parse_max(cl.dircache, &dircache_max) < 0) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
 	if (qc_fs_set_sizes(&fs, cl.window, cl.readahead) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
@@ -789,6 +800,10 @@ int main(int argc, char *argv[])
 	if (qn_table_init(&fs.nodes) < 0) {
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
+	}
+	if (qc_dir_init(&fs, dircache_max) < 0) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		goto out_free_nodes;
 	}
 	se = fuse_session_new(&args, &qc_ops, sizeof(qc_ops), &fs);
 	if (!se) {
@@ -889,6 +904,7 @@ out_free_args:
 	free(cl.entry_timeout);
 	free(cl.attr_timeout);
 	free(cl.negative_timeout);
+	free(cl.dircache);
 	free(cl.commit);
 	free(cl.port);
 	free(cl.config_file);
