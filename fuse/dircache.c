@@ -161,6 +161,12 @@ static size_t ino_bucket(const struct qc_dircache *dc, uint64_t ino)
 	return (size_t)(h >> 32) & (dc->nbuckets - 1);
 }
 
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
 /* ---- events ---- */
 
 static void record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
@@ -547,11 +553,6 @@ static void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
 				l->slots[i]->fetched_ns = 0;
 }
 
-static bool is_dot(const char *name)
-{
-	return name[0] == '.' &&
-	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
-}
 
 /* ---- setup ---- */
 
@@ -649,7 +650,8 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 	struct dent *e;
 	int r = -EAGAIN;
 
-	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+	/* ".." (asked by exportfs) is not an entry of a listing. */
+	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME || is_dot(name))
 		return -EAGAIN;
 	pthread_mutex_lock(&dc->lock);
 	l = valid_listing(fs, parent, now);
@@ -1432,6 +1434,14 @@ static int open_now(struct qc_fs *fs, struct qc_file *f, struct qn_node *dir)
 	uint64_t gen, h;
 	int r;
 
+	/* An FSYNC on it may have opened it already (qc_file_handle). */
+	pthread_mutex_lock(&f->lock);
+	gen = f->gen;
+	pthread_mutex_unlock(&f->lock);
+	if (gen) {
+		f->ahead.lazy = false;
+		return 0;
+	}
 	r = qn_path(&fs->nodes, dir, NULL, path);
 	if (r < 0)
 		return r;
