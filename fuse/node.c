@@ -420,8 +420,10 @@ bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
 
 	pthread_mutex_lock(&t->lock);
 	n = find(t, parent, name);
+	/* An open directory changes nothing by being open. */
 	if (n)
-		ok = !n->files && n->changed_ns < since;
+		ok = (n->rtype == QFT_S_IFDIR || !n->files) &&
+		     n->changed_ns < since;
 	else
 		ok = parent->child_changed_ns < since;
 	pthread_mutex_unlock(&t->lock);

@@ -179,8 +179,8 @@ uint64_t qn_rino(struct qn_table *t, struct qn_node *n);
 /*
  * Whether attributes of `name` in `parent` fetched at `since`
  * (CLOCK_MONOTONIC ns, when the request was sent) can still be trusted as
- * far as this client knows: no open file of it now, and no change stamped
- * (qn_node.changed_ns) since.
+ * far as this client knows: no open file of it now (but a directory may
+ * be open), and no change stamped (qn_node.changed_ns) since.
  */
 bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
 		     const char *name, uint64_t since);
