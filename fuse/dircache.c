@@ -1409,19 +1409,28 @@ static bool ahead_usable(const struct qc_dir_ahead *a, uint64_t off, bool plus)
 
 static void maybe_scan(struct qc_fs *fs, struct qn_node *dir);
 
-bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir)
+static bool complete_listing(struct qc_fs *fs, struct qn_node *dir)
 {
 	struct qc_dircache *dc = dc_of(fs);
 	struct listing *l;
 	bool ok;
 
-	if (!cache_on(fs))
-		return false;
 	pthread_mutex_lock(&dc->lock);
 	l = valid_listing(fs, dir, qc_now_ns());
 	ok = l && !l->nstale;
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
+}
+
+bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir)
+{
+	if (!cache_on(fs))
+		return false;
+	if (complete_listing(fs, dir))
+		return true;
+	/* The opendir of a walk comes before its readdir: scan now. */
+	maybe_scan(fs, dir);
+	return complete_listing(fs, dir);
 }
 
 /* The OPENDIR a lazily opened directory skipped, now that a readdir

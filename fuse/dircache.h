@@ -136,7 +136,8 @@ void qc_dir_note_fetched(struct qc_fs *fs, struct qn_node *parent,
 
 /*
  * Whether an OPENDIR of `dir` may wait until a readdir needs the server:
- * the cache holds a complete listing of it now.
+ * the cache holds a complete listing of it now (after a SCAN of its
+ * parent's subtree when this looks like a tree walk).
  */
 bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir);
 
