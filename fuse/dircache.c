@@ -28,6 +28,8 @@
  * tree walk (find, du, ls -R, cp -r, tar, rsync). */
 #define WALK_NS         (2ull * 1000000000u)
 #define NEVER           UINT64_MAX
+/* Directories whose lookups missed recently (see busy_dir). */
+#define PROBES          64u
 
 /* One name of a listing. */
 struct dent {
@@ -81,6 +83,13 @@ struct qc_dircache {
 	uint64_t seq;           /* events so far */
 	struct event ring[RING];
 	bool scan_broken;       /* the server refused a SCAN: stop trying */
+	/* Lookups that found no listing, by directory (only compared,
+	 * never dereferenced: a node may be gone) */
+	struct {
+		const struct qn_node *dir;
+		unsigned misses;
+		uint64_t since;
+	} probes[PROBES];
 	/* atomics, read by tests through the debug log */
 	atomic_uint_fast64_t lookups_local, negatives_local, readdirs_local,
 			     scans, evictions;
@@ -686,41 +695,6 @@ out_unlock:
 	return r;
 }
 
-bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
-			 const char *name)
-{
-	struct qn_node *dir = qc_fs_node(fs, parent);
-	struct fuse_entry_param e;
-	double entry_to, attr_to;
-	struct qft_attr a;
-	struct qn_node *n;
-	uint64_t xgen;
-	int r;
-
-	r = answer(fs, dir, name, true, &a, &entry_to, &attr_to, &xgen);
-	if (r == -EAGAIN)
-		return false;
-	if (r == 0) {
-		/* Not kept by the kernel (timeout 0): every later lookup
-		 * comes here again, and sees the name once it exists. */
-		memset(&e, 0, sizeof(e));
-		fuse_reply_entry(req, &e);
-		atomic_fetch_add(&dc_of(fs)->negatives_local, 1);
-		return true;
-	}
-	n = qn_lookup(&fs->nodes, dir, name, &a);
-	if (!n)
-		return false;
-	qc_hint_noxattr_note(fs, n, &a, xgen);
-	qc_fs_fill_entry(fs, &e, n, &a);
-	e.entry_timeout = entry_to;
-	e.attr_timeout = attr_to;
-	if (fuse_reply_entry(req, &e) != 0)
-		qn_forget(&fs->nodes, n, 1);
-	atomic_fetch_add(&dc_of(fs)->lookups_local, 1);
-	return true;
-}
-
 int qc_dir_lookup(struct qc_fs *fs, struct qn_node *parent, const char *name,
 		  struct qft_attr *out)
 {
@@ -1213,6 +1187,14 @@ static void reply_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 }
 
 /* ---- listings collected from READDIR PLUS ---- */
+
+/* What a READDIR for the cache asks for. */
+#define READDIR_CACHE_FLAGS QFT_READDIR_PLUS
+
+struct qc_dir_build;
+static void note_watched(struct qc_dir_build *b, const struct qc_reply *rep)
+{
+}
 
 static void build_free(struct qc_dir_build *b)
 {
@@ -1891,4 +1873,125 @@ static void maybe_scan(struct qc_fs *fs, struct qn_node *dir)
 	if (walk)
 		scan(fs, parent);
 	qn_unref(&fs->nodes, parent);
+}
+
+/* ---- lookups ---- */
+
+/*
+ * A lookup in `dir` the cache could not answer: true when it is the
+ * second one within WALK_NS of a directory without a listing, i.e. when
+ * something looks up many names there (stat of many files, git status,
+ * make) and reading the directory whole costs less than a lookup each.
+ */
+static bool busy_dir(struct qc_fs *fs, struct qn_node *dir)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	uint64_t now = qc_now_ns();
+	bool busy = false;
+	size_t i;
+
+	pthread_mutex_lock(&dc->lock);
+	if (!find_listing(dc, dir)) {
+		i = ptr_bucket(dc, dir) & (PROBES - 1);
+		if (dc->probes[i].dir != dir ||
+		    now - dc->probes[i].since > WALK_NS) {
+			dc->probes[i].dir = dir;
+			dc->probes[i].misses = 0;
+			dc->probes[i].since = now;
+		}
+		busy = ++dc->probes[i].misses == 2;
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return busy;
+}
+
+/*
+ * Reads `dir` into the cache when it fits one READDIR reply: OPENDIR not
+ * waited for, one READDIR PLUS, CLOSE not waited for.  A bigger one is
+ * left alone (its lookups go to the server one by one, as before).
+ */
+static void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
+{
+	char path[QFT_MAX_PATH + 1];
+	struct qc_dir_build *b;
+	struct qc_reply rep;
+	struct qft_msg m;
+	uint64_t gen, h;
+	int r;
+
+	if (qn_path(&fs->nodes, dir, NULL, path) < 0 ||
+	    qc_conn_wait(fs->conn, &gen) < 0 ||
+	    qc_handle_alloc(fs->conn, gen, &h) < 0)
+		return;
+	b = build_new(fs);
+	if (!b)
+		goto out_free_handle;
+	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
+	m.handle = h;
+	qc_set_str(&m.path, path);
+	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0)
+		goto out_free_build;
+	qft_msg_init(&m, QFT_OP_READDIR, 0);
+	m.handle = h;
+	m.length = QFT_MAX_READDIR;
+	m.opflags = READDIR_CACHE_FLAGS;
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
+	if (r == 0) {
+		note_watched(b, &rep);
+		if (qc_readdir_check(&rep.msg.data, true) < 0)
+			b->failed = true;
+		else
+			build_add(fs, b, &rep.msg.data);
+		if (!(rep.msg.opflags & QFT_READDIR_EOF))
+			b->failed = true;
+		build_install(fs, dir, b);
+		qc_reply_free(&rep);
+	}
+	qft_msg_init(&m, QFT_OP_CLOSE, 0);
+	m.handle = h;
+	(void)qc_send_noreply(fs->conn, gen, &m);
+out_free_build:
+	build_free(b);
+out_free_handle:
+	qc_handle_free(fs->conn, gen, h);
+}
+
+bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
+			 const char *name)
+{
+	struct qn_node *dir = qc_fs_node(fs, parent);
+	struct fuse_entry_param e;
+	double entry_to, attr_to;
+	struct qft_attr a;
+	struct qn_node *n;
+	uint64_t xgen;
+	int r;
+
+	r = answer(fs, dir, name, true, &a, &entry_to, &attr_to, &xgen);
+	if (r == -EAGAIN && cache_on(fs) && busy_dir(fs, dir)) {
+		fetch_listing(fs, dir);
+		r = answer(fs, dir, name, true, &a, &entry_to, &attr_to,
+			   &xgen);
+	}
+	if (r == -EAGAIN)
+		return false;
+	if (r == 0) {
+		/* Not kept by the kernel (timeout 0): every later lookup
+		 * comes here again, and sees the name once it exists. */
+		memset(&e, 0, sizeof(e));
+		fuse_reply_entry(req, &e);
+		atomic_fetch_add(&dc_of(fs)->negatives_local, 1);
+		return true;
+	}
+	n = qn_lookup(&fs->nodes, dir, name, &a);
+	if (!n)
+		return false;
+	qc_hint_noxattr_note(fs, n, &a, xgen);
+	qc_fs_fill_entry(fs, &e, n, &a);
+	e.entry_timeout = entry_to;
+	e.attr_timeout = attr_to;
+	if (fuse_reply_entry(req, &e) != 0)
+		qn_forget(&fs->nodes, n, 1);
+	atomic_fetch_add(&dc_of(fs)->lookups_local, 1);
+	return true;
 }

@@ -227,6 +227,26 @@ def test_missing_names_answered_locally(mounter):
     assert d.get('LSTAT', 0) == 0, 'lookups went to the server: %r' % d
 
 
+def test_many_lookups_read_the_directory(mounter):
+    """Lookups of many names in a directory never listed (stat of many
+    files, git status, make) read it whole at the second miss."""
+    m = _debug_mount(mounter, opts=['entry_timeout=30', 'attr_timeout=30'])
+    src, mnt = m
+    os.mkdir(P(src, 'd'))
+    for i in range(100):
+        with open(P(src, 'd', 'f%03d' % i), 'w') as f:
+            f.write('x' * i)
+    before = _settle(m)
+    for i in range(100):
+        assert os.stat(P(mnt, 'd', 'f%03d' % i)).st_size == i
+    for i in range(20):
+        assert not os.path.exists(P(mnt, 'd', 'nope%d' % i))
+    d = _delta(before, _settle(m))
+    print('100 stats and 20 misses: %r' % d)
+    assert d.get('LSTAT', 0) <= 4, d
+    assert d.get('READDIR', 0) <= 2, d
+
+
 def test_stale_listing_not_trusted_after_timeout(mounter):
     """Without a lease, names are trusted for entry_timeout only: a name
     created on the server is seen (and looked up from the server) after
