@@ -18,6 +18,9 @@ enum fld {
 	FLD_XNAME, FLD_OPFLAGS, FLD_MODE, FLD_UID, FLD_GID, FLD_VALID,
 	FLD_RDEV, FLD_SIZE, FLD_OFFSET, FLD_LENGTH, FLD_COUNT, FLD_ATIME,
 	FLD_MTIME, FLD_DATA, FLD_ATTR, FLD_STATFS,
+	/* Change notification. */
+	FLD_INO, FLD_KIND,
+	FLD_ENAME,      /* into `name`: a valid name, or empty */
 };
 
 #define MAX_FIELDS 10
@@ -48,7 +51,7 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_READDIR] = { "READDIR",
 		{ FLD_HANDLE, FLD_OFFSET, FLD_LENGTH, FLD_OPFLAGS },
 		{ FLD_OPFLAGS, FLD_DATA },
-		QFT_READDIR_KNOWN, QFT_READDIR_EOF, QFT_MAX_READDIR },
+		QFT_READDIR_KNOWN, QFT_READDIR_REPLY_KNOWN, QFT_MAX_READDIR },
 	[QFT_OP_MKDIR] = { "MKDIR", { FLD_PATH, FLD_NAME, FLD_MODE },
 		{ FLD_ATTR } },
 	[QFT_OP_RMDIR] = { "RMDIR", { FLD_PATH, FLD_NAME }, { 0 } },
@@ -96,6 +99,11 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_SCAN] = { "SCAN", { FLD_HANDLE, FLD_LENGTH, FLD_OPFLAGS },
 		{ FLD_OPFLAGS, FLD_DATA },
 		QFT_SCAN_KNOWN, QFT_SCAN_REP_KNOWN, QFT_MAX_SCAN },
+	/* Change notification.  NOTIFY is never a request nor answered: its
+	 * fields travel in a QFT_F_NOTIFY frame, in the request's place. */
+	[QFT_OP_NOTIFY] = { "NOTIFY", { FLD_INO, FLD_KIND, FLD_ENAME },
+		{ 0 } },
+	[QFT_OP_UNWATCH] = { "UNWATCH", { FLD_INO }, { 0 } },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -103,6 +111,17 @@ static const struct op_desc *op_desc(uint16_t op)
 	if (op == 0 || op >= QFT_OP__COUNT || !ops[op].name)
 		return NULL;
 	return &ops[op];
+}
+
+void qft_msg_init_notify(struct qft_msg *m, uint64_t ino, uint32_t kind,
+			 const char *name, uint32_t len)
+{
+	qft_msg_init(m, QFT_OP_NOTIFY, 0);
+	m->flags = QFT_F_NOTIFY;
+	m->ino = ino;
+	m->kind = kind;
+	m->name.s = name ? name : "";
+	m->name.len = name ? len : 0;
 }
 
 const char *qft_op_name(uint16_t op)
@@ -308,6 +327,9 @@ static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 	case FLD_DATA:     return qbuf_put_blob(b, m->data.p, m->data.len);
 	case FLD_ATTR:     return put_attr(b, &m->attr);
 	case FLD_STATFS:   return put_statfs(b, &m->st);
+	case FLD_INO:      return qbuf_put_u64(b, m->ino);
+	case FLD_KIND:     return qbuf_put_u32(b, m->kind);
+	case FLD_ENAME:    return qbuf_put_str(b, m->name.s, m->name.len);
 	case FLD_END:      break;
 	}
 	return -EINVAL;
@@ -334,6 +356,9 @@ static int get_checked_str(struct qcur *c, struct qft_str *out, enum fld f)
 		break;
 	case FLD_PATH: case FLD_PATH2:
 		ok = qft_path_valid(out->s, out->len);
+		break;
+	case FLD_ENAME:
+		ok = out->len == 0 || qft_name_valid(out->s, out->len);
 		break;
 	case FLD_XNAME:
 		ok = out->len > 0 && out->len <= QFT_MAX_XATTR_NAME;
@@ -423,6 +448,13 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 				     QFT_MAX_DATA);
 	case FLD_ATTR:   return get_attr(c, &m->attr);
 	case FLD_STATFS: return get_statfs(c, &m->st);
+	case FLD_INO:    return qcur_get_u64(c, &m->ino);
+	case FLD_KIND:
+		if ((r = qcur_get_u32(c, &m->kind)) < 0)
+			return r;
+		return m->kind >= QFT_NOTIFY_CHANGED &&
+		       m->kind <= QFT_NOTIFY_ALL ? 0 : -EINVAL;
+	case FLD_ENAME:  return get_checked_str(c, &m->name, f);
 	case FLD_END:    break;
 	}
 	return -EINVAL;
@@ -485,10 +517,17 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)
 	h->op = qft_load16(p + 4);
 	h->flags = qft_load16(p + 6);
 	h->id = qft_load64(p + 8);
-	if (h->len > QFT_MAX_PAYLOAD || (h->flags & ~QFT_F_REPLY))
+	if (h->len > QFT_MAX_PAYLOAD ||
+	    (h->flags & ~(QFT_F_REPLY | QFT_F_NOTIFY)))
 		return -EBADMSG;
 	if (!op_desc(h->op))
 		return -ENOSYS;
+	/* NOTIFY is the one opcode of QFT_F_NOTIFY frames, and they carry
+	 * nothing else: not a reply, no request id. */
+	if ((h->op == QFT_OP_NOTIFY) != !!(h->flags & QFT_F_NOTIFY) ||
+	    ((h->flags & QFT_F_NOTIFY) &&
+	     (h->flags != QFT_F_NOTIFY || h->id != 0)))
+		return -EBADMSG;
 	return 0;
 }
 
@@ -504,6 +543,21 @@ static bool hello_other(const struct qft_msg *m, enum fld f)
 {
 	return m->op == QFT_OP_HELLO && f == FLD_VERSION &&
 	       m->version != QFT_VERSION;
+}
+
+/* What a NOTIFY's kind allows of its inode and name (protocol.h). */
+static bool notify_valid(const struct qft_msg *m)
+{
+	switch (m->kind) {
+	case QFT_NOTIFY_CHANGED:
+		return m->ino != 0;
+	case QFT_NOTIFY_GONE:
+		return m->ino != 0 && m->name.len == 0;
+	case QFT_NOTIFY_ALL:
+		return m->ino == 0 && m->name.len == 0;
+	default:
+		return false;
+	}
 }
 
 int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
@@ -555,6 +609,11 @@ int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 		return -EINVAL;
 	if (m->op == QFT_OP_SCAN && (m->flags & QFT_F_REPLY) &&
 	    (m->opflags & QFT_SCAN_TRUNCATED) && !(m->opflags & QFT_SCAN_EOF))
+		return -EINVAL;
+	if (m->op == QFT_OP_NOTIFY && !notify_valid(m))
+		return -EINVAL;
+	if (m->op == QFT_OP_UNWATCH && !(m->flags & QFT_F_REPLY) &&
+	    m->ino == 0)
 		return -EINVAL;
 	return 0;
 }

@@ -98,12 +98,24 @@ struct qft_msg {
 	struct qft_blob data;
 	struct qft_attr attr;
 	struct qft_statfs st;
+
+	/* Change notification: NOTIFY (ino, kind, name) and UNWATCH (ino).
+	 * A NOTIFY's name is `name` above, and may be empty there. */
+	uint64_t ino;         /* the watched directory's inode number */
+	uint32_t kind;        /* NOTIFY: QFT_NOTIFY_* */
 };
 
 /* Clears *m and sets op and id (for requests). */
 void qft_msg_init(struct qft_msg *m, uint16_t op, uint64_t id);
 /* Clears *r and makes it the (successful) reply to request `req`. */
 void qft_msg_init_reply(struct qft_msg *r, const struct qft_msg *req);
+
+/*
+ * Clears *m and makes it a NOTIFY frame (QFT_F_NOTIFY, id 0) about
+ * directory `ino`; `name` (len bytes, may be 0) must outlive *m.
+ */
+void qft_msg_init_notify(struct qft_msg *m, uint64_t ino, uint32_t kind,
+			 const char *name, uint32_t len);
 
 /* Name of an opcode for logs ("LSTAT"), or "?" when unknown. */
 const char *qft_op_name(uint16_t op);
@@ -122,7 +134,11 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n);
 
 /*
  * Decodes one whole frame (header then exactly h.len payload bytes).
- * Pointers in *m refer into `frame`.
+ * Pointers in *m refer into `frame`.  A NOTIFY frame (QFT_F_NOTIFY)
+ * carries its fields like a request; one whose kind is unknown, whose
+ * name is neither empty nor a valid name, or whose fields do not fit its
+ * kind (a name with GONE or ALL, an inode with ALL, inode 0 otherwise) is
+ * -EINVAL.
  */
 int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n);
 

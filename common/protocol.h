@@ -55,6 +55,12 @@
  * frame, so no other layer ever sees this bit.
  */
 #define QFT_F_LZ4          0x0002u
+/*
+ * Change notification (QFT_FEAT_NOTIFY): a frame the server sends on its
+ * own, not a reply: opcode QFT_OP_NOTIFY, id 0, no status.  Valid only
+ * with that opcode and only once HELLO agreed on QFT_FEAT_NOTIFY.
+ */
+#define QFT_F_NOTIFY       0x0004u
 
 /*
  * HELLO features.  The client's HELLO asks, the server's reply says what
@@ -66,7 +72,13 @@
  */
 #define QFT_FEAT_LZ4       0x00000001u
 #define QFT_FEAT_LZ4_AUTO  0x00000002u
-#define QFT_FEAT_KNOWN     0x00000003u
+/*
+ * NOTIFY: the server watches the directories the client lists with
+ * QFT_READDIR_WATCH and sends QFT_OP_NOTIFY frames when someone else
+ * changes them (granted only where the server can watch: inotify).
+ */
+#define QFT_FEAT_NOTIFY    0x00000004u
+#define QFT_FEAT_KNOWN     0x00000007u
 
 enum qft_op {
 	QFT_OP_HELLO       = 1,  /* version handshake, first frame each way */
@@ -98,6 +110,9 @@ enum qft_op {
 	QFT_OP_MKNOD       = 27,
 	QFT_OP_PING        = 28, /* keepalive and round-trip probe; no fields */
 	QFT_OP_SCAN        = 29, /* a subtree's names and attributes */
+	/* Change notification (QFT_FEAT_NOTIFY): */
+	QFT_OP_NOTIFY      = 30, /* server -> client, QFT_F_NOTIFY, id 0 */
+	QFT_OP_UNWATCH     = 31, /* the client no longer needs a watch */
 	QFT_OP__COUNT
 };
 
@@ -192,10 +207,13 @@ enum qft_status {
 
 /* READDIR request flags. */
 #define QFT_READDIR_PLUS  0x0001u /* include attributes of each entry */
-#define QFT_READDIR_KNOWN 0x0001u
+#define QFT_READDIR_WATCH 0x0002u /* watch the directory (FEAT_NOTIFY) */
+#define QFT_READDIR_KNOWN 0x0003u
 
 /* READDIR reply flags. */
-#define QFT_READDIR_EOF   0x0001u
+#define QFT_READDIR_EOF     0x0001u
+#define QFT_READDIR_WATCHED 0x0002u /* the watch is in place */
+#define QFT_READDIR_REPLY_KNOWN 0x0003u
 
 /* FSYNC flags. */
 #define QFT_FSYNC_DATASYNC 0x0001u
@@ -272,6 +290,19 @@ enum qft_status {
  */
 #define QFT_ATTR_NOXATTR 0x0001u
 #define QFT_ATTR_KNOWN   0x0001u
+
+/*
+ * NOTIFY kinds (docs/protocol.md, "Change notification").
+ *   CHANGED  entries of directory `ino` changed: `name` (created, removed,
+ *            renamed, its attributes or data), or anything in it when the
+ *            name is empty; the directory's own attributes with it;
+ *   GONE     the watch on `ino` ended (removed, moved, unmounted, evicted
+ *            by the cap, UNWATCH raced with it); name empty;
+ *   ALL      the server lost track: every watch ended; ino 0, name empty.
+ */
+#define QFT_NOTIFY_CHANGED 1u
+#define QFT_NOTIFY_GONE    2u
+#define QFT_NOTIFY_ALL     3u
 
 /* Size of struct qft_attr on the wire. */
 #define QFT_ATTR_WIRE_SIZE 92u

@@ -90,6 +90,9 @@ struct lane {
 	struct qft_seal tx;
 	struct qft_seal rx;
 	bool sealed;            /* immutable once the lane is set up */
+	/* HELLO granted QFT_FEAT_NOTIFY: NOTIFY frames are accepted here.
+	 * Set before the readers start, then immutable. */
+	bool notify;
 	pthread_t reader;
 	bool reader_running;    /* the thread that frees the link only */
 };
@@ -419,6 +422,15 @@ static void complete_async(struct pending *p)
 	free(p);
 }
 
+/* Whether any stream of `l` was granted change notification. */
+static bool link_notifies(const struct link *l)
+{
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if (l->lane[i].notify)
+			return true;
+	return false;
+}
+
 /*
  * Marks link `l` dead and wakes every waiter: synchronous ones with -EIO,
  * asynchronous ones with -ENOTCONN.  Called by the reader when receiving
@@ -482,6 +494,9 @@ static void link_fail(struct qc_conn *c, struct link *l, int err,
 	/* Senders blocked on a full socket must not wait for a dead peer;
 	 * the other lane's reader must end too. */
 	link_shutdown(l);
+	/* The server's watches were this link's: no lease outlives it. */
+	if (link_notifies(l) && c->o.notify)
+		c->o.notify(c->o.notify_ctx, 0, QFT_NOTIFY_ALL, "", 0);
 }
 
 /* Removes and returns the waiter for `id`; conn lock held. */
@@ -535,18 +550,51 @@ static void drop_unclaimed(struct qc_conn *c, const struct qft_hdr *h,
 }
 
 /*
- * Routes one received frame.  Today every frame from the server is a reply
- * to a waiting request; this is where stream frames (read-ahead data,
- * write acknowledgements) will be told apart and routed to their streams.
+ * A NOTIFY frame on a stream that was granted the feature: decoded and
+ * checked as strictly as a reply (anything off is a protocol violation
+ * that ends the link), then handed to the owner's callback.  A dead
+ * link's late ones are dropped: its ALL was delivered already.
  */
-static int link_dispatch(struct link *l, const struct qft_hdr *h,
-			 struct qbuf *in)
+static int deliver_notify(struct link *l, const struct qbuf *in)
+{
+	struct qc_conn *c = l->c;
+	struct qft_msg m;
+	bool dead;
+	int r;
+
+	r = qft_msg_decode(&m, in->data, in->len);
+	if (r < 0 || m.op != QFT_OP_NOTIFY) {
+		qft_err("malformed NOTIFY frame from the server: %s",
+			strerror(r < 0 ? -r : EPROTO));
+		return -EPROTO;
+	}
+	pthread_mutex_lock(&c->lock);
+	dead = l->dead;
+	pthread_mutex_unlock(&c->lock);
+	if (!dead && c->o.notify)
+		c->o.notify(c->o.notify_ctx, m.ino, m.kind, m.name.s,
+			    m.name.len);
+	return 0;
+}
+
+/*
+ * Routes one received frame from lane `ln`: a reply to a waiting request,
+ * or a NOTIFY where that lane was granted them.  This is where stream
+ * frames (read-ahead data, write acknowledgements) will be told apart
+ * and routed to their streams.
+ */
+static int link_dispatch(struct link *l, const struct lane *ln,
+			 const struct qft_hdr *h, struct qbuf *in)
 {
 	struct qc_conn *c = l->c;
 	struct pending *p = NULL;
 
+	if ((h->flags & QFT_F_NOTIFY) && ln->notify)
+		return deliver_notify(l, in);
 	if (!(h->flags & QFT_F_REPLY)) {
-		qft_err("server sent a %s request frame", qft_op_name(h->op));
+		qft_err("server sent a %s %s frame", qft_op_name(h->op),
+			h->flags & QFT_F_NOTIFY ? "notification (not agreed "
+			"on)" : "request");
 		return -EPROTO;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -599,7 +647,7 @@ static void *reader_main(void *arg)
 		if (r < 0)
 			break;
 		atomic_store(&l->last_rx, now_ns());
-		r = link_dispatch(l, &h, &in);
+		r = link_dispatch(l, ln, &h, &in);
 		if (r < 0)
 			break;
 	}
@@ -662,6 +710,8 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	m.magic = QFT_MAGIC;
 	m.version = QFT_VERSION;
 	m.features = qft_chan_lz4_offer(l->c->o.compress);
+	if (l->c->o.want_notify)
+		m.features |= QFT_FEAT_NOTIFY;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
@@ -724,6 +774,8 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		l->srv_uid = rep.uid;
 		l->srv_gid = rep.gid;
 	}
+	/* A bit that was not asked for grants nothing. */
+	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);
 	r = 0;
 out_free_buf:
 	qbuf_free(&b);

@@ -116,6 +116,27 @@ struct qc_transport_ops {
 	int (*open_meta)(void *ctx, struct qc_endpoint *ep);
 };
 
+/*
+ * Change notification (docs/protocol.md, "Change notification"): the
+ * server says that directory `dir_ino` changed (QFT_NOTIFY_CHANGED; `name`
+ * the entry, or empty for anything in it), that its watch ended
+ * (QFT_NOTIFY_GONE), or that every watch ended (QFT_NOTIFY_ALL, dir_ino
+ * 0), which conn.c also delivers itself when a link on which the feature
+ * was granted dies: no lease survives a reconnect.  `name` is
+ * NUL-terminated, namelen bytes (0 to QFT_MAX_NAME), a valid name when
+ * not empty, and lives only during the call.
+ *
+ * Called on a link's reader thread under the same rules as qc_done_fn:
+ * short, never waiting, no qc_call, no lock anyone holds while sending;
+ * and, for the ALL of a dying link, on whichever thread failed it.
+ * Notifications of one link arrive in the order the server sent them,
+ * and in order with the replies of the stream they travel on (meta when
+ * there is one): a client can thus tell a listing that a notification
+ * overtook (protocol.md says how it must).
+ */
+typedef void qc_notify_fn(void *ctx, uint64_t dir_ino, uint32_t kind,
+			  const char *name, size_t namelen);
+
 struct qc_conn_opts {
 	int timeout_s;          /* per-request deadline, > 0 */
 	int keepalive_s;        /* quiet seconds before a PING; 0 = none */
@@ -124,6 +145,12 @@ struct qc_conn_opts {
 	const char *host;       /* for messages ("reconnected to HOST") */
 	const struct qc_transport_ops *ops;
 	void *ops_ctx;
+	/* Change notification: asked for in each HELLO when want_notify;
+	 * NOTIFY frames are accepted only on streams where it was granted,
+	 * and handed to notify (may be NULL) with notify_ctx. */
+	bool want_notify;
+	qc_notify_fn *notify;
+	void *notify_ctx;
 };
 
 #define QC_TIMEOUT_DEFAULT   30

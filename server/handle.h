@@ -41,6 +41,9 @@ struct srv_handle {
 	bool regular;
 	bool append;
 	uint64_t dev, ino;
+	/* file opened for writing: its registration with the session's
+	 * change notification (srv_watch_writer_open), 0 if none */
+	uint32_t watch_writer;
 };
 
 /*

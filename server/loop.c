@@ -111,8 +111,9 @@ static int serve(struct srv *s)
 		}
 		if (r < 0)
 			return recv_failed(s, &h, r);
-		/* A reply has no business travelling to the server. */
-		if (h.flags & QFT_F_REPLY) {
+		/* A reply or a notification has no business travelling to
+		 * the server. */
+		if (h.flags & (QFT_F_REPLY | QFT_F_NOTIFY)) {
 			log_malformed(&h);
 			return -EBADMSG;
 		}

@@ -38,6 +38,7 @@
 #include "srv.h"
 #include "thread.h"
 #include "uring.h"
+#include "watch.h"
 
 #define EXIT_USAGE 2
 /* Test knob: "off" makes --meta-fd close the descriptor unserved, as a
@@ -62,13 +63,14 @@ enum {
 	OPT_IO,
 	OPT_NO_COMPRESS,
 	OPT_META_FD,
+	OPT_MAX_WATCHES,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
-		"                    [--meta-fd N] [-d]\n"
+		"                    [--meta-fd N] [--max-watches N] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -86,11 +88,15 @@ static void usage(FILE *f)
 		"  --meta-fd N   with --stdio: descriptor N is a second stream\n"
 		"                socket, the client's meta connection (metadata\n"
 		"                requests), served by a thread of its own\n"
+		"  --max-watches N  directories watched for the client's\n"
+		"                change notification at most (default %u);\n"
+		"                past it the least recently listed is dropped\n"
 		"  -d, --debug   log every request to stderr\n"
 		"  -V, --version print the version and exit\n"
 		"  -h, --help    print this help and exit\n"
 		"\n"
-		"The server is normally started by qftfs(1), not by hand.\n");
+		"The server is normally started by qftfs(1), not by hand.\n",
+		SRV_WATCH_MAX_DEFAULT);
 }
 
 /* Handles are client-chosen up to QFT_MAX_HANDLES; let them all fit. */
@@ -134,6 +140,24 @@ static int take_stdio(int *rfd, int *wfd)
 	return 0;
 }
 
+/* Parses --max-watches: 1..SRV_WATCH_MAX_LIMIT. */
+static int parse_max_watches(const char *arg, unsigned *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (end == arg || *end || errno || v < 1 ||
+	    v > (long)SRV_WATCH_MAX_LIMIT) {
+		qft_err("--max-watches=%s: expected 1 to %u", arg,
+			SRV_WATCH_MAX_LIMIT);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
 /* --io, else QFTFS_SERVER_IO (kept for test suites), else the default. */
 static int choose_io(const char *opt, enum srv_io_backend *b)
 {
@@ -156,6 +180,19 @@ static int choose_io(const char *opt, enum srv_io_backend *b)
 
 static void srv_free(struct srv *s)
 {
+	/* Files the connection left open for writing: once closed, changes
+	 * to them are no longer the client's own (watch.h). */
+	for (size_t n = 1; n < s->handles.cap; n++) {
+		struct srv_handle *h;
+		uint32_t writer;
+
+		if (srv_handle_get(&s->handles, n, SRV_H_FILE, &h) < 0 ||
+		    !h->watch_writer)
+			continue;
+		writer = h->watch_writer;
+		(void)srv_handle_close(&s->handles, n);
+		srv_watch_writer_close(s->watch, writer);
+	}
 	srv_handle_destroy(&s->handles);
 	/* s->in was a view of the I/O engine's pool, gone with it. */
 	qbuf_free(&s->out);
@@ -263,6 +300,8 @@ static int meta_start(struct meta *m, const struct srv *main, int fd,
 	}
 	m->s.root = main->root;
 	m->s.no_compress = main->no_compress;
+	m->s.watch = main->watch;
+	m->s.is_meta = true;
 	m->s.io_backend = main->io_backend;
 	srv_handle_init(&m->s.handles);
 	qbuf_init(&m->s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
@@ -301,6 +340,8 @@ static int meta_stop(struct meta *m, bool cut)
 	if (m->ss)
 		srv_session_forget_meta(m->ss);
 	if (m->chan_ok) {
+		/* The notification sender may still hold it. */
+		srv_watch_detach(m->s.watch, &m->s.chan);
 		qft_chan_destroy(&m->s.chan);
 		if (m->ss) {
 			qft_seal_free(&m->tx);
@@ -319,6 +360,7 @@ int main(int argc, char **argv)
 		{ "io",      required_argument, NULL, OPT_IO },
 		{ "no-compress", no_argument,   NULL, OPT_NO_COMPRESS },
 		{ "meta-fd", required_argument, NULL, OPT_META_FD },
+		{ "max-watches", required_argument, NULL, OPT_MAX_WATCHES },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -329,7 +371,9 @@ int main(int argc, char **argv)
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
 	static struct srv_session ss;
 	static struct meta meta;
-	const char *meta_arg = NULL, *meta_env;
+	const char *meta_arg = NULL, *meta_env, *watch_env;
+	const char *max_watches_arg = NULL;
+	unsigned max_watches = SRV_WATCH_MAX_DEFAULT;
 	int c, root_fd, rfd = -1, wfd = -1, meta_fd = -1, r, mr;
 
 	while ((c = getopt_long(argc, argv, "dVh", longopts, NULL)) != -1) {
@@ -351,6 +395,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_META_FD:
 			meta_arg = optarg;
+			break;
+		case OPT_MAX_WATCHES:
+			max_watches_arg = optarg;
 			break;
 		case 'd':
 			debug = true;
@@ -408,6 +455,15 @@ int main(int argc, char **argv)
 	}
 	if (choose_io(io, &s.io_backend) < 0)
 		return EXIT_USAGE;
+	if (max_watches_arg &&
+	    parse_max_watches(max_watches_arg, &max_watches) < 0)
+		return EXIT_USAGE;
+	/* The session's change notification; inotify starts when a HELLO
+	 * asks for it.  Without memory for it, nobody is offered it. */
+	watch_env = getenv(SRV_WATCH_ENV);
+	if (srv_watch_new(&s.watch, max_watches,
+			  watch_env && strcmp(watch_env, "off") == 0) < 0)
+		s.watch = NULL;
 #ifdef QFT_FAULT_INJECTION
 	if (srv_io_fault_init() < 0)
 		return EXIT_USAGE;
@@ -481,9 +537,14 @@ int main(int argc, char **argv)
 	}
 
 	r = srv_loop_run(&s);
+	/* Bulk is done: notifications go on meta alone, if at all. */
+	srv_watch_detach(s.watch, &s.chan);
 	mr = meta_stop(&meta, r < 0);
 	if (r == 0)
 		r = mr;
+	/* Before the channels go: its sender may be sending on bulk. */
+	srv_watch_free(s.watch);
+	s.watch = NULL;
 	/* Over TCP the client's end is the ssh channel's, whatever state the
 	 * data connection was cut in. */
 	if (session && r < 0 && srv_session_channel_closed(&ss))

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "ops.h"
 #include "scan.h"
+#include "watch.h"
 
 typedef int (*op_fn)(struct srv *s, const struct qft_msg *req,
 		     struct qft_msg *rep);
@@ -74,7 +75,7 @@ static int reply_attr_fd(int fd, struct qft_msg *rep)
 	return 0;
 }
 
-static int reply_srv_path_attr_at(int dfd, const char *name, struct qft_msg *rep)
+static int reply_attr_at(int dfd, const char *name, struct qft_msg *rep)
 {
 	struct stat st;
 
@@ -116,7 +117,50 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	if (req->features & QFT_FEAT_LZ4)
 		qft_debug("compression: %s%s", qft_lz4_mode_name(z),
 			  s->no_compress ? " (--no-compress)" : "");
+	/* Change notification: granted where the session can watch. */
+	if ((req->features & QFT_FEAT_NOTIFY) &&
+	    srv_watch_grant(s->watch, &s->chan, s->is_meta)) {
+		rep->features |= QFT_FEAT_NOTIFY;
+		s->notify = true;
+	}
 	return 0;
+}
+
+/*
+ * Change notification (watch.h): what the client's own changes will look
+ * like to the session's watches, so that they are not reported back.
+ * Each handler brackets its syscalls with srv_watch_begin/_done and says
+ * which events they make on which names.
+ */
+#define WATCH_ATTR (SRV_WATCH_ATTRIB | SRV_WATCH_MODIFY)
+
+/* `kinds` for the object at `path` (its entry and, for a directory,
+ * itself): for requests that name an object by path (xattrs). */
+static void watch_expect_path(struct srv *s, struct srv_watch_op *op,
+			      const char *path, unsigned kinds)
+{
+	const char *name;
+	int dfd;
+
+	if (!op->id)
+		return;
+	dfd = srv_path_open_parent(&s->root, path, &name);
+	if (dfd < 0)
+		return;
+	srv_watch_expect(s->watch, op, dfd, name, kinds);
+	srv_watch_expect_self(s->watch, op, dfd, name, kinds);
+	close(dfd);
+}
+
+/* A handle about to open `name` in dfd with `qflags`: registered as a
+ * writer when it may write (watch.h); 0 otherwise. */
+static uint32_t watch_writer(struct srv *s, int dfd, const char *name,
+			     uint32_t qflags)
+{
+	if ((qflags & QFT_O_ACCMODE) == QFT_O_RDONLY &&
+	    !(qflags & QFT_O_TRUNC))
+		return 0;
+	return srv_watch_writer_open(s->watch, dfd, name);
 }
 
 static int op_lstat(struct srv *s, const struct qft_msg *req,
@@ -243,7 +287,7 @@ static int setattr_fd(struct srv_handle *h, const struct qft_msg *req,
 	return reply_attr_fd(h->fd, rep);
 }
 
-static int setsrv_path_attr_at(int dfd, const char *name, const struct qft_msg *req,
+static int setattr_at(int dfd, const char *name, const struct qft_msg *req,
 		      struct qft_msg *rep)
 {
 	uint32_t v = req->valid;
@@ -267,7 +311,7 @@ static int setsrv_path_attr_at(int dfd, const char *name, const struct qft_msg *
 		if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
-	return reply_srv_path_attr_at(dfd, name, rep);
+	return reply_attr_at(dfd, name, rep);
 }
 
 /* By handle when one is given (FUSE's ftruncate), else by path. */
@@ -276,16 +320,31 @@ static int op_setattr(struct srv *s, const struct qft_msg *req,
 {
 	struct srv_handle *h;
 	const char *name;
+	struct srv_watch_op wop;
 	int dfd, r;
 
 	if (req->handle) {
 		r = srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h);
-		return r < 0 ? r : setattr_fd(h, req, rep);
+		if (r < 0)
+			return r;
+		/* A file handle opened read-only has no name here: a change
+		 * through it is heard of as a foreign one. */
+		srv_watch_begin(s->watch, &wop);
+		srv_watch_expect_writer(s->watch, &wop, h->watch_writer,
+					WATCH_ATTR);
+		srv_watch_expect_fd(s->watch, &wop, h->fd, WATCH_ATTR);
+		r = setattr_fd(h, req, rep);
+		srv_watch_done(s->watch, &wop);
+		return r;
 	}
 	dfd = srv_path_open_parent(&s->root, req->path.s, &name);
 	if (dfd < 0)
 		return dfd;
-	r = setsrv_path_attr_at(dfd, name, req, rep);
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, dfd, name, WATCH_ATTR);
+	srv_watch_expect_self(s->watch, &wop, dfd, name, WATCH_ATTR);
+	r = setattr_at(dfd, name, req, rep);
+	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
 }
@@ -349,13 +408,24 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 {
 	bool plus = req->opflags & QFT_READDIR_PLUS;
 	struct qbuf *b = &s->dirents;
+	struct srv_watch_key key;
 	struct srv_handle *h;
-	bool eof = false;
+	bool eof = false, watching = false;
 	size_t budget;
 	int r;
 
 	if ((r = srv_handle_get(&s->handles, req->handle, SRV_H_DIR, &h)) < 0)
 		return r;
+	/* The watch goes in before the entries are read: a change the
+	 * listing misses is one the watch sees.  Without the feature the
+	 * flag asks for nothing. */
+	if ((req->opflags & QFT_READDIR_WATCH) && s->notify) {
+		r = srv_watch_add(s->watch, h->fd, &key);
+		if (r < 0)
+			qft_debug("READDIR: cannot watch the directory: %s",
+				  strerror(-r));
+		watching = r == 0;
+	}
 	/* The decoder caps length at QFT_MAX_READDIR, the buffer's limit. */
 	budget = (size_t)req->length;
 	qbuf_reset(b);
@@ -424,6 +494,10 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 		h->dir_pos = de->d_off;
 	}
 	rep->opflags = eof ? QFT_READDIR_EOF : 0;
+	/* Evicted meanwhile (by the other connection's listing): GONE is
+	 * on its way, and the reply must not promise the opposite. */
+	if (watching && srv_watch_holds(s->watch, &key))
+		rep->opflags |= QFT_READDIR_WATCHED;
 	rep->data.p = b->data;
 	rep->data.len = (uint32_t)b->len;
 	return 0;
@@ -432,28 +506,36 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 static int op_mkdir(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
+	struct srv_watch_op wop;
 	int dfd, r;
 
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_CREATE);
 	if (mkdirat(dfd, req->name.s, req->mode & 07777) < 0)
 		r = -errno;
 	else
-		r = reply_srv_path_attr_at(dfd, req->name.s, rep);
+		r = reply_attr_at(dfd, req->name.s, rep);
+	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
 }
 
 static int remove_entry(struct srv *s, const struct qft_msg *req, int flags)
 {
+	struct srv_watch_op wop;
 	int dfd, r = 0;
 
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_DELETE);
 	if (unlinkat(dfd, req->name.s, flags) < 0)
 		r = -errno;
+	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
 }
@@ -508,7 +590,9 @@ out_close_fd:
 static int op_create(struct srv *s, const struct qft_msg *req,
 		     struct qft_msg *rep)
 {
+	struct srv_watch_op wop;
 	struct srv_handle *h;
+	uint32_t writer;
 	int dfd, fd, r;
 
 	if ((r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
@@ -516,18 +600,30 @@ static int op_create(struct srv *s, const struct qft_msg *req,
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_CREATE |
+			 (req->opflags & QFT_O_TRUNC ? SRV_WATCH_MODIFY : 0));
+	writer = watch_writer(s, dfd, req->name.s, req->opflags);
 	/* O_NOFOLLOW: O_CREAT would otherwise create the target of a
 	 * dangling symlink, wherever it points. */
 	fd = openat(dfd, req->name.s, qft_oflags_to_host(req->opflags) |
 		    O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
 		    (mode_t)(req->mode & 07777));
+	srv_watch_done(s->watch, &wop);
 	if (fd < 0) {
 		r = -errno;
 		close(dfd);
-		return r;
+		goto out_writer;
 	}
 	close(dfd);
-	return finish_open(h, fd, req->opflags, rep);
+	r = finish_open(h, fd, req->opflags, rep);
+	if (r == 0) {
+		h->watch_writer = writer;
+		return 0;
+	}
+out_writer:
+	srv_watch_writer_close(s->watch, writer);
+	return r;
 }
 
 /*
@@ -564,19 +660,45 @@ static void open_data(struct srv *s, const struct srv_handle *h,
 static int op_open(struct srv *s, const struct qft_msg *req,
 		   struct qft_msg *rep)
 {
+	struct srv_watch_op wop;
 	struct srv_handle *h;
+	uint32_t writer = 0;
 	int fd, r;
 
 	if ((r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
 		return r;
+	srv_watch_begin(s->watch, &wop);
+	if (srv_watch_on(s->watch) &&
+	    ((req->opflags & QFT_O_ACCMODE) != QFT_O_RDONLY ||
+	     (req->opflags & QFT_O_TRUNC))) {
+		/* What the writes will look like: the entry's name in its
+		 * directory (one more confined walk, for writers only). */
+		const char *name;
+		int dfd = srv_path_open_parent(&s->root, req->path.s, &name);
+
+		if (dfd >= 0) {
+			if (req->opflags & QFT_O_TRUNC)
+				srv_watch_expect(s->watch, &wop, dfd, name,
+						 SRV_WATCH_MODIFY);
+			writer = watch_writer(s, dfd, name, req->opflags);
+			close(dfd);
+		}
+	}
 	/* The flag map has no O_CREAT: OPEN never creates. */
 	fd = srv_path_open(&s->root, req->path.s,
 			   qft_oflags_to_host(req->opflags) | O_NONBLOCK |
 			   O_NOCTTY);
-	if (fd < 0)
+	srv_watch_done(s->watch, &wop);
+	if (fd < 0) {
+		srv_watch_writer_close(s->watch, writer);
 		return fd;
-	if ((r = finish_open(h, fd, req->opflags, rep)) < 0)
+	}
+	r = finish_open(h, fd, req->opflags, rep);
+	if (r < 0) {
+		srv_watch_writer_close(s->watch, writer);
 		return r;
+	}
+	h->watch_writer = writer;
 	/* Only regular files: a FIFO or a device could block or be changed
 	 * by a read nobody asked for. */
 	if (req->length && h->regular &&
@@ -672,13 +794,24 @@ static int op_fsync(struct srv *s, const struct qft_msg *req,
 static int op_close(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
-	return srv_handle_close(&s->handles, req->handle);
+	struct srv_handle *h;
+	uint32_t writer = 0;
+	int r;
+
+	if (srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h) == 0)
+		writer = h->watch_writer;
+	r = srv_handle_close(&s->handles, req->handle);
+	/* After close(2): its IN_CLOSE_WRITE is queued by now. */
+	srv_watch_writer_close(s->watch, writer);
+	return r;
 }
 
 static int op_rename(struct srv *s, const struct qft_msg *req,
 		     struct qft_msg *rep)
 {
 	unsigned int flags = 0;
+	bool xchg = req->opflags & QFT_RENAME_EXCHANGE;
+	struct srv_watch_op wop;
 	int d1, d2, r = 0;
 
 	if (req->opflags & QFT_RENAME_NOREPLACE)
@@ -693,8 +826,20 @@ static int op_rename(struct srv *s, const struct qft_msg *req,
 		r = d2;
 		goto out_close_d1;
 	}
+	/* An exchange moves each name both ways. */
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, d1, req->name.s,
+			 SRV_WATCH_MOVED_FROM |
+			 (xchg ? SRV_WATCH_MOVED_TO : 0));
+	srv_watch_expect(s->watch, &wop, d2, req->name2.s,
+			 SRV_WATCH_MOVED_TO |
+			 (xchg ? SRV_WATCH_MOVED_FROM : 0));
 	if (renameat2(d1, req->name.s, d2, req->name2.s, flags) < 0)
 		r = -errno;
+	srv_watch_done(s->watch, &wop);
+	if (r == 0)
+		srv_watch_renamed(s->watch, d1, req->name.s, d2, req->name2.s,
+				  xchg);
 	close(d2);
 out_close_d1:
 	close(d1);
@@ -704,16 +849,20 @@ out_close_d1:
 static int op_symlink(struct srv *s, const struct qft_msg *req,
 		      struct qft_msg *rep)
 {
+	struct srv_watch_op wop;
 	int dfd, r;
 
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_CREATE);
 	/* The target is stored verbatim and never resolved here. */
 	if (symlinkat(req->target.s, dfd, req->name.s) < 0)
 		r = -errno;
 	else
-		r = reply_srv_path_attr_at(dfd, req->name.s, rep);
+		r = reply_attr_at(dfd, req->name.s, rep);
+	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
 }
@@ -746,6 +895,7 @@ static int op_readlink(struct srv *s, const struct qft_msg *req,
 static int op_link(struct srv *s, const struct qft_msg *req,
 		   struct qft_msg *rep)
 {
+	struct srv_watch_op wop;
 	const char *name;
 	int d1, d2, r;
 
@@ -757,11 +907,16 @@ static int op_link(struct srv *s, const struct qft_msg *req,
 		r = d2;
 		goto out_close_d1;
 	}
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, d2, req->name2.s, SRV_WATCH_CREATE);
+	/* The source's link count changes too (an attribute). */
+	srv_watch_expect(s->watch, &wop, d1, name, SRV_WATCH_ATTRIB);
 	/* No AT_SYMLINK_FOLLOW: a symlink source is linked, not followed. */
 	if (linkat(d1, name, d2, req->name2.s, 0) < 0)
 		r = -errno;
 	else
-		r = reply_srv_path_attr_at(d2, req->name2.s, rep);
+		r = reply_attr_at(d2, req->name2.s, rep);
+	srv_watch_done(s->watch, &wop);
 	close(d2);
 out_close_d1:
 	close(d1);
@@ -871,6 +1026,7 @@ static int op_setxattr(struct srv *s, const struct qft_msg *req,
 		       struct qft_msg *rep)
 {
 	char proc[SRV_PROC_FD_MAX];
+	struct srv_watch_op wop;
 	int flags = 0, fd, r = 0;
 
 	if (req->data.len > QFT_MAX_XATTR_SIZE)
@@ -879,12 +1035,16 @@ static int op_setxattr(struct srv *s, const struct qft_msg *req,
 		flags |= XATTR_CREATE;
 	if (req->opflags & QFT_XATTR_REPLACE)
 		flags |= XATTR_REPLACE;
+
 	fd = xattr_open(s, req->path.s, proc);
 	if (fd < 0)
 		return fd;
+	srv_watch_begin(s->watch, &wop);
+	watch_expect_path(s, &wop, req->path.s, SRV_WATCH_ATTRIB);
 	if (setxattr(proc, req->xname.s, req->data.p, req->data.len,
 		     flags) < 0)
 		r = -errno;
+	srv_watch_done(s->watch, &wop);
 	close(fd);
 	return r;
 }
@@ -893,13 +1053,17 @@ static int op_removexattr(struct srv *s, const struct qft_msg *req,
 			  struct qft_msg *rep)
 {
 	char proc[SRV_PROC_FD_MAX];
+	struct srv_watch_op wop;
 	int fd, r = 0;
 
 	fd = xattr_open(s, req->path.s, proc);
 	if (fd < 0)
 		return fd;
+	srv_watch_begin(s->watch, &wop);
+	watch_expect_path(s, &wop, req->path.s, SRV_WATCH_ATTRIB);
 	if (removexattr(proc, req->xname.s) < 0)
 		r = -errno;
+	srv_watch_done(s->watch, &wop);
 	close(fd);
 	return r;
 }
@@ -907,15 +1071,19 @@ static int op_removexattr(struct srv *s, const struct qft_msg *req,
 static int op_mknod(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
+	struct srv_watch_op wop;
 	int dfd, r;
 
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
+	srv_watch_begin(s->watch, &wop);
+	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_CREATE);
 	if (mknodat(dfd, req->name.s, (mode_t)req->mode, (dev_t)req->rdev) < 0)
 		r = -errno;
 	else
-		r = reply_srv_path_attr_at(dfd, req->name.s, rep);
+		r = reply_attr_at(dfd, req->name.s, rep);
+	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
 }
@@ -959,6 +1127,15 @@ static int op_scan(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/* The client forgets a watched directory; ending nothing is no error
+ * (the watch may have ended with GONE just before). */
+static int op_unwatch(struct srv *s, const struct qft_msg *req,
+		      struct qft_msg *rep)
+{
+	srv_watch_remove(s->watch, req->ino);
+	return 0;
+}
+
 /* The client's keepalive: answering is the whole point. */
 static int op_ping(struct srv *s, const struct qft_msg *req,
 		   struct qft_msg *rep)
@@ -996,6 +1173,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_MKNOD]       = op_mknod,
 	[QFT_OP_PING]        = op_ping,
 	[QFT_OP_SCAN]        = op_scan,
+	[QFT_OP_UNWATCH]     = op_unwatch,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * State of one qftfs-server connection, shared by the server's modules.
- * The server is single-threaded: nothing here is locked.
+ * Each connection has its own thread and its own struct srv: nothing here
+ * is locked.  What the connections of a session share (the root, the
+ * options, the change notification state `watch`) is immutable or locks
+ * itself (watch.h).
  */
 #ifndef SRV_SRV_H
 #define SRV_SRV_H
@@ -16,6 +19,7 @@
 #include "path.h"
 #include "protocol.h"
 #include "uring.h"
+#include "watch.h"
 
 /*
  * The I/O engine's pool: every frame is received into one of these
@@ -38,6 +42,14 @@ struct srv {
 	bool hello_done;     /* the first frame was a matching HELLO */
 	int fatal;           /* -errno: close the connection after this reply */
 	bool no_compress;    /* --no-compress: HELLO refuses QFT_FEAT_LZ4 */
+
+	/* Change notification: the session's watches (shared with the other
+	 * connection, locked inside; NULL in harnesses without one), whether
+	 * this connection is the meta one, and whether its HELLO was granted
+	 * QFT_FEAT_NOTIFY (READDIR honours QFT_READDIR_WATCH). */
+	struct srv_watch *watch;
+	bool is_meta;
+	bool notify;
 
 	/* File data of regular files goes through the engine (xfer.c). */
 	enum srv_io_backend io_backend;  /* what --io / QFTFS_SERVER_IO chose */

@@ -4,13 +4,17 @@
  * what a hostile server sends: the HELLO reply, then replies matched to
  * requests by id, checked against their request's opcode, decoded, and
  * for READDIR walked entry by entry (qc_readdir_check, which fuse/ops.c
- * runs before it hands any entry to the kernel).
+ * runs before it hands any entry to the kernel), and NOTIFY frames
+ * (change notification) where the client asked for them.
  *
  * The fuzzer plays the server.  Input:
  *   byte 0     options: bit 0, the stream starts with the HELLO reply
  *              (else the harness answers HELLO itself); bit 1, the client
  *              offers lz4 (-o compress=lz4), and the harness's HELLO reply
- *              accepts it, so compressed replies are allowed
+ *              accepts it, so compressed replies are allowed; bit 2, the
+ *              client asks for change notification (want_notify), and
+ *              the harness's HELLO reply grants it, so NOTIFY frames are
+ *              allowed
  *   byte 1     number of calls, modulo MAX_CALLS + 1
  *   bytes 2..  one byte per call choosing its request (calls[] below)
  *   the rest   the server's byte stream
@@ -25,7 +29,11 @@
  * reply, status OK); a failure is a negative errno and no reply; a READDIR
  * that qc_readdir_check accepts has only names without '/' or NUL that are
  * valid or "." or "..", as many as it counted; a READLINK target is a
- * non-empty string that fits a path.
+ * non-empty string that fits a path; a notification handed to the
+ * callback has a known kind, a NUL-terminated name that is empty or a
+ * valid name (empty for GONE and ALL), inode 0 exactly for ALL; none comes
+ * where the client did not ask, and where the harness granted them the
+ * link's end delivers ALL last.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -42,6 +50,7 @@
 
 #define OPT_HELLO_IN_INPUT 0x01
 #define OPT_LZ4            0x02
+#define OPT_NOTIFY         0x04
 #define MAX_CALLS          16
 
 struct call {
@@ -55,6 +64,28 @@ struct call {
 };
 
 static const uint8_t wdata[100] = { 'w' };
+
+/* What the notification callback saw; written on the reader thread (or
+ * the one that failed the link), read after qc_conn_free joined it. */
+struct notes {
+	unsigned calls;
+	uint32_t last_kind;
+};
+
+static void notify_cb(void *ctx, uint64_t ino, uint32_t kind,
+		      const char *name, size_t namelen)
+{
+	struct notes *n = ctx;
+
+	n->calls++;
+	n->last_kind = kind;
+	FUZZ_CHECK(kind == QFT_NOTIFY_CHANGED || kind == QFT_NOTIFY_GONE ||
+		   kind == QFT_NOTIFY_ALL);
+	FUZZ_CHECK(name != NULL && strlen(name) == namelen);
+	FUZZ_CHECK(namelen == 0 || qft_name_valid(name, namelen));
+	FUZZ_CHECK(kind == QFT_NOTIFY_CHANGED || namelen == 0);
+	FUZZ_CHECK((kind == QFT_NOTIFY_ALL) == (ino == 0));
+}
 
 /* The request that selector `sel` stands for. */
 static void make_call(struct call *k, uint8_t sel)
@@ -264,7 +295,7 @@ static size_t first_frame(const uint8_t *p, size_t n)
 	return n - QFT_HDR_SIZE < len ? n : QFT_HDR_SIZE + len;
 }
 
-static void hello_reply(int fd, bool lz4)
+static void hello_reply(int fd, bool lz4, bool notify)
 {
 	struct qft_msg m;
 	struct qbuf b;
@@ -273,7 +304,8 @@ static void hello_reply(int fd, bool lz4)
 	m.flags = QFT_F_REPLY;
 	m.magic = QFT_MAGIC;
 	m.version = QFT_VERSION;
-	m.features = lz4 ? QFT_FEAT_LZ4 : 0;
+	m.features = (lz4 ? QFT_FEAT_LZ4 : 0) |
+		     (notify ? QFT_FEAT_NOTIFY : 0);
 	qbuf_init(&b, 256);
 	FUZZ_CHECK(qft_msg_encode(&b, &m) == 0);
 	send_all(fd, b.data, b.len);
@@ -286,6 +318,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct call calls[MAX_CALLS];
 	struct qc_conn_opts o;
 	struct qc_endpoint ep;
+	struct notes notes = { 0 };
 	struct qc_conn *c;
 	size_t ncalls, n;
 	char msg[256];
@@ -321,6 +354,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.reconnect = false;
 	o.host = "fuzz";
 	o.compress = (opts & OPT_LZ4) ? QFT_LZ4_ALWAYS : QFT_LZ4_NONE;
+	o.want_notify = opts & OPT_NOTIFY;
+	o.notify = notify_cb;
+	o.notify_ctx = &notes;
 	memset(&ep, 0, sizeof(ep));
 	ep.fd = sv[0];
 	FUZZ_CHECK(qc_conn_new(&c, &o, &ep) == 0);
@@ -335,7 +371,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (size == 0)
 			shutdown(sv[1], SHUT_WR);
 	} else {
-		hello_reply(sv[1], opts & OPT_LZ4);
+		hello_reply(sv[1], opts & OPT_LZ4, opts & OPT_NOTIFY);
 	}
 	if (qc_conn_hello(c, 5, msg, sizeof(msg)) < 0) {
 		qc_conn_free(c);
@@ -361,6 +397,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	qc_conn_free(c);
 	close(sv[1]);
 
+	if (!(opts & OPT_NOTIFY))
+		FUZZ_CHECK(notes.calls == 0);
+	else if (!(opts & OPT_HELLO_IN_INPUT))
+		FUZZ_CHECK(notes.calls > 0 &&
+			   notes.last_kind == QFT_NOTIFY_ALL);
 	for (size_t i = 0; i < ncalls; i++) {
 		const struct call *k = &calls[i];
 

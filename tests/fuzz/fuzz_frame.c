@@ -139,8 +139,15 @@ static void check_frame(const uint8_t *p, size_t n)
 	FUZZ_CHECK(m.data.len <= QFT_MAX_DATA);
 	if (m.path.s)
 		FUZZ_CHECK(qft_path_valid(m.path.s, m.path.len));
-	if (m.name.s)
+	/* A NOTIFY's name may be empty (the whole directory). */
+	if (m.name.s && !(m.op == QFT_OP_NOTIFY && m.name.len == 0))
 		FUZZ_CHECK(qft_name_valid(m.name.s, m.name.len));
+	if (m.op == QFT_OP_NOTIFY)
+		FUZZ_CHECK(m.flags == QFT_F_NOTIFY && m.id == 0 &&
+			   m.kind >= QFT_NOTIFY_CHANGED &&
+			   m.kind <= QFT_NOTIFY_ALL &&
+			   (m.kind == QFT_NOTIFY_ALL) == (m.ino == 0) &&
+			   (m.kind == QFT_NOTIFY_CHANGED || !m.name.len));
 	if (m.target.s)
 		FUZZ_CHECK(m.target.len > 0 && m.target.len <= QFT_MAX_PATH &&
 			   strlen(m.target.s) == m.target.len);

@@ -145,6 +145,16 @@ def pieces(*frames):
 # fuzz_frame: mode byte, then the subject
 
 
+# Change notification: NOTIFY frames (opcode 30, flag 0x4, id 0).
+OP_NOTIFY, OP_UNWATCH, F_NOTIFY, FEAT_NOTIFY = 30, 31, 0x0004, 0x4
+CHANGED, GONE, ALL = 1, 2, 3
+
+
+def notify(ino, kind, name=b'', flags=F_NOTIFY, rid=0, op=OP_NOTIFY):
+    return wire.frame(op, struct.pack('>QI', ino, kind) + wire.enc_str(name),
+                      flags, rid)
+
+
 def frame_seeds():
     s = {}
     text = b'qftfs ' * 700  # compressible, > QFT_CHAN_LZ4_MIN
@@ -209,6 +219,20 @@ def frame_seeds():
             1, [('entry', 0, 'a/b', attr())])),
         'bad-scan-tail': rep('SCAN', 37, opflags=0,
                              data=scan_blob() + b'\x02\0\0'),
+        # Change notification.
+        'notify-changed': notify(5, CHANGED, b'entry'),
+        'notify-dir': notify(5, CHANGED),
+        'notify-gone': notify(6, GONE),
+        'notify-all': notify(0, ALL),
+        'unwatch-req': wire.frame(OP_UNWATCH, struct.pack('>Q', 5), 0, 30),
+        'unwatch-rep': wire.frame(OP_UNWATCH, struct.pack('>I', 0),
+                                  wire.F_REPLY, 30),
+        'bad-notify-kind': notify(5, 9),
+        'bad-notify-gone-name': notify(6, GONE, b'x'),
+        'bad-notify-id': notify(5, CHANGED, rid=3),
+        'bad-notify-reply': notify(5, CHANGED, flags=F_NOTIFY | 1),
+        'bad-notify-op': notify(5, CHANGED, op=28),
+        'bad-notify-name': notify(5, CHANGED, b'a/b'),
     }
     for k, v in one.items():
         s['0-' + k] = b'\x00' + v
@@ -477,6 +501,15 @@ def server_seeds():
     add('lz4-unagreed', HELLO, lz4_frame(req('LSTAT', 1, path='a')))
     add('lz4-own-hello', 0, hello(1, features=FEAT_LZ4) +
         lz4_frame(req('LSTAT', 2, path='a')))
+    # Change notification: UNWATCH is answered; a NOTIFY frame (the
+    # server's own kind) closes the connection.
+    add('unwatch', HELLO,
+        wire.frame(OP_UNWATCH, struct.pack('>Q', 5), 0, 1) +
+        wire.frame(OP_UNWATCH, struct.pack('>Q', 0), 0, 2) +
+        req('OPENDIR', 3, handle=1, path='d') +
+        req('READDIR', 4, handle=1, offset=0, length=4096, opflags=0x3))
+    add('notify-to-server', HELLO, notify(5, CHANGED, b'f') +
+        req('LSTAT', 1, path='a'))
     return s
 
 
@@ -489,7 +522,7 @@ C = {'LSTAT': 0, 'FSTAT': 1, 'READDIR': 2, 'READDIRPLUS': 3, 'READ': 4,
      'GETXATTR': 9, 'LISTXATTR': 10, 'OPEN': 11, 'CREATE': 12,
      'STATFS': 13, 'SYMLINK': 14, 'OPENDIR': 15, 'SETATTR': 16,
      'MKDIR': 17, 'FLUSH': 18, 'PING': 19, 'CLOSE': 20, 'UNLINK': 21}
-C_HELLO_IN_INPUT, C_LZ4 = 0x01, 0x02
+C_HELLO_IN_INPUT, C_LZ4, C_NOTIFY = 0x01, 0x02, 0x04
 
 
 def client(opts, calls, stream):
@@ -603,6 +636,28 @@ def client_seeds():
                                  rep('HELLO', 7, magic=wire.MAGIC,
                                      version=wire.VERSION))
     s['hello-cut'] = client(C_HELLO_IN_INPUT, [], hello_ok[:-3])
+    # Change notification: frames between replies, where granted.
+    s['notify'] = client(C_NOTIFY, ['LSTAT', 'READDIR'],
+                         notify(5, CHANGED, b'file') +
+                         rep('LSTAT', 2, attr=attr()) +
+                         notify(5, CHANGED) + notify(6, GONE) +
+                         notify(0, ALL) +
+                         rep('READDIR', 3, opflags=READDIR_EOF | 0x2,
+                             data=dirent('f')))
+    s['notify-unagreed'] = client(0, ['LSTAT'], notify(5, CHANGED, b'f') +
+                                  rep('LSTAT', 2, attr=attr()))
+    s['notify-bad'] = client(C_NOTIFY, ['LSTAT', 'LSTAT', 'LSTAT'],
+                             notify(5, 4) + notify(0, CHANGED) +
+                             notify(5, GONE, b'x') + notify(5, ALL) +
+                             notify(5, CHANGED, b'a/b') +
+                             notify(5, CHANGED, rid=9) +
+                             notify(5, CHANGED, flags=F_NOTIFY | 1) +
+                             notify(5, CHANGED, op=28))
+    s['notify-hello'] = client(C_HELLO_IN_INPUT | C_NOTIFY, ['LSTAT'],
+                               rep('HELLO', 1, magic=wire.MAGIC, version=1,
+                                   features=FEAT_NOTIFY) +
+                               notify(7, CHANGED, b'n') +
+                               rep('LSTAT', 2, attr=attr()))
     return s
 
 

@@ -63,7 +63,7 @@ static const struct op_spec specs[] = {
 	{ QFT_OP_OPENDIR, "OPENDIR", F_HANDLE | F_PATH, 0 },
 	{ QFT_OP_READDIR, "READDIR",
 	  F_HANDLE | F_OFFSET | F_LENGTH | F_OPFLAGS, F_OPFLAGS | F_DATA,
-	  QFT_READDIR_KNOWN, QFT_READDIR_EOF, QFT_MAX_READDIR },
+	  QFT_READDIR_KNOWN, QFT_READDIR_REPLY_KNOWN, QFT_MAX_READDIR },
 	{ QFT_OP_MKDIR, "MKDIR", F_PATH | F_NAME | F_MODE, F_ATTR },
 	{ QFT_OP_RMDIR, "RMDIR", F_PATH | F_NAME, 0 },
 	{ QFT_OP_UNLINK, "UNLINK", F_PATH | F_NAME, 0 },
@@ -424,7 +424,10 @@ static void build_scan_data(void)
 
 static void test_op_names(void)
 {
-	CHECK_EQ(NSPECS, QFT_OP__COUNT - 1);
+	/* Every request up to SCAN has a spec; the opcodes of change
+	 * notification (NOTIFY, UNWATCH) have tests of their own
+	 * (test_notify_*), as NOTIFY is no request. */
+	CHECK_EQ(NSPECS, QFT_OP_SCAN);
 	for (size_t i = 0; i < NSPECS; i++) {
 		check_ctx("op %s", specs[i].name);
 		CHECK_EQ(specs[i].op, i + 1);
@@ -2364,6 +2367,261 @@ static void fuzz_one(const uint8_t *buf, size_t n, struct fuzz_stats *st)
 	free(p);
 }
 
+/* ---- Change notification: NOTIFY and UNWATCH ---------------------------- */
+
+/* Encodes *m and decodes an exact copy into *got (whose strings then
+ * point into *copy, freed by the caller). */
+static int notify_roundtrip(const struct qft_msg *m, struct qft_msg *got,
+			    uint8_t **copy)
+{
+	struct qbuf b;
+	int r;
+
+	qbuf_init(&b, FRAME_LIMIT);
+	r = qft_msg_encode(&b, m);
+	CHECK_EQ(r, 0);
+	*copy = dup_exact(b.data, b.len);
+	r = r < 0 ? ENCODE_FAILED : qft_msg_decode(got, *copy, b.len);
+	qbuf_free(&b);
+	return r;
+}
+
+/* Builds a NOTIFY payload by hand (name with an explicit length, so that
+ * lengths that lie can be written) behind a header with `flags`/`id`,
+ * decodes an exact copy and returns the result. */
+static int notify_raw(uint16_t op, uint16_t flags, uint64_t id,
+		      uint64_t ino, uint32_t kind, const char *name,
+		      uint32_t claim, size_t have, bool nul)
+{
+	uint8_t buf[QFT_HDR_SIZE + 16 + 512 + 1];
+	size_t n = QFT_HDR_SIZE;
+	uint8_t *p;
+	int r;
+
+	qft_store64(buf + n, ino);
+	qft_store32(buf + n + 8, kind);
+	qft_store32(buf + n + 12, claim);
+	n += 16;
+	memcpy(buf + n, name, have);
+	n += have;
+	if (nul)
+		buf[n++] = 0;
+	qft_store32(buf, (uint32_t)(n - QFT_HDR_SIZE));
+	qft_store16(buf + 4, op);
+	qft_store16(buf + 6, flags);
+	qft_store64(buf + 8, id);
+	p = dup_exact(buf, n);
+	{
+		struct qft_msg m;
+
+		r = qft_msg_decode(&m, p, n);
+	}
+	free(p);
+	return r;
+}
+
+#define NOTIFY_OK(ino, kind, name) \
+	notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, ino, kind, name, \
+		   (uint32_t)strlen(name), strlen(name), true)
+
+static void test_notify_codec(void)
+{
+	static const struct {
+		uint64_t ino;
+		uint32_t kind;
+		const char *name;
+	} good[] = {
+		{ 1, QFT_NOTIFY_CHANGED, "" },
+		{ 0xfffffffffffffffeull, QFT_NOTIFY_CHANGED, "file name.txt" },
+		{ 42, QFT_NOTIFY_CHANGED, name255 },
+		{ 7, QFT_NOTIFY_GONE, "" },
+		{ 0, QFT_NOTIFY_ALL, "" },
+	};
+	struct qft_msg m, got;
+	uint8_t *copy;
+
+	for (size_t i = 0; i < NELEM(good); i++) {
+		check_ctx("NOTIFY #%zu", i);
+		qft_msg_init_notify(&m, good[i].ino, good[i].kind,
+				    good[i].name,
+				    (uint32_t)strlen(good[i].name));
+		CHECK_EQ(m.op, QFT_OP_NOTIFY);
+		CHECK_EQ(m.flags, QFT_F_NOTIFY);
+		CHECK_EQ(m.id, 0);
+		CHECK_EQ(notify_roundtrip(&m, &got, &copy), 0);
+		CHECK_EQ(got.op, QFT_OP_NOTIFY);
+		CHECK_EQ(got.flags, QFT_F_NOTIFY);
+		CHECK_EQ(got.id, 0);
+		CHECK_EQ(got.ino, good[i].ino);
+		CHECK_EQ(got.kind, good[i].kind);
+		CHECK(str_same(m.name, got.name));
+		free(copy);
+		/* For the truncation test and the garbage loop. */
+		keep_frame(&m, "notify");
+	}
+	check_ctx("NOTIFY NULL name");
+	qft_msg_init_notify(&m, 9, QFT_NOTIFY_GONE, NULL, 5);
+	CHECK_EQ(m.name.len, 0);
+	CHECK_EQ(notify_roundtrip(&m, &got, &copy), 0);
+	CHECK_EQ(got.name.len, 0);
+	free(copy);
+
+	/* The wire layout, byte for byte. */
+	check_ctx("NOTIFY golden");
+	{
+		static const uint8_t want[] = {
+			0, 0, 0, 19, 0, 30, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+			1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1,
+			0, 0, 0, 2, 'a', 'b', 0,
+		};
+		struct qbuf b;
+
+		qft_msg_init_notify(&m, 0x0102030405060708ull,
+				    QFT_NOTIFY_CHANGED, "ab", 2);
+		qbuf_init(&b, FRAME_LIMIT);
+		CHECK_EQ(qft_msg_encode(&b, &m), 0);
+		CHECK(b.len == sizeof(want) &&
+		      memcmp(b.data, want, sizeof(want)) == 0);
+		qbuf_free(&b);
+	}
+
+	/* Well framed, but not what a kind allows: -EINVAL. */
+	check_ctx("NOTIFY invalid");
+	CHECK_EQ(NOTIFY_OK(1, QFT_NOTIFY_CHANGED, "ok"), 0);
+	CHECK_EQ(NOTIFY_OK(1, 0, ""), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(1, 4, ""), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(1, 0xffffffffu, ""), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(0, QFT_NOTIFY_CHANGED, ""), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(0, QFT_NOTIFY_GONE, ""), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(5, QFT_NOTIFY_GONE, "x"), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(5, QFT_NOTIFY_ALL, ""), -EINVAL);
+	CHECK_EQ(NOTIFY_OK(0, QFT_NOTIFY_ALL, "x"), -EINVAL);
+	for (size_t i = 0; i < NELEM(bad_names); i++) {
+		size_t len = LEN(bad_names[i]);
+
+		if (len == 0)
+			continue;       /* empty is allowed here */
+		check_ctx("NOTIFY bad name #%zu", i);
+		CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+				    QFT_NOTIFY_CHANGED, bad_names[i].s,
+				    (uint32_t)len, len, true), -EINVAL);
+	}
+
+	/* Framing: truncated, oversized, unterminated: -EBADMSG. */
+	check_ctx("NOTIFY framing");
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "abc", 3, 3, false), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "abc", 4, 3, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "abc", 2, 3, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "abc", 0xffffffffu, 3, true),
+		 -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "abc", QFT_MAX_PAYLOAD + 1, 3,
+			    true), -EBADMSG);
+	{
+		static char big[512];
+
+		/* A name over NAME_MAX that is framed correctly. */
+		memset(big, 'n', sizeof(big));
+		CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+				    QFT_NOTIFY_CHANGED, big, 256, 256, true),
+			 -EINVAL);
+		CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 0, 1,
+				    QFT_NOTIFY_CHANGED, big, 512, 512, true),
+			 -EINVAL);
+	}
+
+	/* The header: NOTIFY and its flag go together, alone, with id 0. */
+	check_ctx("NOTIFY header");
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, 0, 0, 1, QFT_NOTIFY_CHANGED, "",
+			    0, 0, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_REPLY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "", 0, 0, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_REPLY | QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "", 0, 0, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_NOTIFY, QFT_F_NOTIFY, 1, 1,
+			    QFT_NOTIFY_CHANGED, "", 0, 0, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_LSTAT, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "", 0, 0, true), -EBADMSG);
+	CHECK_EQ(notify_raw(QFT_OP_UNWATCH, QFT_F_NOTIFY, 0, 1,
+			    QFT_NOTIFY_CHANGED, "", 0, 0, true), -EBADMSG);
+	{
+		struct qft_hdr h;
+		uint8_t raw[QFT_HDR_SIZE] = { 0 };
+
+		qft_store16(raw + 4, QFT_OP_NOTIFY);
+		qft_store16(raw + 6, QFT_F_NOTIFY);
+		CHECK_EQ(qft_hdr_decode(&h, raw, sizeof(raw)), 0);
+		CHECK_EQ(h.flags, QFT_F_NOTIFY);
+		qft_store16(raw + 6, QFT_F_NOTIFY | 0x0008);
+		CHECK_EQ(qft_hdr_decode(&h, raw, sizeof(raw)), -EBADMSG);
+		qft_store16(raw + 6, QFT_F_NOTIFY);
+		qft_store32(raw, QFT_MAX_PAYLOAD + 1);
+		CHECK_EQ(qft_hdr_decode(&h, raw, sizeof(raw)), -EBADMSG);
+	}
+	check_ctx("%s", "");
+}
+
+static void test_unwatch_codec(void)
+{
+	struct qft_msg m, got;
+	uint8_t *copy;
+	struct qbuf b;
+
+	check_ctx("UNWATCH request");
+	qft_msg_init(&m, QFT_OP_UNWATCH, 77);
+	m.ino = 0x8000000000000001ull;
+	CHECK_EQ(notify_roundtrip(&m, &got, &copy), 0);
+	CHECK_EQ(got.op, QFT_OP_UNWATCH);
+	CHECK_EQ(got.flags, 0);
+	CHECK_EQ(got.ino, m.ino);
+	free(copy);
+	keep_frame(&m, "request");
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, &m), 0);
+	CHECK_EQ(b.len, QFT_HDR_SIZE + 8);
+	/* Inode 0 names nothing a server watches. */
+	m.ino = 0;
+	qbuf_reset(&b);
+	CHECK_EQ(qft_msg_encode(&b, &m), 0);
+	copy = dup_exact(b.data, b.len);
+	CHECK_EQ(qft_msg_decode(&got, copy, b.len), -EINVAL);
+	free(copy);
+	qbuf_free(&b);
+
+	check_ctx("UNWATCH reply");
+	m.ino = 5;
+	qft_msg_init_reply(&got, &m);
+	CHECK_EQ(roundtrip(&got), 0);
+	keep_frame(&got, "reply");
+	got.status = QFT_EINVAL;
+	got.errmsg = S("no");
+	CHECK_EQ(roundtrip(&got), 0);
+	check_ctx("%s", "");
+}
+
+/* READDIR's change notification flags: WATCH asked, WATCHED answered. */
+static void test_readdir_watch_flags(void)
+{
+	struct qft_msg m;
+
+	check_ctx("READDIR WATCH");
+	fill(&m, &specs[QFT_OP_READDIR - 1], false);
+	m.opflags = QFT_READDIR_WATCH | QFT_READDIR_PLUS;
+	CHECK_EQ(roundtrip(&m), 0);
+	m.opflags = 0x4;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	fill(&m, &specs[QFT_OP_READDIR - 1], true);
+	m.opflags = QFT_READDIR_WATCHED | QFT_READDIR_EOF;
+	CHECK_EQ(roundtrip(&m), 0);
+	m.opflags = 0x4;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	check_ctx("%s", "");
+}
+
 static void test_garbage(void)
 {
 	const char *env_iters = getenv("QFT_FUZZ_ITERS");
@@ -2460,6 +2718,9 @@ int main(void)
 	test_big_data();
 	test_errmsg();
 	test_golden();
+	test_notify_codec();
+	test_unwatch_codec();
+	test_readdir_watch_flags();
 	test_truncation();
 	test_header();
 	test_name_path_valid();
