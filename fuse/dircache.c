@@ -59,10 +59,34 @@ struct listing {
 	unsigned nstale;
 	uint64_t walked_ns;     /* last served to a readdir (0 = never) */
 	bool scanned;           /* came from a SCAN */
+	uint64_t id;            /* tells a listing from its successor */
+	/* The link it was read on: a listing is not trusted on another (a
+	 * lost link ended its lease, and nothing is known of what happened
+	 * meanwhile), nor while there is none. */
+	uint64_t gen;
 	struct listing *nnext;  /* by-node hash chain */
 	struct listing *inext;  /* by-inode hash chain */
 	struct listing *prev, *next; /* LRU, most recent first */
 };
+
+/* Work for the worker thread: what must not be done on the thread that
+ * found it (the connection's reader, or a holder of the listing lock). */
+enum work_kind {
+	WORK_INVAL_ENTRY,       /* the kernel's dentry `name` in `dir`, and
+				 * what it caches of the object it named */
+	WORK_INVAL_INODE,       /* the kernel's attributes and pages of dir */
+	WORK_UNWATCH,           /* give the server's watch on `ino` back */
+};
+
+struct work {
+	struct work *next;
+	enum work_kind kind;
+	struct qn_node *dir;    /* holds a node reference */
+	uint64_t ino;
+	char name[];
+};
+
+#define WORK_MAX 4096u
 
 /* A change that may have raced with a fetch: the client's own change of
  * a directory (dir), or the server's notice about one (dino), or all. */
@@ -90,9 +114,17 @@ struct qc_dircache {
 		unsigned misses;
 		uint64_t since;
 	} probes[PROBES];
+	uint64_t next_id;       /* of listings */
+	/* The worker: its queue (listing lock), cond and thread. */
+	struct work *work_head, **work_tail;
+	unsigned nwork;
+	bool work_stop;
+	bool worker_running;    /* only the threads that start and stop it */
+	pthread_cond_t work_cond;
+	pthread_t worker;
 	/* atomics, read by tests through the debug log */
 	atomic_uint_fast64_t lookups_local, negatives_local, readdirs_local,
-			     scans, evictions;
+			     scans, evictions, notices;
 };
 
 /* What a readdir served from the cache hands out: a copy of a listing
@@ -127,6 +159,7 @@ struct qc_dir_build {
 	struct bent *e;
 	size_t n, cap;
 	bool failed;            /* too big, or out of memory: not cached */
+	bool watched;           /* every reply said WATCHED: a lease */
 };
 
 static struct qc_dircache *dc_of(struct qc_fs *fs)
@@ -176,6 +209,12 @@ static bool is_dot(const char *name)
 	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
+/* Completion of a request sent without waiting whose outcome the next
+ * request on the same handle shows (an OPENDIR before a READDIR). */
+static void ignore_reply(void *ctx, int err, struct qc_reply *rep)
+{
+}
+
 /* ---- events ---- */
 
 static void record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
@@ -217,6 +256,7 @@ void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb)
 
 	fb->xgen = qc_hint_xattr_gen(fs);
 	fb->start_ns = qc_now_ns();
+	fb->gen = fs->conn ? qc_conn_gen(fs->conn) : 0;
 	fb->seq = 0;
 	if (!dc)
 		return;
@@ -423,6 +463,37 @@ static void ino_link(struct qc_dircache *dc, struct listing *l)
 	*b = l;
 }
 
+/*
+ * Queues work for the worker (listing lock held).  Past WORK_MAX it is
+ * dropped: the kernel's caches then expire by their timeouts, and a
+ * watch not given back ends when the server evicts it.
+ */
+static void work_add(struct qc_fs *fs, enum work_kind kind,
+		     struct qn_node *dir, uint64_t ino, const char *name)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	size_t len = name ? strlen(name) : 0;
+	struct work *w;
+
+	if (dc->nwork >= WORK_MAX || dc->work_stop ||
+	    (kind != WORK_UNWATCH && !fs->se))
+		return;
+	w = malloc(sizeof(*w) + len + 1);
+	if (!w)
+		return;
+	w->next = NULL;
+	w->kind = kind;
+	w->dir = dir;
+	w->ino = ino;
+	memcpy(w->name, name ? name : "", len + 1);
+	if (dir)
+		qn_ref(&fs->nodes, dir);
+	*dc->work_tail = w;
+	dc->work_tail = &w->next;
+	dc->nwork++;
+	pthread_cond_signal(&dc->work_cond);
+}
+
 /* Frees a listing's contents (not the node reference). */
 static void listing_free(struct listing *l)
 {
@@ -458,6 +529,14 @@ static void listing_drop(struct qc_fs *fs, struct listing *l)
 	listing_free(l);
 }
 
+/* Drops `l` and gives its lease back: the server still watches it. */
+static void listing_drop_unwatch(struct qc_fs *fs, struct listing *l)
+{
+	if (l->leased)
+		work_add(fs, WORK_UNWATCH, NULL, l->dino, NULL);
+	listing_drop(fs, l);
+}
+
 /* The listing of `dir` while its names are trusted; an expired one is
  * dropped on the way. */
 static struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
@@ -465,9 +544,17 @@ static struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
 {
 	struct listing *l = find_listing(dc_of(fs), dir);
 
-	if (l && !l->leased && now >= l->names_until) {
+	if (!l)
+		return NULL;
+	if (l->gen != qc_conn_gen(fs->conn)) {
+		/* Another link, or none: its lease, if any, ended with its
+		 * link, and the ALL that says so may still be on its way. */
 		listing_drop(fs, l);
-		l = NULL;
+		return NULL;
+	}
+	if (!l->leased && now >= l->names_until) {
+		listing_drop(fs, l);
+		return NULL;
 	}
 	return l;
 }
@@ -490,7 +577,7 @@ static void evict(struct qc_fs *fs, struct listing *keep)
 			  (unsigned long long)victim->dino, victim->live,
 			  dc->nentries, dc->max_entries);
 		atomic_fetch_add(&dc->evictions, 1);
-		listing_drop(fs, victim);
+		listing_drop_unwatch(fs, victim);
 	}
 }
 
@@ -498,7 +585,7 @@ static void evict(struct qc_fs *fs, struct listing *keep)
  * node reference; NULL when out of memory. */
 static struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
 				   uint64_t dino, uint64_t pino,
-				   uint64_t names_until)
+				   uint64_t names_until, uint64_t gen)
 {
 	struct qc_dircache *dc = dc_of(fs);
 	struct listing *l, *old = find_listing(dc, dir);
@@ -514,6 +601,8 @@ static struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
 	l->dino = dino;
 	l->pino = pino;
 	l->names_until = names_until;
+	l->gen = gen;
+	l->id = ++dc->next_id;
 	b = &dc->by_node[ptr_bucket(dc, dir)];
 	l->nnext = *b;
 	*b = l;
@@ -563,6 +652,171 @@ static void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
 }
 
 
+/* ---- leases: notifications, the worker ---- */
+
+/*
+ * After an UNWATCH of `ino` was sent: a READDIR WATCH sent before it may
+ * have put a watch in place that the UNWATCH then removed, so no listing
+ * of that directory may count as leased, and no fetch begun before now
+ * may install one (the event).
+ */
+static void unwatched(struct qc_fs *fs, uint64_t ino)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l, *next;
+
+	pthread_mutex_lock(&dc->lock);
+	record(dc, NULL, ino, false);
+	for (l = dc->by_ino[ino_bucket(dc, ino)]; l; l = next) {
+		next = l->inext;
+		if (l->dino == ino && l->leased)
+			listing_drop(fs, l);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
+static void work_do(struct qc_fs *fs, struct work *w)
+{
+	struct qft_msg m;
+	struct qn_node *n;
+
+	switch (w->kind) {
+	case WORK_INVAL_ENTRY:
+		/* -ENOENT: the kernel had nothing of it cached, fine. */
+		(void)fuse_lowlevel_notify_inval_entry(fs->se,
+			qn_to_ino(&fs->nodes, w->dir), w->name,
+			strlen(w->name));
+		n = qn_find_ref(&fs->nodes, w->dir, w->name);
+		if (n) {
+			(void)fuse_lowlevel_notify_inval_inode(fs->se,
+				qn_to_ino(&fs->nodes, n), 0, 0);
+			qn_unref(&fs->nodes, n);
+		}
+		break;
+	case WORK_INVAL_INODE:
+		(void)fuse_lowlevel_notify_inval_inode(fs->se,
+			qn_to_ino(&fs->nodes, w->dir), -1, 0);
+		break;
+	case WORK_UNWATCH:
+		qft_msg_init(&m, QFT_OP_UNWATCH, 0);
+		m.ino = w->ino;
+		/* No link: its watches went with it. */
+		(void)qc_send_noreply(fs->conn, qc_conn_gen(fs->conn), &m);
+		unwatched(fs, w->ino);
+		break;
+	}
+}
+
+/*
+ * The worker: invalidates the kernel's caches and gives watches back.
+ * fuse_lowlevel_notify_inval_* may wait for the kernel, which may be
+ * waiting for a reply only the connection's reader delivers; so this is
+ * never done on the reader, nor with the listing lock held.
+ */
+static void *worker_main(void *arg)
+{
+	struct qc_fs *fs = arg;
+	struct qc_dircache *dc = dc_of(fs);
+	struct work *w;
+
+	pthread_mutex_lock(&dc->lock);
+	for (;;) {
+		while (!dc->work_head && !dc->work_stop)
+			pthread_cond_wait(&dc->work_cond, &dc->lock);
+		if (dc->work_stop)
+			break;
+		w = dc->work_head;
+		dc->work_head = w->next;
+		if (!dc->work_head)
+			dc->work_tail = &dc->work_head;
+		dc->nwork--;
+		pthread_mutex_unlock(&dc->lock);
+		work_do(fs, w);
+		if (w->dir)
+			qn_unref(&fs->nodes, w->dir);
+		free(w);
+		pthread_mutex_lock(&dc->lock);
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return NULL;
+}
+
+/* Drops the work left (worker stopped or never started). */
+static void work_clear(struct qc_fs *fs)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct work *w;
+
+	pthread_mutex_lock(&dc->lock);
+	while ((w = dc->work_head)) {
+		dc->work_head = w->next;
+		if (w->dir)
+			qn_unref(&fs->nodes, w->dir);
+		free(w);
+	}
+	dc->work_tail = &dc->work_head;
+	dc->nwork = 0;
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* A name of leased listing `l` changed on the server: asked for again. */
+static void mark_stale(struct qc_fs *fs, struct listing *l, const char *name)
+{
+	char *dup;
+
+	if (is_stale(l, name))
+		return;
+	dup = l->nstale < STALE_MAX ? strdup(name) : NULL;
+	if (!dup) {
+		listing_drop_unwatch(fs, l);
+		return;
+	}
+	l->stale[l->nstale++] = dup;
+}
+
+void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
+		   const char *name, size_t namelen)
+{
+	struct qc_fs *fs = ctx;
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l, *next;
+
+	if (!dc)
+		return;
+	atomic_fetch_add(&dc->notices, 1);
+	pthread_mutex_lock(&dc->lock);
+	if (kind == QFT_NOTIFY_ALL) {
+		/* The link died or the server lost track: no lease holds. */
+		record(dc, NULL, 0, true);
+		for (l = dc->lru.next; l != &dc->lru; l = next) {
+			next = l->next;
+			if (l->leased)
+				work_add(fs, WORK_INVAL_INODE, l->dir, 0, NULL);
+			listing_drop(fs, l);
+		}
+		goto out_unlock;
+	}
+	record(dc, NULL, dir_ino, false);
+	for (l = dc->by_ino[ino_bucket(dc, dir_ino)]; l; l = next) {
+		next = l->inext;
+		if (l->dino != dir_ino)
+			continue;
+		if (kind == QFT_NOTIFY_CHANGED && namelen) {
+			work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
+			mark_stale(fs, l, name);
+		} else {
+			work_add(fs, WORK_INVAL_INODE, l->dir, 0, NULL);
+			/* GONE: the server holds no watch any more. */
+			if (kind == QFT_NOTIFY_GONE)
+				listing_drop(fs, l);
+			else
+				listing_drop_unwatch(fs, l);
+		}
+	}
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+}
+
 /* ---- setup ---- */
 
 int qc_dir_parse_max(const char *s, size_t *out)
@@ -607,14 +861,41 @@ int qc_dir_init(struct qc_fs *fs, size_t max_entries)
 	}
 	dc->max_entries = max_entries;
 	dc->lru.next = dc->lru.prev = &dc->lru;
+	dc->work_tail = &dc->work_head;
 	pthread_mutex_init(&dc->lock, NULL);
+	pthread_cond_init(&dc->work_cond, NULL);
 	fs->dirs = dc;
 	return 0;
 }
 
 int qc_dir_start(struct qc_fs *fs)
 {
+	struct qc_dircache *dc = dc_of(fs);
+	int r;
+
+	if (!dc)
+		return 0;
+	r = pthread_create(&dc->worker, NULL, worker_main, fs);
+	if (r)
+		return -r;
+	dc->worker_running = true;
 	return 0;
+}
+
+void qc_dir_stop(struct qc_fs *fs)
+{
+	struct qc_dircache *dc = dc_of(fs);
+
+	if (!dc)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	dc->work_stop = true;
+	pthread_cond_signal(&dc->work_cond);
+	pthread_mutex_unlock(&dc->lock);
+	if (dc->worker_running)
+		pthread_join(dc->worker, NULL);
+	dc->worker_running = false;
+	work_clear(fs);
 }
 
 void qc_dir_destroy(struct qc_fs *fs)
@@ -623,17 +904,21 @@ void qc_dir_destroy(struct qc_fs *fs)
 
 	if (!dc)
 		return;
+	qc_dir_stop(fs);
 	qft_debug("dircache: %llu lookups and %llu absent names answered "
-		  "locally, %llu readdirs, %llu scans, %llu evictions",
+		  "locally, %llu readdirs, %llu scans, %llu evictions, "
+		  "%llu notifications",
 		  (unsigned long long)atomic_load(&dc->lookups_local),
 		  (unsigned long long)atomic_load(&dc->negatives_local),
 		  (unsigned long long)atomic_load(&dc->readdirs_local),
 		  (unsigned long long)atomic_load(&dc->scans),
-		  (unsigned long long)atomic_load(&dc->evictions));
+		  (unsigned long long)atomic_load(&dc->evictions),
+		  (unsigned long long)atomic_load(&dc->notices));
 	pthread_mutex_lock(&dc->lock);
 	while (dc->lru.next != &dc->lru)
 		listing_drop(fs, dc->lru.next);
 	pthread_mutex_unlock(&dc->lock);
+	pthread_cond_destroy(&dc->work_cond);
 	pthread_mutex_destroy(&dc->lock);
 	free(dc->by_node);
 	free(dc->by_ino);
@@ -733,7 +1018,7 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
 		return false;
 	pthread_mutex_lock(&dc->lock);
-	l = find_listing(dc, parent);
+	l = valid_listing(fs, parent, qc_now_ns());
 	if (l && l->leased && !is_stale(l, name))
 		absent = !dent_find(l, name, name_hash(name));
 	pthread_mutex_unlock(&dc->lock);
@@ -761,7 +1046,7 @@ void qc_dir_note_fetched(struct qc_fs *fs, struct qn_node *parent,
 		if (qc_hint_xattr_gen(fs) != fb->xgen)
 			b.flags &= ~QFT_ATTR_NOXATTR;
 		if (dent_put(dc, l, name, &b, fb->start_ns) < 0) {
-			listing_drop(fs, l);
+			listing_drop_unwatch(fs, l);
 			goto out_unlock;
 		}
 		evict(fs, l);
@@ -797,7 +1082,7 @@ static void drop_child_listing(struct qc_fs *fs, struct qn_node *parent,
 		return;
 	l = find_listing(dc_of(fs), child);
 	if (l)
-		listing_drop(fs, l);
+		listing_drop_unwatch(fs, l);
 	qn_unref(&fs->nodes, child);
 }
 
@@ -815,11 +1100,114 @@ void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 	if (l) {
 		unstale(l, name);
 		if (dent_put(dc, l, name, a, qc_now_ns()) < 0)
-			listing_drop(fs, l);
+			listing_drop_unwatch(fs, l);
 		else
 			evict(fs, l);
 	}
 	pthread_mutex_unlock(&dc->lock);
+}
+
+/* A lease on a directory this client just made (see watch_new_dir). */
+struct mkwatch {
+	struct qc_fs *fs;
+	struct qn_node *dir;    /* holds a node reference */
+	uint64_t id;            /* of the listing the MKDIR made */
+	uint64_t dino;
+	struct qc_dir_fetch fb;
+};
+
+/* Whether every entry of a checked READDIR PLUS reply is in `l`. */
+static bool reply_within(const struct listing *l, const struct qft_blob *data)
+{
+	struct qft_dirent d;
+	struct qcur c;
+
+	qcur_init(&c, data->p, data->len);
+	while (c.left && qft_dirent_decode(&c, &d, true) == 0)
+		if (!is_dot(d.name.s) &&
+		    !dent_find(l, d.name.s, name_hash(d.name.s)))
+			return false;
+	return true;
+}
+
+/*
+ * The READDIR WATCH of a new directory answered (on the reader thread:
+ * short, no waiting).  The listing becomes leased when the watch is in
+ * place and the server saw nothing the client does not know of: every
+ * name it listed is one the client made since (foreign ones made before
+ * the watch would never be told).
+ */
+static void mkdir_watch_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct mkwatch *w = ctx;
+	struct qc_fs *fs = w->fs;
+	struct qc_dircache *dc = dc_of(fs);
+	bool watched, ok;
+	struct listing *l;
+
+	watched = err == 0 && (rep->msg.opflags & QFT_READDIR_WATCHED);
+	pthread_mutex_lock(&dc->lock);
+	l = find_listing(dc, w->dir);
+	ok = watched && l && l->id == w->id && !l->nstale &&
+	     (rep->msg.opflags & QFT_READDIR_EOF) &&
+	     qc_readdir_check(&rep->msg.data, true) >= 0 &&
+	     !spoiled(dc, w->fb.seq, NULL, w->dino, false) &&
+	     reply_within(l, &rep->msg.data);
+	if (ok) {
+		l->leased = true;
+		l->names_until = NEVER;
+	} else if (watched) {
+		work_add(fs, WORK_UNWATCH, NULL, w->dino, NULL);
+	}
+	pthread_mutex_unlock(&dc->lock);
+	qn_unref(&fs->nodes, w->dir);
+	free(w);
+}
+
+/*
+ * Asks for a lease on the directory `dir` just made: OPENDIR, READDIR
+ * WATCH and CLOSE sent back to back, nothing waited for (the server runs
+ * them in order).  Until the answer the listing holds for entry_timeout.
+ */
+static void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
+			  uint64_t id, uint64_t dino)
+{
+	char path[QFT_MAX_PATH + 1];
+	struct mkwatch *w;
+	struct qft_msg m;
+	uint64_t gen, h;
+
+	gen = qc_conn_gen(fs->conn);
+	if (!gen || qn_path(&fs->nodes, dir, NULL, path) < 0 ||
+	    qc_handle_alloc(fs->conn, gen, &h) < 0)
+		return;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		goto out_free_handle;
+	w->fs = fs;
+	w->dir = dir;
+	w->id = id;
+	w->dino = dino;
+	qc_dir_fetch_begin(fs, &w->fb);
+	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
+	m.handle = h;
+	qc_set_str(&m.path, path);
+	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0) {
+		free(w);
+		goto out_free_handle;
+	}
+	qft_msg_init(&m, QFT_OP_READDIR, 0);
+	m.handle = h;
+	m.length = 4096;
+	m.opflags = QFT_READDIR_PLUS | QFT_READDIR_WATCH;
+	qn_ref(&fs->nodes, dir);
+	/* On failure mkdir_watch_done has run, and freed w. */
+	(void)qc_call_async(fs->conn, gen, &m, mkdir_watch_done, w);
+	qft_msg_init(&m, QFT_OP_CLOSE, 0);
+	m.handle = h;
+	(void)qc_send_noreply(fs->conn, gen, &m);
+out_free_handle:
+	qc_handle_free(fs->conn, gen, h);
 }
 
 void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
@@ -829,7 +1217,7 @@ void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
 	struct qc_dircache *dc = dc_of(fs);
 	struct listing *pl, *l;
 	struct qn_node *child;
-	uint64_t pino;
+	uint64_t pino, id;
 
 	qc_dir_note_entry(fs, parent, name, a);
 	if (!cache_on(fs))
@@ -843,10 +1231,13 @@ void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
 	/* Empty when made: nobody could have put anything in it before the
 	 * MKDIR's reply, as far as the client can know without a lease. */
 	l = listing_new(fs, child, a->ino, pino,
-			fb->start_ns + secs_ns(fs->entry_timeout));
+			fb->start_ns + secs_ns(fs->entry_timeout), fb->gen);
 	if (l)
 		evict(fs, l);
+	id = l ? l->id : 0;
 	pthread_mutex_unlock(&dc->lock);
+	if (id)
+		watch_new_dir(fs, child, id, a->ino);
 	qn_unref(&fs->nodes, child);
 }
 
@@ -950,9 +1341,9 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 	 */
 	if (ls) {
 		if (exchange && !(known_d && has_d))
-			listing_drop(fs, ls), ls = NULL;
+			listing_drop_unwatch(fs, ls), ls = NULL;
 		else if (exchange && dent_put(dc, ls, name, &ad, 0) < 0)
-			listing_drop(fs, ls), ls = NULL;
+			listing_drop_unwatch(fs, ls), ls = NULL;
 		else if (!exchange)
 			dent_del(dc, ls, name);
 	}
@@ -960,9 +1351,9 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 	ld = find_listing(dc, newparent);
 	if (ld) {
 		if (!(known_s && has_s))
-			listing_drop(fs, ld);
+			listing_drop_unwatch(fs, ld);
 		else if (dent_put(dc, ld, newname, &as, 0) < 0)
-			listing_drop(fs, ld);
+			listing_drop_unwatch(fs, ld);
 	}
 	ls = find_listing(dc, parent);
 	if (ls)
@@ -988,7 +1379,7 @@ void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent)
 	record(dc, parent, 0, false);
 	l = find_listing(dc, parent);
 	if (l)
-		listing_drop(fs, l);
+		listing_drop_unwatch(fs, l);
 	pthread_mutex_unlock(&dc->lock);
 	qn_touch(&fs->nodes, parent);
 }
@@ -1188,13 +1579,9 @@ static void reply_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 
 /* ---- listings collected from READDIR PLUS ---- */
 
-/* What a READDIR for the cache asks for. */
-#define READDIR_CACHE_FLAGS QFT_READDIR_PLUS
-
-struct qc_dir_build;
-static void note_watched(struct qc_dir_build *b, const struct qc_reply *rep)
-{
-}
+/* What a READDIR for the cache asks for: attributes, and a lease (a
+ * server without change notification ignores WATCH). */
+#define READDIR_CACHE_FLAGS (QFT_READDIR_PLUS | QFT_READDIR_WATCH)
 
 static void build_free(struct qc_dir_build *b)
 {
@@ -1206,13 +1593,37 @@ static void build_free(struct qc_dir_build *b)
 	free(b);
 }
 
+/* A reply without WATCHED makes the collection unleased. */
+static void note_watched(struct qc_dir_build *b, const struct qc_reply *rep)
+{
+	if (!(rep->msg.opflags & QFT_READDIR_WATCHED))
+		b->watched = false;
+}
+
 static struct qc_dir_build *build_new(struct qc_fs *fs)
 {
 	struct qc_dir_build *b = calloc(1, sizeof(*b));
 
-	if (b)
+	if (b) {
 		qc_dir_fetch_begin(fs, &b->fb);
+		b->watched = true;
+	}
 	return b;
+}
+
+/* A collection given up before its end: its watch goes back too. */
+static void build_abandon(struct qc_fs *fs, struct qc_dir_build *b)
+{
+	struct qc_dircache *dc = dc_of(fs);
+
+	if (!b)
+		return;
+	if (b->watched && b->dino) {
+		pthread_mutex_lock(&dc->lock);
+		work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
+		pthread_mutex_unlock(&dc->lock);
+	}
+	build_free(b);
 }
 
 /* Adds the entries of one checked READDIR PLUS reply. */
@@ -1266,21 +1677,28 @@ static void build_install(struct qc_fs *fs, struct qn_node *dir,
 	bool strip = qc_hint_xattr_gen(fs) != b->fb.xgen;
 	struct listing *l;
 
-	if (b->failed)
-		return;
 	pthread_mutex_lock(&dc->lock);
-	if (spoiled(dc, b->fb.seq, dir, b->dino, false))
+	if (b->failed || spoiled(dc, b->fb.seq, dir, b->dino, false)) {
+		/* Not kept: nor is the watch it may have set. */
+		if (b->watched && b->dino)
+			work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
 		goto out_unlock;
+	}
 	l = listing_new(fs, dir, b->dino, b->pino,
-			b->fb.start_ns + secs_ns(fs->entry_timeout));
+			b->fb.start_ns + secs_ns(fs->entry_timeout), b->fb.gen);
 	if (!l)
 		goto out_unlock;
+	if (b->watched && b->dino) {
+		/* The server watches it since before it read the entries. */
+		l->leased = true;
+		l->names_until = NEVER;
+	}
 	for (size_t i = 0; i < b->n; i++) {
 		if (strip)
 			b->e[i].attr.flags &= ~QFT_ATTR_NOXATTR;
 		if (dent_put(dc, l, b->e[i].name, &b->e[i].attr,
 			     b->fb.start_ns) < 0) {
-			listing_drop(fs, l);
+			listing_drop_unwatch(fs, l);
 			goto out_unlock;
 		}
 	}
@@ -1498,7 +1916,7 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 			goto out_err;
 		/* A collection goes on only from where it stopped. */
 		if (a->build && (off == 0 || a->build->next != (uint64_t)off)) {
-			build_free(a->build);
+			build_abandon(fs, a->build);
 			a->build = NULL;
 		}
 		if (off == 0 && caching)
@@ -1512,6 +1930,10 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		m.length = fs->attr_timeout > 0 ? QFT_MAX_READDIR : size;
 		a->plus = plus || a->build;
 		m.opflags = a->plus ? QFT_READDIR_PLUS : 0;
+		/* A listing collected for the cache asks for a lease; a
+		 * server without change notification ignores the flag. */
+		if (a->build)
+			m.opflags |= QFT_READDIR_WATCH;
 		a->xgen = qc_hint_xattr_gen(fs);
 		a->until = qc_now_ns() + secs_ns(fs->attr_timeout);
 		/*
@@ -1533,10 +1955,10 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		a->eof = (a->rep.msg.opflags & QFT_READDIR_EOF) != 0;
 		a->next = (uint64_t)off;
 		if (a->build) {
+			note_watched(a->build, &a->rep);
 			build_add(fs, a->build, &a->rep.msg.data);
 			if (a->eof || a->build->failed) {
-				if (a->eof)
-					build_install(fs, dir, a->build);
+				build_install(fs, dir, a->build);
 				build_free(a->build);
 				a->build = NULL;
 			}
@@ -1578,7 +2000,7 @@ out_drop:
 	free(buf);
 	ahead_reply_drop(a);
 out_err:
-	build_free(a->build);
+	build_abandon(fs, a->build);
 	a->build = NULL;
 	fuse_reply_err(req, -r);
 }
@@ -1744,7 +2166,8 @@ static void scan_install(struct qc_fs *fs, struct scan *sc,
 		pino = i == 0 ? top_pino :
 		       sd->parent ? sc->d[sd->parent].attr.ino : top_dino;
 		l = listing_new(fs, node, dino, pino,
-				fb->start_ns + secs_ns(fs->entry_timeout));
+				fb->start_ns + secs_ns(fs->entry_timeout),
+				fb->gen);
 		if (!l)
 			break;
 		l->scanned = true;
@@ -1765,9 +2188,6 @@ out_unlock:
 	pthread_mutex_unlock(&dc->lock);
 }
 
-static void ignore_reply(void *ctx, int err, struct qc_reply *rep)
-{
-}
 
 /*
  * Lists the subtree of `top` into the cache with SCAN: OPENDIR sent

@@ -94,8 +94,11 @@ struct qc_dir_ahead {
  * did).  Before the session runs.
  */
 int qc_dir_init(struct qc_fs *fs, size_t max_entries);
-/* Starts the kernel-invalidation worker (after fuse_daemonize forked). */
+/* Starts the worker that invalidates the kernel's caches and gives
+ * watches back (after fuse_daemonize forked, with fs->se set). */
 int qc_dir_start(struct qc_fs *fs);
+/* Stops it, once the session loop ended (before the session goes). */
+void qc_dir_stop(struct qc_fs *fs);
 /* Stops the worker and frees every listing; before the node table goes. */
 void qc_dir_destroy(struct qc_fs *fs);
 /* Parses -o dircache=N (entries, 0 = off); prints why and returns
@@ -111,6 +114,7 @@ struct qc_dir_fetch {
 	uint64_t seq;           /* the cache's event count */
 	uint64_t start_ns;      /* CLOCK_MONOTONIC: validity runs from here */
 	uint64_t xgen;          /* xattr_gen (hints.h) */
+	uint64_t gen;           /* the link (conn.h): answers hold on it only */
 };
 
 void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb);

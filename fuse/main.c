@@ -813,6 +813,12 @@ int main(int argc, char *argv[])
 	}
 
 	fs.se = se;
+	/* Leases: the server says when a cached directory changed. */
+	if (fs.dirs) {
+		co.want_notify = true;
+		co.notify = qc_dir_notify;
+		co.notify_ctx = &fs;
+	}
 	if (remote) {
 		co.host = rem.host;
 		co.ops = &remote_ops;
@@ -861,11 +867,19 @@ int main(int argc, char *argv[])
 			strerror(-r));
 		goto out_unmount;
 	}
+	r = qc_dir_start(&fs);
+	if (r < 0) {
+		qft_err("cannot start the directory cache's thread: %s",
+			strerror(-r));
+		goto out_unmount;
+	}
 	/* From here on the watchdog owns the transports. */
 	lt.first = NULL;
 	rt.first = NULL;
 
 	r = run_loop(se, cl.single);
+	/* Its kernel notices need the session. */
+	qc_dir_stop(&fs);
 	/* A signal ends the loop with its number: a normal unmount. */
 	lost = qc_conn_lost(fs.conn);
 	ret = r < 0 || lost ? 1 : 0;
