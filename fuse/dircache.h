@@ -196,7 +196,10 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
  * This client made or changed `name` in `parent` (create, setattr,
  * a write's new size), with attributes `a` (possibly predicted before the
  * server's reply; call again with the reply's).  The entry is added or
- * replaced in parent's listing, if there is one, and trusted as fresh.
+ * replaced in parent's listing, if there is one, and trusted as fresh
+ * (but not while the node has open files, nor after a later open or
+ * release: node.c stamps those).  If the request then fails, or its reply
+ * is lost, call qc_dir_drop(parent).
  */
 void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 		       const char *name, const struct qft_attr *a);
