@@ -29,7 +29,7 @@
 #define WALK_NS         (2ull * 1000000000u)
 #define NEVER           UINT64_MAX
 /* Directories whose lookups missed recently (see busy_dir). */
-#define PROBES          64u
+#define PROBES          256u
 
 /* One name of a listing. */
 struct dent {
@@ -553,6 +553,14 @@ static struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
 		return NULL;
 	}
 	if (!l->leased && now >= l->names_until) {
+		struct qc_dircache *dc = dc_of(fs);
+		size_t i = ptr_bucket(dc, dir) & (PROBES - 1);
+
+		/* In use after it expired: the next miss reads it again
+		 * (busy_dir) rather than looking names up one by one. */
+		dc->probes[i].dir = dir;
+		dc->probes[i].misses = 1;
+		dc->probes[i].since = now;
 		listing_drop(fs, l);
 		return NULL;
 	}
