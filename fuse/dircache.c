@@ -1687,6 +1687,9 @@ static void build_install(struct qc_fs *fs, struct qn_node *dir,
 
 	pthread_mutex_lock(&dc->lock);
 	if (b->failed || spoiled(dc, b->fb.seq, dir, b->dino, false)) {
+		qft_debug("dircache: listing of inode %llu not kept (%s)",
+			  (unsigned long long)b->dino,
+			  b->failed ? "incomplete" : "changed meanwhile");
 		/* Not kept: nor is the watch it may have set. */
 		if (b->watched && b->dino)
 			work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
