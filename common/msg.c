@@ -104,6 +104,7 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_NOTIFY] = { "NOTIFY", { FLD_INO, FLD_KIND, FLD_ENAME },
 		{ 0 } },
 	[QFT_OP_UNWATCH] = { "UNWATCH", { FLD_INO }, { 0 } },
+	[QFT_OP_SYNCFS] = { "SYNCFS", { 0 }, { 0 } },
 };
 
 static const struct op_desc *op_desc(uint16_t op)

@@ -113,6 +113,7 @@ enum qft_op {
 	/* Change notification (QFT_FEAT_NOTIFY): */
 	QFT_OP_NOTIFY      = 30, /* server -> client, QFT_F_NOTIFY, id 0 */
 	QFT_OP_UNWATCH     = 31, /* the client no longer needs a watch */
+	QFT_OP_SYNCFS      = 32, /* make everything written durable; no fields */
 	QFT_OP__COUNT
 };
 

@@ -161,6 +161,11 @@ struct qc_conn {
 
 	uint32_t srv_uid;       /* lock: the live link's (qc_conn_server_ids) */
 	uint32_t srv_gid;       /* lock */
+
+	/* Requests sent, by how their sender waited (qc_conn_counts). */
+	atomic_uint_fast64_t n_waited;
+	atomic_uint_fast64_t n_async;
+	atomic_uint_fast64_t n_noreply;
 };
 
 static int64_t now_ns(void)
@@ -1523,6 +1528,7 @@ static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	p.op = req->op;
 	qbuf_init(&p.frame, FRAME_LIMIT);
 	pthread_cond_init(&p.cond, NULL);
+	atomic_fetch_add(&c->n_waited, 1);
 
 	/* Registered before sending, so the reply always finds its waiter. */
 	pthread_mutex_lock(&c->lock);
@@ -1594,6 +1600,7 @@ static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
 	p->cb = done;
 	p->cb_ctx = ctx;
 	p->op = req->op;
+	atomic_fetch_add(&c->n_async, 1);
 	req->flags = 0;
 	req->id = next_id(c);
 	p->id = id = req->id;
@@ -1646,7 +1653,15 @@ int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 		return r;
 	req->flags = 0;
 	req->id = next_id(c);
+	atomic_fetch_add(&c->n_noreply, 1);
 	return link_send(c, l, lane, req, 0);
+}
+
+void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
+{
+	out->waited = atomic_load(&c->n_waited);
+	out->async = atomic_load(&c->n_async);
+	out->noreply = atomic_load(&c->n_noreply);
 }
 
 int qc_conn_wait(struct qc_conn *c, uint64_t *gen)

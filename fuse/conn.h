@@ -307,6 +307,20 @@ static inline int qc_conn_user_err(int r)
 int qc_handle_alloc(struct qc_conn *c, uint64_t gen, uint64_t *handle);
 void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle);
 
+/*
+ * Requests made so far, by how their sender waited: `waited` counts
+ * qc_call/qc_call_gen (the caller slept for the reply: one round trip on
+ * its critical path), `async` qc_call_async, `noreply` qc_send_noreply.
+ * Read without a lock; each value is exact, the three are not a snapshot.
+ */
+struct qc_conn_counts {
+	uint64_t waited;
+	uint64_t async;
+	uint64_t noreply;
+};
+
+void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out);
+
 /* Parses -o timeout= (> 0) and -o keepalive= (>= 0) as whole seconds, at
  * most a day; prints the reason and returns -EINVAL on a bad value. */
 int qc_conn_parse_seconds(const char *name, const char *s, bool zero_ok,

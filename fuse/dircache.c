@@ -18,6 +18,7 @@
 #include "msg.h"
 #include "node.h"
 #include "protocol.h"
+#include "stats.h"
 
 /* Events remembered to tell whether a fetch raced with a change. */
 #define RING            1024u
@@ -55,6 +56,7 @@ struct listing {
 	size_t tabsize;         /* a power of two */
 	uint64_t names_until;   /* CLOCK_MONOTONIC ns; NEVER under a lease */
 	bool leased;
+	bool made_here;         /* by this client's MKDIR (qc_dir_leased_absent) */
 	char *stale[STALE_MAX]; /* names changed on the server since */
 	unsigned nstale;
 	uint64_t walked_ns;     /* last served to a readdir (0 = never) */
@@ -660,6 +662,84 @@ static void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
 }
 
 
+/* A name of listing `l` changed on the server (or is no longer known):
+ * asked for again.  -1 when `l` was dropped instead (too many). */
+static int mark_stale(struct qc_fs *fs, struct listing *l, const char *name)
+{
+	char *dup;
+
+	if (is_stale(l, name))
+		return 0;
+	dup = l->nstale < STALE_MAX ? strdup(name) : NULL;
+	if (!dup) {
+		listing_drop_unwatch(fs, l);
+		return -1;
+	}
+	l->stale[l->nstale++] = dup;
+	return 0;
+}
+
+/*
+ * Entries this client made with predicted attributes (inode 0: a
+ * pipelined CREATE, qc_dir_note_entry) take what their node knows once
+ * the server answered: its inode and type, with the attributes asked
+ * for again (writes may have followed).  A name without a node any more
+ * was refused by the server (the node was unlinked) or answered and
+ * forgotten by the kernel: it is asked for again (stale).  Returns the
+ * number still waiting for the server's answer, or -1 when `l` was
+ * dropped (too many stale names).  Listing lock held.
+ */
+static int resolve_predicted(struct qc_fs *fs, struct listing *l)
+{
+	struct dent **pending = NULL;
+	size_t n = 0, cap = 0;
+	int waiting = 0;
+
+	for (size_t i = 0; i < l->nslots; i++) {
+		struct dent **np;
+
+		if (!l->slots[i] || l->slots[i]->attr.ino)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			np = realloc(pending, cap * sizeof(*np));
+			if (!np) {
+				free(pending);
+				listing_drop_unwatch(fs, l);
+				return -1;
+			}
+			pending = np;
+		}
+		pending[n++] = l->slots[i];
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct dent *e = pending[i];
+		struct qn_node *node = qn_find_ref(&fs->nodes, l->dir, e->name);
+		struct qft_attr a;
+
+		if (node && qn_get_attr(&fs->nodes, node, &a) && a.ino &&
+		    (a.mode & QFT_S_IFMT) == (e->attr.mode & QFT_S_IFMT)) {
+			e->attr = a;
+			e->fetched_ns = 0;
+		} else if (node) {
+			waiting++;
+		} else {
+			char name[QFT_MAX_NAME + 1];
+
+			memcpy(name, e->name, strlen(e->name) + 1);
+			dent_del(dc_of(fs), l, name);
+			if (mark_stale(fs, l, name) < 0) {
+				free(pending);
+				return -1;
+			}
+		}
+		if (node)
+			qn_unref(&fs->nodes, node);
+	}
+	free(pending);
+	return waiting;
+}
+
 /* ---- leases: notifications, the worker ---- */
 
 /*
@@ -767,21 +847,6 @@ static void work_clear(struct qc_fs *fs)
 	pthread_mutex_unlock(&dc->lock);
 }
 
-/* A name of leased listing `l` changed on the server: asked for again. */
-static void mark_stale(struct qc_fs *fs, struct listing *l, const char *name)
-{
-	char *dup;
-
-	if (is_stale(l, name))
-		return;
-	dup = l->nstale < STALE_MAX ? strdup(name) : NULL;
-	if (!dup) {
-		listing_drop_unwatch(fs, l);
-		return;
-	}
-	l->stale[l->nstale++] = dup;
-}
-
 void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		   const char *name, size_t namelen)
 {
@@ -811,7 +876,7 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 			continue;
 		if (kind == QFT_NOTIFY_CHANGED && namelen) {
 			work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
-			mark_stale(fs, l, name);
+			(void)mark_stale(fs, l, name);
 		} else {
 			work_add(fs, WORK_INVAL_INODE, l->dir, 0, NULL);
 			/* GONE: the server holds no watch any more. */
@@ -960,6 +1025,20 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 	if (!l || is_stale(l, name))
 		goto out_unlock;
 	e = dent_find(l, name, name_hash(name));
+	if (e && !e->attr.ino) {
+		/* Made by a pipelined CREATE: answered since? */
+		if (resolve_predicted(fs, l) < 0)
+			goto out_unlock;
+		if (is_stale(l, name))
+			goto out_unlock;
+		e = dent_find(l, name, name_hash(name));
+	}
+	if (e && !e->attr.ino) {
+		/* Not answered yet: it exists, attributes unknown. */
+		if (!need_attr)
+			r = 1;
+		goto out_unlock;
+	}
 	if (!e) {
 		r = 0;
 	} else if (attr_ok(fs, l, e, now)) {
@@ -1026,8 +1105,16 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
 		return false;
 	pthread_mutex_lock(&dc->lock);
+	/*
+	 * A lease says a foreign change will be told, not that it has been
+	 * by now: the notification of a name made on the server a moment ago
+	 * may still be on its way.  So only in a directory this client made
+	 * itself, which nobody else is likely to fill within that moment
+	 * (the directories of a tree copy, where O_EXCL temporary files are
+	 * made), is "absent" good enough to answer O_EXCL without the server.
+	 */
 	l = valid_listing(fs, parent, qc_now_ns());
-	if (l && l->leased && !is_stale(l, name))
+	if (l && l->leased && l->made_here && !is_stale(l, name))
 		absent = !dent_find(l, name, name_hash(name));
 	pthread_mutex_unlock(&dc->lock);
 	return absent;
@@ -1240,8 +1327,10 @@ void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
 	 * MKDIR's reply, as far as the client can know without a lease. */
 	l = listing_new(fs, child, a->ino, pino,
 			fb->start_ns + secs_ns(fs->entry_timeout), fb->gen);
-	if (l)
+	if (l) {
+		l->made_here = true;
 		evict(fs, l);
+	}
 	id = l ? l->id : 0;
 	pthread_mutex_unlock(&dc->lock);
 	if (id)
@@ -1434,8 +1523,9 @@ static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
 
 	pthread_mutex_lock(&dc->lock);
 	l = valid_listing(fs, dir, now);
-	/* A name changed on the server may be a new one: not complete. */
-	if (!l || l->nstale)
+	/* Names of pipelined CREATEs not answered yet have no inode, and a
+	 * name changed on the server may be a new one: not complete. */
+	if (!l || resolve_predicted(fs, l) != 0 || l->nstale)
 		goto out_unlock;
 	for (size_t i = 0; i < l->nslots; i++)
 		if (l->slots[i])
@@ -1939,6 +2029,8 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		 * (attr_timeout=0): then just what the kernel asked for.
 		 */
 		m.length = fs->attr_timeout > 0 ? QFT_MAX_READDIR : size;
+		/* A pipelined CREATE on the bulk stream could be missed. */
+		qc_file_settle(fs);
 		a->plus = plus || a->build;
 		m.opflags = a->plus ? QFT_READDIR_PLUS : 0;
 		/* A listing collected for the cache asks for a lease; a
@@ -2225,6 +2317,7 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 	if (scan_announce(&sc, 0, NULL, NULL) < 0)
 		goto out_free;
 	sc.d[0].node = top;
+	qc_file_settle(fs);
 	qc_dir_fetch_begin(fs, &fb);
 	atomic_fetch_add(&dc->scans, 1);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
@@ -2354,6 +2447,7 @@ static void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 	    qc_conn_wait(fs->conn, &gen) < 0 ||
 	    qc_handle_alloc(fs->conn, gen, &h) < 0)
 		return;
+	qc_file_settle(fs);
 	b = build_new(fs);
 	if (!b)
 		goto out_free_handle;
@@ -2412,6 +2506,7 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		memset(&e, 0, sizeof(e));
 		fuse_reply_entry(req, &e);
 		atomic_fetch_add(&dc_of(fs)->negatives_local, 1);
+		qc_stat_inc(&fs->stats, QC_STAT_LOOKUP_LOCAL);
 		return true;
 	}
 	n = qn_lookup(&fs->nodes, dir, name, &a);
@@ -2424,5 +2519,6 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	if (fuse_reply_entry(req, &e) != 0)
 		qn_forget(&fs->nodes, n, 1);
 	atomic_fetch_add(&dc_of(fs)->lookups_local, 1);
+	qc_stat_inc(&fs->stats, QC_STAT_LOOKUP_LOCAL);
 	return true;
 }

@@ -184,9 +184,11 @@ bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
 
 /*
  * True only when `parent`'s listing is under a server lease (nobody else
- * can have made the name without the client being told) AND `name` is
- * absent from it: an O_EXCL create of it can be answered before the
- * server's reply.  A create sent on that basis must still report the
+ * can have made the name without the client being told), `parent` is a
+ * directory this client made itself (a notification of a name made on
+ * the server a moment ago may still be on its way: see dircache.c), AND
+ * `name` is absent from it: an O_EXCL create of it can be answered before
+ * the server's reply.  A create sent on that basis must still report the
  * server's error at the latest at close().
  */
 bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,

@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "commit.h"
 #include "conn.h"
 #include "dircache.h"
 #include "errmap.h"
@@ -100,10 +102,16 @@ void qc_file_put(struct qc_fs *fs, struct qc_file *f)
 		qc_file_close(fs, f);
 }
 
-void qc_file_release(struct qc_fs *fs, struct qc_file *f)
+void qc_file_release_now(struct qc_fs *fs, struct qc_file *f)
 {
 	if (qn_file_detach(&fs->nodes, &f->nf))
 		qc_file_close(fs, f);
+}
+
+void qc_file_release(struct qc_fs *fs, struct qc_file *f)
+{
+	if (!qc_commit_release(fs, f))
+		qc_file_release_now(fs, f);
 }
 
 /* Whether WRITEs sent through f on the live link are still unanswered. */
@@ -271,7 +279,8 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		/* Generations only grow: f's link is dead.  A file that
 		 * lost data with it fails now, without waiting for a new
 		 * link that could not help. */
-		if (f->mods != f->durable || f->wb.bytes || f->wb.err) {
+		if (f->mods != f->durable || f->wb.bytes || f->wb.err ||
+		    f->wb.issued != f->wb.answered) {
 			f->failed = -EIO;
 			pthread_mutex_unlock(&f->lock);
 			qft_err("%s: data written before the connection was "
@@ -289,7 +298,8 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		if (f->reopening || f->failed || f->gen == live)
 			continue;
 		/* Written meanwhile?  Then it is not clean any more. */
-		if (f->mods != f->durable || f->wb.bytes || f->wb.err)
+		if (f->mods != f->durable || f->wb.bytes || f->wb.err ||
+		    f->wb.issued != f->wb.answered)
 			continue;
 		changed_it = f->mods != 0;
 		f->reopening = true;
@@ -388,6 +398,194 @@ int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 	return 0;
 }
 
+/* One pipelined step in flight, for its completion. */
+struct step {
+	struct qc_file *f;
+	uint16_t op;
+};
+
+static void step_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct step *st = ctx;
+	struct qc_file *f = st->f;
+	struct qc_fs *fs = f->fs;
+	bool create = st->op == QFT_OP_CREATE;
+
+	free(st);
+	if (create) {
+		pthread_mutex_lock(&fs->creates_lock);
+		if (--fs->creates == 0)
+			pthread_cond_broadcast(&fs->creates_cond);
+		pthread_mutex_unlock(&fs->creates_lock);
+	}
+	/* Lost with its link: whether it was executed nobody knows. */
+	err = qc_conn_user_err(err);
+	if (err == 0) {
+		qn_file_note_attr(&fs->nodes, &f->nf, &rep->msg.attr, create);
+	} else {
+		qc_stat_inc(&fs->stats, QC_STAT_PIPE_ERROR);
+		qft_debug("a pipelined %s failed: %s; reported at close",
+			  create ? "CREATE" : "SETATTR", strerror(-err));
+		/* The name the kernel was given does not exist. */
+		if (create)
+			qn_file_unlink_node(&fs->nodes, &f->nf);
+	}
+	pthread_mutex_lock(&f->lock);
+	if (err == 0 && create) {
+		/* The object is known now; what the kernel is told until the
+		 * last step is answered keeps the predicted rest. */
+		f->attr.ino = rep->msg.attr.ino;
+		f->attr.uid = rep->msg.attr.uid;
+		f->attr.gid = rep->msg.attr.gid;
+		f->attr.blksize = rep->msg.attr.blksize;
+	}
+	if (err < 0 && create && f->failed == 0)
+		f->failed = err;
+	if (--f->steps == 0 && f->flushing == 0)
+		f->predicted = false;
+	qc_wb_complete(f, 0, err);
+	qc_file_async_done(f);
+}
+
+int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
+		 const struct qft_attr *a)
+{
+	uint64_t gen, handle;
+	struct step *st;
+	int r;
+
+	r = qc_file_handle(fs, f, &gen, &handle);
+	if (r < 0)
+		return r;
+	st = malloc(sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->f = f;
+	st->op = m->op;
+	pthread_mutex_lock(&f->lock);
+	/* Counted like a WRITE, so flush and fsync collect it, but it is
+	 * no data: nothing to make durable, no window to wait for. */
+	r = f->wb.err;
+	if (r == 0) {
+		f->wb.issued++;
+		f->async++;
+		f->steps++;
+		f->predicted = true;
+		f->attr = *a;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (r < 0) {
+		free(st);
+		return r;
+	}
+	m->handle = handle;
+	if (m->op == QFT_OP_CREATE) {
+		pthread_mutex_lock(&fs->creates_lock);
+		fs->creates++;
+		pthread_mutex_unlock(&fs->creates_lock);
+	}
+	/* On failure step_done has run and made the error sticky. */
+	return qc_conn_user_err(qc_call_async(fs->conn, gen, m, step_done,
+					      st));
+}
+
+void qc_file_settle(struct qc_fs *fs)
+{
+	pthread_mutex_lock(&fs->creates_lock);
+	while (fs->creates)
+		pthread_cond_wait(&fs->creates_cond, &fs->creates_lock);
+	pthread_mutex_unlock(&fs->creates_lock);
+}
+
+struct predicted {
+	struct qft_attr *out;
+	bool found;
+};
+
+static bool file_predicted(struct qn_file *nf, void *ctx)
+{
+	struct qc_file *f = (struct qc_file *)nf;
+	struct predicted *p = ctx;
+
+	pthread_mutex_lock(&f->lock);
+	/* With WRITEs in flight the size and times are the server's to
+	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes). */
+	if (f->predicted && (f->wb.bytes == 0 || f->flushing) &&
+	    !f->failed) {
+		*p->out = f->attr;
+		p->found = true;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return p->found;
+}
+
+bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
+		       struct qft_attr *out)
+{
+	struct predicted p = { .out = out };
+
+	qn_for_each_file(&fs->nodes, n, file_predicted, &p);
+	return p.found;
+}
+
+static void now_time(struct qft_time *t)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t->sec = ts.tv_sec;
+	t->nsec = (uint32_t)ts.tv_nsec;
+}
+
+bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
+			     const struct qft_msg *m, struct qft_attr *out)
+{
+	struct qft_attr last;
+	bool known;
+
+	if (m->valid & QFT_SET_SIZE)
+		return false;
+	/* Table lock before the file's (file.h). */
+	known = qn_get_attr(&fs->nodes, qn_file_node(&fs->nodes, &f->nf),
+			    &last);
+	pthread_mutex_lock(&f->lock);
+	if (f->failed || f->wb.err) {
+		known = false;
+	} else if (f->predicted) {
+		*out = f->attr;
+		known = true;
+	} else if (known) {
+		/*
+		 * What the server said last, and WRITEs of ours since can
+		 * only have made the file longer: the single-writer view
+		 * that attr_timeout already takes.
+		 */
+		*out = last;
+		if (f->wend > out->size)
+			out->size = f->wend;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!known)
+		return false;
+	if (m->valid & QFT_SET_MODE)
+		out->mode = (out->mode & QFT_S_IFMT) | (m->mode & 07777);
+	if (m->valid & QFT_SET_UID)
+		out->uid = m->uid;
+	if (m->valid & QFT_SET_GID)
+		out->gid = m->gid;
+	if (m->valid & QFT_SET_ATIME)
+		out->atime = m->atime;
+	if (m->valid & QFT_SET_MTIME)
+		out->mtime = m->mtime;
+	if (m->valid & QFT_SET_ATIME_NOW)
+		now_time(&out->atime);
+	if (m->valid & QFT_SET_MTIME_NOW)
+		now_time(&out->mtime);
+	/* Every change of attributes sets ctime. */
+	now_time(&out->ctime);
+	return true;
+}
+
 /* A FLUSH or FSYNC sent when f had made `mods` changes succeeded. */
 static void file_durable(struct qc_file *f, uint64_t mods)
 {
@@ -410,8 +608,9 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 {
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t issued, mods;
-	bool written;
+	uint64_t issued, mods, agen;
+	bool written, steps;
+	struct qn_node *n;
 	int r, werr, failed;
 
 	pthread_mutex_lock(&f->lock);
@@ -420,19 +619,43 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 	issued = f->wb.issued;
 	mods = f->mods;
 	failed = f->failed;
+	steps = f->wb.issued != f->wb.answered;
 	f->written = false;
 	pthread_mutex_unlock(&f->lock);
 	/* close() of a file that was only read costs no round trip (and
 	 * does not fail, even when the file went stale). */
-	if (!written && werr == 0)
+	if (!written && werr == 0 && !steps)
 		return 0;
 	if (failed)
 		return failed;
+	if (fs->commit.on)
+		return qc_commit_close(fs, f);
+	if (!written) {
+		/* Pipelined steps only (a file created, or its mode changed,
+		 * and no data): their answers are the outcome. */
+		qc_stat_inc(&fs->stats, QC_STAT_CLOSE_WAIT);
+		werr = qc_wb_collect(f, issued, true);
+		pthread_mutex_lock(&f->lock);
+		failed = f->failed;
+		pthread_mutex_unlock(&f->lock);
+		return failed ? failed : werr;
+	}
+	qc_stat_inc(&fs->stats, QC_STAT_CLOSE_WAIT);
+	n = qn_file_node(&fs->nodes, &f->nf);
+	agen = qn_attr_gen(&fs->nodes, n);
 	qft_msg_init(&m, QFT_OP_FLUSH, 0);
 	m.opflags = fs->commit_none ? QFT_FLUSH_NOSYNC : 0;
 	r = qc_file_call(fs, f, &m, &rep);
-	if (r == 0)
+	if (r == 0) {
+		/* The kernel drops the attributes of a file it wrote; this
+		 * answer has them as they are now (rsync asks right after
+		 * close). */
+		if (fs->attr_timeout > 0)
+			qn_note_fresh(&fs->nodes, n, &rep.msg.attr, agen,
+				      qc_now_ns() +
+				      (uint64_t)(fs->attr_timeout * 1e9));
 		qc_reply_free(&rep);
+	}
 	/* Reported here, so cleared, as the server's FLUSH clears its own. */
 	werr = qc_wb_collect(f, issued, true);
 	if (r == 0 && werr == 0)

@@ -67,6 +67,24 @@ struct qc_file {
 	bool reopening;         /* lock: a thread re-opens it; others wait */
 	uint64_t mods;          /* lock */
 	uint64_t durable;       /* lock */
+	/*
+	 * Pipelined steps (qc_file_step): a CREATE or SETATTR sent through
+	 * the handle and answered to the kernel before the server did.
+	 * They count in wb.issued/answered like WRITEs, so the next flush
+	 * or fsync waits for them and reports their first error, which is
+	 * sticky in wb.err (a refused CREATE also fails the file).  While
+	 * any is unanswered the kernel gets `attr`, the attributes the
+	 * client predicts, with a validity of 0 so that it asks again.
+	 */
+	unsigned steps;         /* lock: steps not answered yet */
+	uint64_t wend;          /* lock: furthest end of a WRITE through f */
+	/* commit=async (commit.h): closes whose FLUSH is in flight, and
+	 * whether the kernel released f meanwhile (its CLOSE then waits) */
+	unsigned flushing;      /* lock */
+	bool deferred;          /* lock */
+	struct qc_file *cnext;  /* commit lock: the closer's queue */
+	bool predicted;         /* lock: `attr` is what the kernel is told */
+	struct qft_attr attr;   /* lock: valid while `predicted` */
 };
 
 /* A file of `fs` that has no handle yet; NULL when out of memory. */
@@ -95,6 +113,8 @@ void qc_file_close(struct qc_fs *fs, struct qc_file *f);
 /* Drops a borrower's reference (f may be NULL), or the kernel's. */
 void qc_file_put(struct qc_fs *fs, struct qc_file *f);
 void qc_file_release(struct qc_fs *fs, struct qc_file *f);
+/* The kernel's reference now, whatever commit=async would defer. */
+void qc_file_release_now(struct qc_fs *fs, struct qc_file *f);
 
 /*
  * The handle (and its link) to send a request of f on, re-opening f on a
@@ -130,6 +150,43 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 /* A change through f (truncation; with `written`, data) that the next
  * FLUSH must make durable. */
 void qc_file_changed(struct qc_file *f, bool written);
+
+/*
+ * Sends `m` (a CREATE that binds f's handle, or a SETATTR) through f
+ * without waiting, with `a` as the attributes f has once the server
+ * executed it; the kernel is answered with `a` (validity 0) until every
+ * step is answered.  0, or the -errno it failed with at once (f is then
+ * unchanged, or for a CREATE failed).
+ */
+int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
+		 const struct qft_attr *a);
+
+/*
+ * Waits until every pipelined CREATE of the mount is answered.  Requests
+ * on the meta stream that name a path (unlink, rename, link, xattrs)
+ * call it first: the server might otherwise run them before a CREATE
+ * queued on the bulk stream and not find the name.  Free when none is
+ * in flight, which is the rule: creates are answered within a round
+ * trip, and a tree copy closes each file before the next rename.
+ */
+void qc_file_settle(struct qc_fs *fs);
+
+/*
+ * The attributes the client predicts for `n` through one of its open
+ * files with pipelined steps unanswered and no WRITE in flight; false
+ * when there is none (ask the server).
+ */
+bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
+		       struct qft_attr *out);
+
+/*
+ * The attributes `n` will have once SETATTR `m` is executed, predicted
+ * from f: its pipelined attributes, else the node's last known ones when
+ * nothing is in flight through f.  False when they cannot be known (a
+ * truncation, or nothing known): the SETATTR must wait for the server.
+ */
+bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
+			     const struct qft_msg *m, struct qft_attr *out);
 
 /* FLUSH (close) and FSYNC: 0 or the errno to answer with, including a
  * sticky write error. */

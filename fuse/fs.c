@@ -65,6 +65,18 @@ out_bad:
 	return -EINVAL;
 }
 
+int qc_fs_init(struct qc_fs *fs)
+{
+	int r = qn_table_init(&fs->nodes);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_init(&fs->creates_lock, NULL);
+	pthread_cond_init(&fs->creates_cond, NULL);
+	/* After the options: commit.on is already set. */
+	return qc_commit_init(&fs->commit, fs->commit.on);
+}
+
 int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 		    const char *readahead)
 {
@@ -90,6 +102,9 @@ void qc_fs_destroy(struct qc_fs *fs)
 	/* Listings hold node references: they go first. */
 	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
+	pthread_cond_destroy(&fs->creates_cond);
+	pthread_mutex_destroy(&fs->creates_lock);
+	qc_commit_destroy(&fs->commit);
 	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
 	if (atomic_load(&fs->ra_bytes) != 0)
 		qft_warn("read-ahead accounting is off by %llu bytes",

@@ -19,6 +19,7 @@
 #ifndef QC_FS_H
 #define QC_FS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,9 +29,11 @@
 
 #include <fuse_lowlevel.h>
 
+#include "commit.h"
 #include "conn.h"
 #include "hints.h"
 #include "node.h"
+#include "stats.h"
 
 struct qc_fs {
 	struct fuse_session *se; /* for cache invalidation notices */
@@ -57,11 +60,26 @@ struct qc_fs {
 	struct qc_hints hints;
 	/* The directory cache (dircache.h; its own lock); NULL when off. */
 	struct qc_dircache *dirs;
+	/* atomic: what the mount did (stats.h) */
+	struct qc_stats stats;
+	/*
+	 * Pipelined CREATEs not answered yet, all files (qc_file_settle):
+	 * requests on the meta stream that could meet such a name wait
+	 * for them, since only requests on one stream keep their order.
+	 */
+	pthread_mutex_t creates_lock;
+	pthread_cond_t creates_cond; /* creates_lock: creates fell to 0 */
+	uint64_t creates;       /* creates_lock */
+	/* -o commit=async (commit.h) */
+	struct qc_commit commit;
 };
 
 #define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)
 #define QC_READAHEAD_DEFAULT ((uint64_t)16 << 20)
 #define QC_STREAM_SIZE_MAX   ((uint64_t)1 << 30)
+
+/* The node table and the locks, before the session starts. */
+int qc_fs_init(struct qc_fs *fs);
 
 /*
  * Parses -o window= and -o readahead= (either may be NULL for the

@@ -22,16 +22,19 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <fuse_lowlevel.h>
 
 #include "bootstrap.h"
 #include "config.h"
+#include "commit.h"
 #include "conn.h"
 #include "dircache.h"
 #include "log.h"
 #include "node.h"
 #include "ops.h"
+#include "fs.h"
 #include "protocol.h"
 #include "transport.h"
 
@@ -131,6 +134,8 @@ static void usage(void)
 {
 	printf(
 "usage: qftfs [options] SOURCE MOUNTPOINT\n"
+"       qftfs --sync MOUNTPOINT   wait until everything written to the mount\n"
+"                                 is on the server's disk; report failures\n"
 "\n"
 "SOURCE is a local directory (./dir, /srv/data), or [user@]host:[dir] for a\n"
 "directory on another machine, reached with ssh (dir defaults to the remote\n"
@@ -158,9 +163,12 @@ static void usage(void)
 "    -o dircache=N          keep listings of at most N directory entries to\n"
 "                           answer lookups and listings locally (default:\n"
 "                           200000; 0: off)\n"
-"    -o commit=close|none   close() of a written file waits until the server\n"
+"    -o commit=close|none|async\n"
+"                           close() of a written file waits until the server\n"
 "                           has fdatasync'd it (close, default), or only until\n"
-"                           it has written it (none)\n"
+"                           it has written it (none); async: close() returns\n"
+"                           at once, errors come from `qftfs --sync` and the\n"
+"                           unmount\n"
 "    -o window=SIZE         unacknowledged write data per open file\n"
 "                           (K/M/G suffixes; default 16M, 0: synchronous)\n"
 "    -o readahead=SIZE      read-ahead per sequentially read file\n"
@@ -624,6 +632,51 @@ static int start_remote(struct qc_fs *fs, struct remote_tr *rt,
 }
 
 /*
+ * commit=async: what the application was told is done must be on the
+ * server before the connection ends, and what failed must be said.
+ */
+static int drain(struct qc_fs *fs)
+{
+	char text[QFT_MAX_PATH + 256];
+	int r;
+
+	r = qc_commit_sync(fs, text, sizeof(text));
+	qc_commit_stop(fs);
+	if (r < 0)
+		qft_err("unmount: writes queued with commit=async failed: %s",
+			text);
+	return r;
+}
+
+/*
+ * `qftfs --sync MOUNTPOINT`: waits until everything written to the mount
+ * is on the server's disk and reports what failed since the last time.
+ * The kernel does not pass sync(2) or syncfs(2) on to a FUSE file
+ * system, so the mount answers an attribute of its root instead.
+ */
+static int sync_mount(const char *mnt)
+{
+	char text[QFT_MAX_PATH + 256];
+	ssize_t n;
+
+	n = getxattr(mnt, QC_COMMIT_SYNC_XATTR, text, sizeof(text) - 1);
+	if (n < 0) {
+		int e = errno;
+
+		fprintf(stderr, "qftfs: --sync %s: %s%s\n", mnt, strerror(e),
+			e == ENOTSUP || e == ENODATA || e == EOPNOTSUPP ?
+			" (not the root of a qftfs mount?)" : "");
+		return 1;
+	}
+	text[n] = '\0';
+	if (strncmp(text, "errors 0\n", 9) == 0)
+		return 0;
+	fprintf(stderr, "qftfs: %s: writes failed after close():\n%s", mnt,
+		text);
+	return 1;
+}
+
+/*
  * Ends the connection and what it runs over.  False when a reconnect
  * attempt would not stop in time and was left to the exiting process
  * (nothing it uses may be freed then).
@@ -665,6 +718,13 @@ int main(int argc, char *argv[])
 	/* A server that died must be an error code, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
 	qft_log_init("qftfs", QFT_LOG_INFO);
+	if (argc >= 2 && strcmp(argv[1], "--sync") == 0) {
+		if (argc != 3) {
+			fprintf(stderr, "usage: qftfs --sync MOUNTPOINT\n");
+			return EXIT_USAGE;
+		}
+		return sync_mount(argv[2]);
+	}
 
 	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1) {
 		fprintf(stderr, "Try 'qftfs --help' for more information.\n");
@@ -706,9 +766,10 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 	if (cl.commit && strcmp(cl.commit, "close") != 0 &&
-	    strcmp(cl.commit, "none") != 0) {
-		fprintf(stderr, "qftfs: invalid commit '%s': expected close "
-			"or none\n", cl.commit);
+	    strcmp(cl.commit, "none") != 0 &&
+	    strcmp(cl.commit, "async") != 0) {
+		fprintf(stderr, "qftfs: invalid commit '%s': expected close, "
+			"none or async\n", cl.commit);
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
@@ -717,6 +778,7 @@ int main(int argc, char *argv[])
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
+	fs.commit.on = cl.commit && strcmp(cl.commit, "async") == 0;
 	if (qc_fs_set_sizes(&fs, cl.window, cl.readahead) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
@@ -797,7 +859,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
 	}
-	if (qn_table_init(&fs.nodes) < 0) {
+	if (qc_fs_init(&fs) < 0) {
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
 	}
@@ -876,6 +938,11 @@ int main(int argc, char *argv[])
 	/* From here on the watchdog owns the transports. */
 	lt.first = NULL;
 	rt.first = NULL;
+	r = qc_commit_start(&fs);
+	if (r < 0) {
+		qft_err("cannot start the closer thread: %s", strerror(-r));
+		goto out_unmount;
+	}
 
 	r = run_loop(se, cl.single);
 	/* Its kernel notices need the session. */
@@ -885,6 +952,8 @@ int main(int argc, char *argv[])
 	ret = r < 0 || lost ? 1 : 0;
 	if (r < 0)
 		qft_err("session ended: %s", strerror(-r));
+	if (fs.commit.on && drain(&fs) < 0)
+		ret = 1;
 
 out_unmount:
 	fuse_session_unmount(se);

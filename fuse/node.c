@@ -281,6 +281,7 @@ static void set_attr_locked(struct qn_node *n, const struct qft_attr *a,
 	n->rino = a->ino;
 	n->rtype = a->mode & QFT_S_IFMT;
 	note_times_locked(n, a, known);
+	n->attr = *a;
 }
 
 /*
@@ -294,7 +295,10 @@ static struct qn_node *get_child(struct qn_table *t, struct qn_node *parent,
 	bool known;
 
 	n = find(t, parent, name);
-	if (n && (n->rino != a->ino || n->rtype != (a->mode & QFT_S_IFMT))) {
+	/* rino 0: a file this client created and whose CREATE is not
+	 * answered yet (qn_note_created), not another object. */
+	if (n && ((n->rino && n->rino != a->ino) ||
+		  n->rtype != (a->mode & QFT_S_IFMT))) {
 		/* A different object now has the name; the old node stays
 		 * with the kernel until it forgets it. */
 		detach(t, n);
@@ -458,6 +462,7 @@ void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 	struct qn_node *n;
 
 	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
 	n = find(t, parent, name);
 	if (n) {
 		parent->refs++;
@@ -494,6 +499,7 @@ void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 	struct qn_node *src, *dst;
 
 	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
 	/* Pin both directories: moving children out must not free them. */
 	parent->refs++;
 	newparent->refs++;
@@ -532,7 +538,150 @@ void qn_note_attr(struct qn_table *t, struct qn_node *n,
 	pthread_mutex_lock(&t->lock);
 	if (same)
 		*same = n->size == a->size && same_time(&n->mtime, &a->mtime);
+	/* Changed: the kernel drops the pages on the next open. */
+	if (n->size != a->size || !same_time(&n->mtime, &a->mtime))
+		n->paged = false;
 	note_times_locked(n, a, true);
+	if (!n->rino || n->rino == a->ino)
+		n->attr = *a;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
+		       const struct qft_attr *a, bool created)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	if (n && created && !n->rino) {
+		set_attr_locked(n, a, true);
+	} else if (n && !created) {
+		note_times_locked(n, a, true);
+		if (!n->rino || n->rino == a->ino)
+			n->attr = *a;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_unlink_node(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n, *parent;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	parent = n ? n->parent : NULL;
+	if (parent && n->hashed) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_note_created(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!n->rino)
+		set_attr_locked(n, a, true);
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&t->lock);
+	gen = n->attr_gen;
+	pthread_mutex_unlock(&t->lock);
+	return gen;
+}
+
+void qn_note_fresh(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *a, uint64_t gen, uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n->rino == a->ino && n->attr_gen == gen) {
+		note_times_locked(n, a, true);
+		n->attr = *a;
+		n->attr_until = until;
+		n->attr_ns = t->ns_gen;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_names_changed(struct qn_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_attr_stale(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->attr_gen++;
+	n->attr_until = 0;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
+		   struct qft_attr *out, double *left)
+{
+	bool fresh;
+
+	pthread_mutex_lock(&t->lock);
+	fresh = now < n->attr_until && n->attr_ns == t->ns_gen;
+	if (fresh) {
+		*out = n->attr;
+		*left = (double)(n->attr_until - now) / 1e9;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return fresh;
+}
+
+void qn_note_paged(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->paged = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_paged(struct qn_table *t, struct qn_node *n)
+{
+	bool paged;
+
+	pthread_mutex_lock(&t->lock);
+	paged = n->paged;
+	pthread_mutex_unlock(&t->lock);
+	return paged;
+}
+
+bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out)
+{
+	bool known;
+
+	pthread_mutex_lock(&t->lock);
+	known = n->attr.mode != 0;
+	*out = n->attr;
+	pthread_mutex_unlock(&t->lock);
+	return known;
+}
+
+void qn_unlink_node(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node *parent;
+
+	pthread_mutex_lock(&t->lock);
+	parent = n->parent;
+	if (parent && n->hashed) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -72,6 +72,21 @@ struct qn_node {
 	/* table lock: the newest changed_ns of a child freed since: what a
 	 * freed child's own stamp said is not forgotten with it */
 	uint64_t child_changed_ns;
+	/* table lock: all attributes last seen (mode 0: none yet); a node
+	 * made by a pipelined CREATE has predicted ones and rino 0 until
+	 * the server answers (qn_note_created) */
+	struct qft_attr attr;
+	/* table lock: CLOCK_MONOTONIC ns until which `attr` may answer a
+	 * getattr without asking (qn_note_fresh); 0 = not */
+	uint64_t attr_until;
+	/* table lock: bumped by every change sent that makes `attr` stale,
+	 * so an answer read around it is not taken as fresh */
+	uint64_t attr_gen;
+	uint64_t attr_ns;       /* table lock: ns_gen when attr_until was set */
+	/* table lock: a read of it was answered and its size and mtime did
+	 * not change since, so the kernel may hold its pages (an OPEN then
+	 * does not ask for the first data) */
+	bool paged;
 	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
 	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
 	uint64_t noxattr_until;
@@ -84,6 +99,10 @@ struct qn_table {
 	struct qn_node **buckets;  /* lock */
 	size_t nbuckets;        /* lock: a power of two */
 	size_t count;           /* lock: hashed nodes */
+	/* lock: bumped by every change of names (unlink, rename, link),
+	 * which can change the link count or ctime of any node: fresh
+	 * attributes (qn_note_fresh) are trusted only within one */
+	uint64_t ns_gen;
 };
 
 int qn_table_init(struct qn_table *t);
@@ -187,6 +206,54 @@ bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
 
 /* Stamps `n` as changed now (its attributes fetched before are stale). */
 void qn_touch(struct qn_table *t, struct qn_node *n);
+
+/*
+ * The server's attributes for a node made with predicted ones (rino 0) by
+ * a pipelined CREATE: from now on it is that inode.  A node that already
+ * knows its inode keeps it.
+ */
+void qn_note_created(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a);
+
+/*
+ * Freshness of a node's attributes for getattr.  qn_attr_gen before a
+ * request, qn_note_fresh with its answer: trusted until `until` unless a
+ * change went out meanwhile (qn_attr_stale, called before sending one).
+ */
+uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n);
+void qn_note_fresh(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *a, uint64_t gen, uint64_t until);
+void qn_attr_stale(struct qn_table *t, struct qn_node *n);
+/* A name was linked, unlinked or renamed: no attributes are fresh. */
+void qn_names_changed(struct qn_table *t);
+/* The attributes of `n` if still trusted at `now`, with the seconds left. */
+bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
+		   struct qft_attr *out, double *left);
+
+/*
+ * The same for the node of open file `f`, done under the table lock so
+ * that a release racing with a completion cannot free the node between
+ * finding and using it; nothing when f is detached already.  `created`:
+ * as qn_note_created, else qn_note_attr.
+ */
+void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
+		       const struct qft_attr *a, bool created);
+/* qn_unlink_node of f's node, if f is still attached. */
+void qn_file_unlink_node(struct qn_table *t, struct qn_file *f);
+
+/* The kernel got data of `n` (a read was answered), or whether it did. */
+void qn_note_paged(struct qn_table *t, struct qn_node *n);
+bool qn_paged(struct qn_table *t, struct qn_node *n);
+
+/* The attributes last seen of `n` into *out; false when none were. */
+bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out);
+
+/*
+ * Detaches `n` itself, if it still has a name (a pipelined CREATE that
+ * the server refused: the name the kernel was given does not exist).
+ * Unlike qn_remove, a node that took the name since is left alone.
+ */
+void qn_unlink_node(struct qn_table *t, struct qn_node *n);
 
 /* Open files: attach on open (refs = 1), detach on release. */
 void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,

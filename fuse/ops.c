@@ -67,6 +67,19 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
+/*
+ * Attributes the client predicts (file.h, "Pipelined steps"): the kernel
+ * may use them for this answer only and asks again next time, when the
+ * server's own may be known.
+ */
+static void reply_predicted(fuse_req_t req, const struct qft_attr *a)
+{
+	struct stat st;
+
+	qc_fs_attr_to_stat(a, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
 /* Answers a request that created or found `name` in `parent`. */
 static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 			const char *name, const struct qft_attr *a,
@@ -189,6 +202,8 @@ static void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	qft_msg_init(&m, QFT_OP_LSTAT, 0);
 	qc_set_str(&m.path, path);
+	/* A pipelined CREATE of the name must be seen (file.h). */
+	qc_file_settle(fs);
 	qc_dir_fetch_begin(fs, &fb);
 	sent = true;
 	r = qc_call(fs->conn, &m, &rep);
@@ -243,7 +258,26 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct qft_msg m;
 	int r;
 	uint64_t xgen;
+	struct qft_attr a;
+	double left;
 
+	if (qc_file_predicted(fs, qc_fs_node(fs, ino), &a)) {
+		/* Pipelined steps of an open file are not answered yet:
+		 * what they will have made, valid for no time at all. */
+		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
+		reply_predicted(req, &a);
+		return;
+	}
+	if (qn_fresh_attr(&fs->nodes, qc_fs_node(fs, ino), qc_now_ns(), &a,
+			  &left)) {
+		/* Told by the answer to a FLUSH, within attr_timeout. */
+		struct stat st;
+
+		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
+		qc_fs_attr_to_stat(&a, &st);
+		fuse_reply_attr(req, &st, left);
+		return;
+	}
 	if (fi) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 	} else {
@@ -279,6 +313,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	char path[QFT_MAX_PATH + 1] = "";
 	struct qc_file *borrowed = NULL, *hf;
 	struct qc_reply rep;
+	struct qft_attr a;
 	struct qft_msg m;
 	int r;
 	uint64_t xgen;
@@ -326,6 +361,21 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out_err;
 	}
 	hf = fi ? file_of(fi) : borrowed;
+	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
+		qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
+		/*
+		 * fchmod, fchown, futimens of an open file (cp -p, rsync,
+		 * tar): sent behind its other requests without waiting; a
+		 * refusal is reported by the next write, fsync or close.
+		 */
+		r = qc_file_step(fs, hf, &m, &a);
+		qc_file_put(fs, borrowed);
+		if (r < 0)
+			goto out_err;
+		qc_stat_inc(&fs->stats, QC_STAT_SETATTR_ASYNC);
+		reply_predicted(req, &a);
+		return;
+	}
 	if (hf && (m.valid & QFT_SET_SIZE)) {
 		/* A truncation through the handle is a change to make
 		 * durable like a write. */
@@ -333,6 +383,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	qc_set_str(&m.path, path);
 	xgen = qc_hint_xattr_gen(fs);
+	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 	if (hf)
 		r = qc_file_call(fs, hf, &m, &rep);
 	else
@@ -564,6 +615,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	 * kernel does not see the link count of the old one change: make it
 	 * ask again.  Attributes only, which takes no lock.
 	 */
+	qn_names_changed(&fs->nodes);
 	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	if (fs->se)
@@ -571,6 +623,27 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	return;
 out_err:
 	fuse_reply_err(req, -r);
+}
+
+/*
+ * How much of the file an OPEN asks for (QC_OPEN_DATA): the first bytes
+ * come with the answer, so reading a small file costs no round trip of
+ * its own.  Nothing for a file opened to write only or truncate, and
+ * nothing when the kernel may hold its pages already (it would not read
+ * them again); for a file known to be small, its size and one byte more,
+ * so that the answer also says where it ends.
+ */
+static uint64_t open_data_length(struct qc_fs *fs, struct qn_node *n,
+				 int flags)
+{
+	struct qft_attr a;
+
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) ||
+	    fs->readahead == 0 || qn_paged(&fs->nodes, n))
+		return 0;
+	if (qn_get_attr(&fs->nodes, n, &a) && a.size < QC_OPEN_DATA)
+		return a.size + 1;
+	return QC_OPEN_DATA;
 }
 
 static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -594,6 +667,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = handle;
 	qc_set_str(&m.path, path);
 	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
+	m.length = open_data_length(fs, qc_fs_node(fs, ino), fi->flags);
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
 	if (m.opflags & QFT_O_TRUNC)
@@ -618,6 +692,8 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * otherwise the kernel drops them on this open.
 	 */
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, &same);
+	if (rep.msg.opflags & QFT_OPEN_DATA)
+		qc_ra_prime(fs, f, (uint32_t)m.length, &rep);
 	qc_reply_free(&rep);
 	fi->keep_cache = same;
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
@@ -635,6 +711,109 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * The attributes a file created by `m` in `parent` will have: the mode
+ * asked for (the kernel applied the umask, the server applies none), the
+ * server's user, and its group or, in a set-group-ID directory, the
+ * directory's.  False when that cannot be known.  Anything the server
+ * does otherwise (a default ACL, a grpid mount) is seen as soon as the
+ * kernel asks again, since predictions are given a validity of 0.
+ */
+static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
+			   const struct qft_msg *m, struct qft_attr *a)
+{
+	struct qft_attr pa;
+	struct timespec ts;
+	uint32_t uid, gid;
+
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
+	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR)
+		return false;
+	memset(a, 0, sizeof(*a));
+	a->mode = QFT_S_IFREG | m->mode;
+	a->nlink = 1;
+	a->uid = uid;
+	a->gid = (pa.mode & S_ISGID) ? pa.gid : gid;
+	a->blksize = pa.blksize;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	a->atime.sec = a->mtime.sec = a->ctime.sec = ts.tv_sec;
+	a->atime.nsec = a->mtime.nsec = a->ctime.nsec = (uint32_t)ts.tv_nsec;
+	return true;
+}
+
+/*
+ * Whether a create may be answered before the server did.  Without
+ * O_EXCL it may: the kernel asks only for a name it found missing, and
+ * were it there after all, the server opens it as an OPEN would have,
+ * with any error reported by the next write, fsync or close.  With
+ * O_EXCL the answer "created" must never be given for a name that
+ * exists, so only when the server holds a lease on the directory and
+ * the name is absent from it.  -o window=0 asks for synchronous writes,
+ * and gets synchronous creates too.
+ */
+static bool create_may_pipeline(struct qc_fs *fs, struct qn_node *parent,
+				const char *name, int flags)
+{
+	if (fs->window == 0)
+		return false;
+	if (flags & O_EXCL)
+		return qc_dir_leased_absent(fs, parent, name);
+	return true;
+}
+
+/* A create answered at once; the CREATE goes out behind it (file.h,
+ * "Pipelined steps"). */
+static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
+			     fuse_ino_t parent, const char *name,
+			     struct qft_msg *m, const struct qft_attr *a,
+			     struct fuse_file_info *fi)
+{
+	uint64_t cgen = qc_hint_caps_gen(fs), start = qc_now_ns();
+	struct fuse_entry_param e;
+	struct qc_file *f;
+	struct qn_node *n;
+	uint64_t handle, gen;
+	int r;
+
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	f->gen = gen;
+	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, a);
+	if (!n) {
+		qc_handle_free(fs->conn, gen, handle);
+		qc_file_free(f);
+		r = -ENOMEM;
+		goto out_err;
+	}
+	qn_file_attach(&fs->nodes, n, &f->nf, handle);
+	/* A file just made has no capability: the kernel's check before
+	 * every write(2) is answered here, not after the CREATE's reply. */
+	qc_hint_nocap_note(fs, n, cgen, start);
+	r = qc_file_step(fs, f, m, a);
+	if (r < 0) {
+		qn_forget(&fs->nodes, n, 1);
+		qn_unlink_node(&fs->nodes, n);
+		qc_file_release(fs, f);
+		goto out_err;
+	}
+	qc_stat_inc(&fs->stats, QC_STAT_CREATE_ASYNC);
+	/* The directory's listing has it, with an inode once answered. */
+	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, a);
+	qc_fs_fill_entry(fs, &e, n, a);
+	e.attr_timeout = 0;
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		/* The kernel will neither release the file nor forget it. */
+		qn_forget(&fs->nodes, n, 1);
+		qc_file_release(fs, f);
+	}
+	return;
+out_err:
+	fuse_reply_err(req, -r);
+}
+
 static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -642,6 +821,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char path[QFT_MAX_PATH + 1];
 	struct fuse_entry_param e;
 	struct qc_reply rep;
+	struct qft_attr a;
 	struct qc_file *f;
 	struct qn_node *n;
 	struct qft_msg m;
@@ -651,15 +831,20 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((r = check_name(name)) < 0 ||
 	    (r = node_path(fs, parent, NULL, path)) < 0)
 		goto out_err;
-	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
-	if (r < 0)
-		goto out_err;
 	qft_msg_init(&m, QFT_OP_CREATE, 0);
-	m.handle = handle;
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
 	m.opflags = qft_oflags_from_host(fi->flags & ~O_CREAT);
 	m.mode = mode & 07777;
+	if (create_may_pipeline(fs, qc_fs_node(fs, parent), name, fi->flags) &&
+	    predict_create(fs, qc_fs_node(fs, parent), &m, &a)) {
+		create_pipelined(req, fs, parent, name, &m, &a, fi);
+		return;
+	}
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	m.handle = handle;
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r < 0) {
 		qc_handle_free(fs->conn, gen, handle);
@@ -699,6 +884,10 @@ out_err:
 static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	struct qc_fs *fs = fs_of(req);
+
+	/* From now on the kernel may have the pages (open_data_length). */
+	qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
 	qc_ra_read(req, fs_of(req), file_of(fi), size, off);
 }
 
@@ -840,6 +1029,53 @@ static void qc_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* The mount's counters (stats.h) as the value of QC_STATS_XATTR. */
+static void reply_stats(fuse_req_t req, struct qc_fs *fs, size_t size)
+{
+	size_t len = qc_stats_format(&fs->stats, fs->conn, NULL, 0);
+	char *buf;
+
+	if (size == 0) {
+		fuse_reply_xattr(req, len);
+		return;
+	}
+	if (size < len) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	buf = malloc(len + 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	len = qc_stats_format(&fs->stats, fs->conn, buf, len + 1);
+	fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+/* `qftfs --sync` (commit.h): waits, then the report as the value. */
+static void reply_sync(fuse_req_t req, struct qc_fs *fs, size_t size)
+{
+	char text[QFT_MAX_PATH + 256];
+	size_t len;
+
+	qc_commit_sync(fs, text, sizeof(text));
+	len = strlen(text);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+}
+
+/* Whether `name` of `ino` is the client's own, not the server's to set. */
+static bool is_own_xattr(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && (strcmp(name, QC_STATS_XATTR) == 0 ||
+				       strcmp(name, QC_COMMIT_SYNC_XATTR) == 0);
+}
+
 static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -851,6 +1087,10 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int r;
 
 	qft_msg_init(&m, QFT_OP_SETXATTR, 0);
+	if (is_own_xattr(ino, name)) {
+		r = -EPERM;
+		goto out;
+	}
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
 		r = -EINVAL;
 		goto out;
@@ -874,6 +1114,7 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	qc_set_str(&m.xname, name);
 	m.data.p = (const uint8_t *)value;
 	m.data.len = (uint32_t)size;
+	qc_file_settle(fs);
 	/* The listing's hint first, then the generation (hints.h). */
 	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	caps = qc_hint_xattr_begin(fs, name);
@@ -933,11 +1174,19 @@ static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ERANGE);
 		return;
 	}
+	if (is_own_xattr(ino, name)) {
+		if (strcmp(name, QC_COMMIT_SYNC_XATTR) == 0)
+			reply_sync(req, fs, size);
+		else
+			reply_stats(req, fs, size);
+		return;
+	}
 	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
 	    qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
 	qc_set_str(&m.xname, name);
 	if (xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE) == -ENODATA &&
@@ -958,6 +1207,7 @@ static void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_LISTXATTR, 0);
 	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
 }
@@ -971,6 +1221,10 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	bool caps;
 	int r;
 
+	if (is_own_xattr(ino, name)) {
+		r = -EPERM;
+		goto out;
+	}
 	if (strlen(name) > QFT_MAX_XATTR_NAME) {
 		r = -ERANGE;
 		goto out;
@@ -978,6 +1232,7 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out;
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_REMOVEXATTR, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.xname, name);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "conn.h"
 #include "file.h"
@@ -260,6 +261,42 @@ void qc_ra_complete(struct qc_ra_chunk *c, int err, struct qc_reply *rep)
 	atomic_fetch_sub(&f->fs->ra_bytes, c->charged - c->got);
 	c->charged = c->got;
 	ra_chunk_maybe_free(c);
+}
+
+void qc_ra_prime(struct qc_fs *fs, struct qc_file *f, uint32_t asked,
+		 struct qc_reply *rep)
+{
+	uint32_t got = rep->msg.data.len;
+	struct qc_ra_chunk *c;
+
+	if (got > asked) {
+		/* More than asked for is a broken server, not data. */
+		qft_err("server sent %u bytes of a file with an OPEN that "
+			"asked for %u; reading them again", got, asked);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->f = f;
+	c->len = asked;
+	c->got = got;
+	c->charged = got;
+	c->listed = true;
+	c->done = true;
+	c->rep = *rep;
+	memset(rep, 0, sizeof(*rep));
+	atomic_fetch_add(&fs->ra_bytes, got);
+	pthread_mutex_lock(&f->lock);
+	f->ra.head = f->ra.tail = c;
+	f->ra.on = true;
+	f->ra.eof = got < asked;
+	f->ra.end = asked;
+	f->ra.pos = 0;
+	f->ra.eaten = 0;
+	if (f->ra.credit > fs->readahead)
+		f->ra.credit = fs->readahead;
+	pthread_mutex_unlock(&f->lock);
 }
 
 static void ra_done(void *ctx, int err, struct qc_reply *rep)
@@ -519,6 +556,19 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 	while (qc_wb_must_wait(&f->wb, fs->window, len))
 		pthread_cond_wait(&f->cond, &f->lock);
 	r = qc_wb_account(f, len);
+	if (r == 0 && (uint64_t)off + len > f->wend)
+		f->wend = (uint64_t)off + len;
+	if (r == 0 && f->predicted) {
+		/* What the kernel is told once these WRITEs are answered and
+		 * pipelined steps are still out (file.h). */
+		struct timespec ts;
+
+		if ((uint64_t)off + len > f->attr.size)
+			f->attr.size = (uint64_t)off + len;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		f->attr.mtime.sec = f->attr.ctime.sec = ts.tv_sec;
+		f->attr.mtime.nsec = f->attr.ctime.nsec = (uint32_t)ts.tv_nsec;
+	}
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0) {
 		/* Data already lost on this handle: no later write may look
@@ -527,6 +577,8 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 		return r;
 	}
 
+	/* Size and mtime change: no getattr may be answered from before. */
+	qn_attr_stale(&fs->nodes, qn_file_node(&fs->nodes, &f->nf));
 	qft_msg_init(&m, QFT_OP_WRITE, 0);
 	m.handle = handle;
 	m.offset = (uint64_t)off;

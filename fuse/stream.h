@@ -119,6 +119,15 @@ void qc_ra_unpin(struct qc_ra_chunk **pinned, int npin);
  * ahead next time if data was thrown away unread. */
 void qc_ra_drop(struct qc_file *f);
 
+/*
+ * Starts f's read-ahead stream with the first `asked` bytes of the file
+ * that OPEN returned in `rep` (moved out of it), so that reading a small
+ * file costs no round trip after the open.  f is not shared yet.
+ */
+#define QC_OPEN_DATA ((uint32_t)128 << 10)
+void qc_ra_prime(struct qc_fs *fs, struct qc_file *f, uint32_t asked,
+		 struct qc_reply *rep);
+
 /* Sending; no lock held. */
 void qc_ra_send(struct qc_fs *fs, uint64_t gen, uint64_t handle,
 		struct qc_ra_chunk *c);

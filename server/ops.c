@@ -940,6 +940,25 @@ static int op_statfs(struct srv *s, const struct qft_msg *req,
 	return r;
 }
 
+/*
+ * `qftfs --sync` and the unmount of a commit=async mount: everything
+ * written through this server made durable at once, instead of an
+ * fdatasync per file.  syncfs(2) needs a descriptor that is not O_PATH.
+ */
+static int op_syncfs(struct srv *s, const struct qft_msg *req,
+		     struct qft_msg *rep)
+{
+	int fd, r = 0;
+
+	fd = openat(s->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (syncfs(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
 static int op_fallocate(struct srv *s, const struct qft_msg *req,
 			struct qft_msg *rep)
 {
@@ -1174,6 +1193,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_PING]        = op_ping,
 	[QFT_OP_SCAN]        = op_scan,
 	[QFT_OP_UNWATCH]     = op_unwatch,
+	[QFT_OP_SYNCFS]      = op_syncfs,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)

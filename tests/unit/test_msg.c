@@ -2565,6 +2565,39 @@ static void test_notify_codec(void)
 	check_ctx("%s", "");
 }
 
+/* SYNCFS: no fields either way; any byte after the header is garbage. */
+static void test_syncfs_codec(void)
+{
+	struct qft_msg m, got;
+	uint8_t *copy;
+	struct qbuf b;
+
+	check_ctx("SYNCFS request");
+	qft_msg_init(&m, QFT_OP_SYNCFS, 91);
+	CHECK_EQ(roundtrip(&m), 0);
+	keep_frame(&m, "request");
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, &m), 0);
+	CHECK_EQ(b.len, QFT_HDR_SIZE);
+	CHECK(strcmp(qft_op_name(QFT_OP_SYNCFS), "SYNCFS") == 0);
+	/* One byte more, with the length saying so: trailing garbage. */
+	CHECK_EQ(qbuf_put_u8(&b, 0), 0);
+	b.data[3] = 1;
+	copy = dup_exact(b.data, b.len);
+	CHECK_EQ(qft_msg_decode(&got, copy, b.len), -EBADMSG);
+	free(copy);
+	qbuf_free(&b);
+
+	check_ctx("SYNCFS reply");
+	qft_msg_init_reply(&got, &m);
+	CHECK_EQ(roundtrip(&got), 0);
+	keep_frame(&got, "reply");
+	got.status = QFT_EIO;
+	got.errmsg = S("syncfs: Input/output error");
+	CHECK_EQ(roundtrip(&got), 0);
+	check_ctx("%s", "");
+}
+
 static void test_unwatch_codec(void)
 {
 	struct qft_msg m, got;
@@ -2720,6 +2753,7 @@ int main(void)
 	test_golden();
 	test_notify_codec();
 	test_unwatch_codec();
+	test_syncfs_codec();
 	test_readdir_watch_flags();
 	test_truncation();
 	test_header();

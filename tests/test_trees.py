@@ -1,0 +1,408 @@
+# SPDX-License-Identifier: MIT
+"""Trees of small files: round trips per file, and the error rule.
+
+Round trips are counted, not timed: the client's `user.qftfs.stats`
+attribute of the mount root says how many requests a FUSE thread waited
+for (`requests_waited`, one round trip on the application's path each).
+A tree copied onto the mount must cost about one wait per file in the
+default mode (the durable close), not one per system call.
+
+Whatever the client answers before the server did, an error of that step
+must still reach the application with its real errno, at the latest at
+that file's close(), and nothing may be reported as done that is not.
+"""
+
+import errno
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import util
+
+P = os.path.join
+SETPRIV = 'setpriv --reuid=65534 --regid=65534 --clear-groups'
+
+
+def stats(mnt):
+    """The mount's counters as a dict."""
+    text = os.getxattr(mnt, 'user.qftfs.stats').decode()
+    out = {}
+    for line in text.splitlines():
+        name, value = line.split()
+        out[name] = int(value)
+    return out
+
+
+def delta(before, after):
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def make_tree(root, dirs=3, files=20, size=300):
+    """dirs directories of `files` small files each, plus a symlink each."""
+    os.makedirs(root)
+    n = 0
+    for d in range(dirs):
+        sub = P(root, 'd%02d' % d)
+        os.mkdir(sub)
+        for i in range(files):
+            with open(P(sub, 'f%03d.h' % i), 'wb') as f:
+                f.write(os.urandom(size + i))
+            n += 1
+        os.symlink('f000.h', P(sub, 'link'))
+    return n
+
+
+def _diff(a, b):
+    r = util.run(['diff', '-r', '--no-dereference', a, b], timeout=300)
+    assert r.returncode == 0, 'diff -r %s %s:\n%s%s' % (
+        a, b, r.stdout[-3000:], r.stderr[-2000:])
+
+
+def _same_metadata(a, b):
+    r = util.run(['rsync', '-a', '--dry-run', '--itemize-changes', '--delete',
+                  a.rstrip('/') + '/', b.rstrip('/') + '/'], timeout=300)
+    assert r.returncode == 0, r.stderr
+    changes = [l for l in r.stdout.splitlines() if l.strip()]
+    assert not changes, 'metadata differs between %s and %s:\n%s' % (
+        a, b, '\n'.join(changes[:40]))
+
+
+def test_stats_attribute_is_not_listed(mount):
+    src, mnt = mount
+    s = stats(mnt)
+    assert 'requests_waited' in s and 'creates_pipelined' in s
+    # Copying the mount root with its xattrs must not copy the counters.
+    assert 'user.qftfs.stats' not in os.listxattr(mnt)
+    with pytest.raises(OSError) as e:
+        os.setxattr(mnt, 'user.qftfs.stats', b'1')
+    assert e.value.errno in (errno.EPERM, errno.EACCES, errno.ENOTSUP)
+    assert not os.listxattr(src)
+
+
+def test_cp_r_waits_about_once_per_file(mount, tmp_path):
+    src, mnt = mount
+    tree = str(tmp_path / 'tree')
+    nfiles = make_tree(tree, dirs=3, files=30)
+    ndirs = 4
+    before = stats(mnt)
+    util.run(['cp', '-r', tree, P(mnt, 'copy')], check=True, timeout=120)
+    d = delta(before, stats(mnt))
+    _diff(tree, P(src, 'copy'))
+    # One wait per file (its durable close), a few per directory.
+    budget = nfiles + 4 * ndirs + 10
+    assert d['requests_waited'] <= budget, \
+        'cp -r of %d files waited %d times (budget %d): %r' % (
+            nfiles, d['requests_waited'], budget, d)
+    assert d['creates_pipelined'] >= nfiles - 3 * ndirs, d
+
+
+def test_rsync_waits_few_times_per_file(mount, tmp_path):
+    src, mnt = mount
+    tree = str(tmp_path / 'tree')
+    nfiles = make_tree(tree, dirs=2, files=30)
+    before = stats(mnt)
+    util.run(['rsync', '-a', tree + '/', P(mnt, 'copy') + '/'], check=True,
+             timeout=120)
+    d = delta(before, stats(mnt))
+    _diff(tree, P(src, 'copy'))
+    _same_metadata(tree, P(src, 'copy'))
+    budget = 6 * nfiles + 20
+    assert d['requests_waited'] <= budget, \
+        'rsync of %d files waited %d times (budget %d): %r' % (
+            nfiles, d['requests_waited'], budget, d)
+
+
+def test_cp_r_off_the_mount_waits_once_per_file(mount, tmp_path):
+    """Reading a tree: names and attributes come in a few listings, and
+    each small file's data with its OPEN."""
+    src, mnt = mount
+    nfiles = make_tree(P(src, 'tree'), dirs=3, files=30)
+    ndirs = 4
+    before = stats(mnt)
+    util.run(['cp', '-r', P(mnt, 'tree'), str(tmp_path / 'off')], check=True,
+             timeout=120)
+    d = delta(before, stats(mnt))
+    _diff(P(src, 'tree'), str(tmp_path / 'off'))
+    budget = nfiles + 4 * ndirs + 10
+    assert d['requests_waited'] <= budget, \
+        'cp -r off the mount of %d files waited %d times (budget %d): %r' % (
+            nfiles, d['requests_waited'], budget, d)
+
+
+def test_written_file_reads_back_with_its_attributes(mount):
+    """Attributes answered before the CREATE's reply are replaced by the
+    server's own: inode, owner and size are the backing file's."""
+    src, mnt = mount
+    for i in range(20):
+        p = P(mnt, 'n%02d' % i)
+        with open(p, 'wb') as f:
+            f.write(b'x' * i)
+            st = os.fstat(f.fileno())
+            assert st.st_mode & 0o170000 == 0o100000
+        a, b = os.stat(p), os.stat(P(src, 'n%02d' % i))
+        assert util.same_stat(a, b, ('st_mode', 'st_uid', 'st_gid',
+                                     'st_size', 'st_ino', 'st_nlink')) == {}
+        with open(p, 'rb') as f:
+            assert f.read() == b'x' * i
+
+
+def test_create_in_unwritable_dir_fails_by_close(mounter, wtmp, need_root):
+    """The server runs as nobody and may not write in `ro`: the EACCES of
+    the pipelined CREATE reaches open() or, at the latest, close(); the
+    file never appears."""
+    if not os.path.exists('/usr/bin/setpriv'):
+        pytest.skip('setpriv (util-linux) is missing')
+    src = P(wtmp, 'src')
+    os.mkdir(src)
+    os.chmod(src, 0o777)
+    os.mkdir(P(src, 'ro'))
+    os.chmod(P(src, 'ro'), 0o555)
+    m = mounter(src=src, mnt=P(wtmp, 'mnt'), server_wrapper=SETPRIV)
+    mnt = m.mnt
+    for flags in (os.O_WRONLY | os.O_CREAT,
+                  os.O_WRONLY | os.O_CREAT | os.O_EXCL):
+        err = None
+        try:
+            fd = os.open(P(mnt, 'ro', 'f'), flags, 0o644)
+            try:
+                os.write(fd, b'data')
+            except OSError as e:
+                err = e
+            finally:
+                try:
+                    os.close(fd)
+                except OSError as e:
+                    err = err or e
+        except OSError as e:
+            err = e
+        assert err is not None, 'create in an unwritable directory succeeded'
+        assert err.errno == errno.EACCES, err
+        assert not os.path.exists(P(src, 'ro', 'f'))
+        assert not os.path.exists(P(mnt, 'ro', 'f'))
+
+
+def test_fchown_refused_fails_by_close(mounter, wtmp, need_root):
+    """A pipelined fchown that the server refuses (it runs as nobody)
+    fails fchown() or close() with EPERM, never silently."""
+    if not os.path.exists('/usr/bin/setpriv'):
+        pytest.skip('setpriv (util-linux) is missing')
+    src = P(wtmp, 'src')
+    os.mkdir(src)
+    os.chmod(src, 0o777)
+    m = mounter(src=src, mnt=P(wtmp, 'mnt'), server_wrapper=SETPRIV)
+    err = None
+    fd = os.open(P(m.mnt, 'f'), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b'x' * 100)
+        os.fchown(fd, 0, 0)
+    except OSError as e:
+        err = e
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            err = err or e
+    assert err is not None and err.errno == errno.EPERM, err
+    st = os.stat(P(src, 'f'))
+    assert st.st_uid == 65534
+
+
+def test_excl_create_of_name_made_behind_the_clients_back(mount):
+    """The name appears on the server after the client listed the
+    directory: O_EXCL must not succeed -- open() or close() fails with
+    EEXIST, and the server's file is untouched."""
+    src, mnt = mount
+    os.mkdir(P(mnt, 'd'))
+    os.listdir(P(mnt, 'd'))
+    with open(P(src, 'd', 'lock'), 'wb') as f:
+        f.write(b'theirs')
+    err = None
+    try:
+        fd = os.open(P(mnt, 'd', 'lock'), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     0o644)
+        try:
+            os.write(fd, b'mine')
+        except OSError as e:
+            err = e
+        finally:
+            try:
+                os.close(fd)
+            except OSError as e:
+                err = err or e
+    except OSError as e:
+        err = e
+    assert err is not None and err.errno == errno.EEXIST, err
+    with open(P(src, 'd', 'lock'), 'rb') as f:
+        assert f.read() == b'theirs'
+
+
+def test_enospc_in_the_middle_of_a_tree(mounter, tmp_path, need_root):
+    """cp -r onto a small tmpfs: the copy fails with "No space left on
+    device" and every file that cp reported as done is complete."""
+    src = str(tmp_path / 'small')
+    os.mkdir(src)
+    r = util.run(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', src])
+    if r.returncode != 0:
+        pytest.skip('cannot mount a tmpfs: ' + r.stderr.strip())
+    try:
+        m = mounter(src=src)
+        tree = str(tmp_path / 'tree')
+        os.makedirs(tree)
+        for i in range(40):
+            with open(P(tree, 'f%02d' % i), 'wb') as f:
+                f.write(os.urandom(100 * 1024))
+        r = util.run(['cp', '-r', tree, P(m.mnt, 'copy')], timeout=120)
+        assert r.returncode != 0, 'cp onto a full disk succeeded'
+        assert 'No space left on device' in r.stderr, r.stderr
+        # cp stops at the first failed file; those before it are whole.
+        failed = [l for l in r.stderr.splitlines() if 'No space' in l]
+        for name in sorted(os.listdir(P(src, 'copy'))):
+            if any(name in l for l in failed):
+                continue
+            with open(P(src, 'copy', name), 'rb') as a, \
+                    open(P(tree, name), 'rb') as b:
+                if a.read() != b.read():
+                    # Only the file cp was writing when it failed may be
+                    # short, and cp must have said so.
+                    assert any(name in l for l in r.stderr.splitlines()), \
+                        '%s is incomplete but cp did not report it' % name
+        m.stop()
+    finally:
+        util.run(['umount', '-l', src])
+
+
+def test_rename_onto_nonempty_directory(mount):
+    src, mnt = mount
+    os.makedirs(P(mnt, 'a'))
+    os.makedirs(P(mnt, 'b', 'x'))
+    with pytest.raises(OSError) as e:
+        os.rename(P(mnt, 'a'), P(mnt, 'b'))
+    assert e.value.errno in (errno.ENOTEMPTY, errno.EEXIST)
+    assert os.path.isdir(P(src, 'a')) and os.path.isdir(P(src, 'b', 'x'))
+
+
+@pytest.mark.parametrize('tool', ['cp -a', 'rsync -a', 'tar'])
+def test_tools_copy_tree_exactly(mount, tmp_path, tool):
+    src, mnt = mount
+    tree = str(tmp_path / 'tree')
+    make_tree(tree, dirs=4, files=25)
+    dst = P(mnt, 'copy')
+    if tool == 'cp -a':
+        util.run(['cp', '-a', tree, dst], check=True, timeout=120)
+    elif tool == 'rsync -a':
+        util.run(['rsync', '-a', tree + '/', dst + '/'], check=True,
+                 timeout=120)
+    else:
+        os.mkdir(dst)
+        util.sh('tar -C %s -cf - . | tar -C %s -xpf -' % (tree, dst),
+                check=True, timeout=120)
+    _diff(tree, dst)
+    _diff(tree, P(src, 'copy'))
+    _same_metadata(tree, P(src, 'copy'))
+
+
+def test_git_clone_and_status(mount, tmp_path):
+    if shutil.which('git') is None:
+        pytest.skip('git is missing')
+    src, mnt = mount
+    repo = str(tmp_path / 'repo')
+    make_tree(repo, dirs=3, files=10)
+    env = dict(os.environ, GIT_AUTHOR_NAME='t', GIT_AUTHOR_EMAIL='t@t',
+               GIT_COMMITTER_NAME='t', GIT_COMMITTER_EMAIL='t@t')
+    for cmd in (['git', 'init', '-q'], ['git', 'add', '-A'],
+                ['git', 'commit', '-qm', 'tree']):
+        util.run(cmd, cwd=repo, env=env, check=True)
+    util.run(['git', 'clone', '-q', repo, P(mnt, 'clone')], check=True,
+             timeout=120, env=env)
+    r = util.run(['git', 'status', '--porcelain'], cwd=P(mnt, 'clone'),
+                 check=True, env=env)
+    assert r.stdout == '', r.stdout
+    r = util.run(['git', 'fsck', '--no-progress'], cwd=P(src, 'clone'),
+                 env=env)
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------------------
+# -o commit=async: close() returns at once; `qftfs --sync` and the unmount
+# wait for everything and report what failed.
+
+def qftfs_sync(m):
+    return util.run([util.client_bin(m.build), '--sync', m.mnt], timeout=120)
+
+
+def test_async_cp_r_then_sync(mounter, tmp_path):
+    m = mounter(opts=['commit=async'])
+    src, mnt = m
+    tree = str(tmp_path / 'tree')
+    nfiles = make_tree(tree, dirs=3, files=30)
+    before = stats(mnt)
+    util.run(['cp', '-r', tree, P(mnt, 'copy')], check=True, timeout=120)
+    d = delta(before, stats(mnt))
+    r = qftfs_sync(m)
+    assert r.returncode == 0, r.stderr
+    _diff(tree, P(src, 'copy'))
+    # Closes do not wait: what is left is per directory, not per file.
+    assert d['closes_waited'] == 0, d
+    assert d['requests_waited'] <= nfiles // 2 + 30, d
+
+
+def test_async_rsync_keeps_times_and_modes(mounter, tmp_path):
+    """rsync sets times and modes right after close(): behind the file's
+    data on the server, never before it (a WRITE executed after the
+    utimes would change the mtime)."""
+    m = mounter(opts=['commit=async'])
+    src, mnt = m
+    tree = str(tmp_path / 'tree')
+    make_tree(tree, dirs=2, files=25, size=200 * 1024)
+    util.run(['rsync', '-a', tree + '/', P(mnt, 'copy') + '/'], check=True,
+             timeout=300)
+    r = qftfs_sync(m)
+    assert r.returncode == 0, r.stderr
+    _diff(tree, P(src, 'copy'))
+    _same_metadata(tree, P(src, 'copy'))
+
+
+def test_async_enospc_is_reported(mounter, tmp_path, need_root):
+    """Data that does not fit is never reported as done: the write, the
+    close, or `qftfs --sync` fails with ENOSPC, and --sync names the
+    file."""
+    src = str(tmp_path / 'small')
+    os.mkdir(src)
+    r = util.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', src])
+    if r.returncode != 0:
+        pytest.skip('cannot mount a tmpfs: ' + r.stderr.strip())
+    try:
+        m = mounter(src=src, opts=['commit=async'])
+        err = None
+        try:
+            with open(P(m.mnt, 'big'), 'wb') as f:
+                for _ in range(4):
+                    f.write(os.urandom(512 * 1024))
+        except OSError as e:
+            err = e
+        r = qftfs_sync(m)
+        if err is None:
+            assert r.returncode == 1, 'ENOSPC was lost: ' + r.stderr
+            assert 'No space left on device' in r.stderr, r.stderr
+            assert '/big' in r.stderr, r.stderr
+        else:
+            assert err.errno == errno.ENOSPC, err
+        # Reported once: the next --sync has nothing new to say.
+        assert qftfs_sync(m).returncode == 0
+        m.stop()
+    finally:
+        util.run(['umount', '-l', src])
+
+
+def test_sync_on_default_mount_and_usage(mount):
+    src, mnt = mount
+    with open(P(mnt, 'f'), 'wb') as f:
+        f.write(b'x')
+    r = qftfs_sync(mount)
+    assert r.returncode == 0, r.stderr
+    r = util.run([util.client_bin(mount.build), '--sync'])
+    assert r.returncode == 2 and 'usage' in r.stderr
+    r = util.run([util.client_bin(mount.build), '--sync', src])
+    assert r.returncode == 1 and 'not the root of a qftfs mount' in r.stderr
