@@ -567,3 +567,38 @@ def test_reconnect_drops_leases(mounter):
             return False
     assert _wait_for(seen, 30, step=0.2), sorted(os.listdir(mnt))
     _same_listing(mnt, src)
+
+
+def test_pipelined_creates_enter_the_listing(mounter):
+    """Files created through the mount (pipelined CREATEs answered before
+    the server) are in the directory's listing at once, with the server's
+    attributes once it answered; O_EXCL holds."""
+    m = _debug_mount(mounter, opts=LONG)
+    src, mnt = m
+    os.mkdir(P(mnt, 'd'))
+    assert os.listdir(P(mnt, 'd')) == []
+    time.sleep(0.2)                     # its lease
+    names = ['f%02d' % i for i in range(20)]
+    for i, n in enumerate(names):
+        with open(P(mnt, 'd', n), 'w') as f:
+            f.write('z' * i)
+    assert sorted(os.listdir(P(mnt, 'd'))) == names
+    _same_listing(P(mnt, 'd'), P(src, 'd'))
+    fd = os.open(P(mnt, 'd', 'excl'), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    os.close(fd)
+    with pytest.raises(FileExistsError):
+        os.open(P(mnt, 'd', 'excl'), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    with pytest.raises(FileExistsError):
+        os.open(P(mnt, 'd', 'f00'), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    _same_listing(P(mnt, 'd'), P(src, 'd'))
+    # A refused create leaves no name behind.
+    os.chmod(P(src, 'd'), 0o500)
+    try:
+        if os.geteuid() != 0:
+            with pytest.raises(PermissionError):
+                with open(P(mnt, 'd', 'denied'), 'w') as f:
+                    f.write('x')
+            assert 'denied' not in os.listdir(P(mnt, 'd'))
+    finally:
+        os.chmod(P(src, 'd'), 0o755)
+    _same_listing(P(mnt, 'd'), P(src, 'd'))
