@@ -621,6 +621,15 @@ static struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
 	return l;
 }
 
+/* Until when the attributes of entry `e` of `l` are fresh (attr_ok). */
+static uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
+			   const struct dent *e)
+{
+	if (l->leased && (e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR)
+		return NEVER;
+	return e->fetched_ns + secs_ns(fs->attr_timeout);
+}
+
 /*
  * Whether the attributes of entry `e` of `l` can be answered now: fresh
  * enough (attr_timeout, or a lease), not changed by this client since (a
@@ -636,7 +645,10 @@ static bool attr_ok(struct qc_fs *fs, const struct listing *l,
 	 * are names): only the server knows a hard-linked file's size. */
 	if ((e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR && e->attr.nlink > 1)
 		return false;
-	if (!l->leased && now >= e->fetched_ns + secs_ns(fs->attr_timeout))
+	/* A directory's mtime and link count change with what is made
+	 * inside it, which its parent's watch does not report: under a
+	 * lease too, only for attr_timeout. */
+	if (now >= attr_until(fs, l, e))
 		return false;
 	return qn_attr_trusted(&fs->nodes, l->dir, e->name, e->fetched_ns);
 }
@@ -874,6 +886,9 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		next = l->inext;
 		if (l->dino != dir_ino)
 			continue;
+		/* Its own mtime changed: its entry in its parent's listing
+		 * is asked for again. */
+		qn_touch(&fs->nodes, l->dir);
 		if (kind == QFT_NOTIFY_CHANGED && namelen) {
 			work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
 			(void)mark_stale(fs, l, name);
@@ -1049,9 +1064,7 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 			*entry_to = remaining(l->names_until, now,
 					      fs->entry_timeout);
 		if (attr_to)
-			*attr_to = remaining(l->leased ? NEVER :
-					     e->fetched_ns +
-					     secs_ns(fs->attr_timeout), now,
+			*attr_to = remaining(attr_until(fs, l, e), now,
 					     fs->attr_timeout);
 		/* Read with the attributes: a SETXATTR after this point
 		 * changes it, and the hint is then not taken. */
@@ -1567,8 +1580,7 @@ static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
 		se->type = e->attr.mode & QFT_S_IFMT;
 		se->attr = e->attr;
 		se->attr_ok = attr_ok(fs, l, e, now);
-		se->attr_until = l->leased ? NEVER :
-				 e->fetched_ns + secs_ns(fs->attr_timeout);
+		se->attr_until = attr_until(fs, l, e);
 	}
 	s->n = k;
 	l->walked_ns = now;
