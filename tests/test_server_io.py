@@ -239,6 +239,25 @@ def test_pipelined_writes_read_back(start, tmp_path):
         assert f.read() == bytes(model)
 
 
+def test_syncfs_after_pipelined_writes(start, tmp_path):
+    """SYNCFS (qftfs --sync, a commit=async unmount) is answered in order,
+    after the WRITEs and the FLUSH without fdatasync sent before it."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    srv = start(root)
+    _create(srv, 1, 'f')
+    data = _pattern(3, 3 * MiB // 2)
+    got = _pipeline(srv, [('WRITE', dict(handle=1, offset=0, data=data[:MiB])),
+                          ('WRITE', dict(handle=1, offset=MiB,
+                                         data=data[MiB:])),
+                          ('FLUSH', dict(handle=1, opflags=1)),
+                          ('SYNCFS', {})])
+    assert [r.status for r in got] == [0, 0, 0, 0], got
+    srv.call('CLOSE', handle=1)
+    with open(root / 'f', 'rb') as f:
+        assert f.read() == data
+
+
 def test_order_across_handles(start, tmp_path):
     """A READ through a second handle of the same file, sent right after a
     WRITE through the first, sees that write; a WRITE after a READ does

@@ -57,6 +57,7 @@ OPS = {
     'MKNOD': (27, ('path', 'name', 'mode', 'rdev'), ('attr',)),
     'PING': (28, (), ()),
     'SCAN': (29, ('handle', 'length', 'opflags'), ('opflags', 'data')),
+    'SYNCFS': (32, (), ()),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
