@@ -519,6 +519,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qft_msg_init(&m, op, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
+	qc_file_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
 		qc_dir_drop(fs, qc_fs_node(fs, parent));
@@ -568,6 +569,7 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m.name, name);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
+	qc_file_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
 		qc_dir_drop(fs, qc_fs_node(fs, parent));
@@ -602,6 +604,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
+	qc_file_settle(fs);
 	xgen = qc_hint_xattr_gen(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
