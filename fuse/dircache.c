@@ -252,13 +252,20 @@ static bool spoiled(const struct qc_dircache *dc, uint64_t seq,
 	return false;
 }
 
+/* The live link's generation; 0 when there is none, or no connection at
+ * all (the unit test drives the cache without one). */
+static uint64_t link_gen(struct qc_fs *fs)
+{
+	return fs->conn ? qc_conn_gen(fs->conn) : 0;
+}
+
 void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb)
 {
 	struct qc_dircache *dc = dc_of(fs);
 
 	fb->xgen = qc_hint_xattr_gen(fs);
 	fb->start_ns = qc_now_ns();
-	fb->gen = fs->conn ? qc_conn_gen(fs->conn) : 0;
+	fb->gen = link_gen(fs);
 	fb->seq = 0;
 	if (!dc)
 		return;
@@ -548,7 +555,7 @@ static struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
 
 	if (!l)
 		return NULL;
-	if (l->gen != qc_conn_gen(fs->conn)) {
+	if (l->gen != link_gen(fs)) {
 		/* Another link, or none: its lease, if any, ended with its
 		 * link, and the ALL that says so may still be on its way. */
 		listing_drop(fs, l);
@@ -1285,7 +1292,7 @@ static void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 	struct qft_msg m;
 	uint64_t gen, h;
 
-	gen = qc_conn_gen(fs->conn);
+	gen = link_gen(fs);
 	if (!gen || qn_path(&fs->nodes, dir, NULL, path) < 0 ||
 	    qc_handle_alloc(fs->conn, gen, &h) < 0)
 		return;
@@ -1487,11 +1494,12 @@ void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent)
 		return;
 	pthread_mutex_lock(&dc->lock);
 	record(dc, parent, 0, false);
+	/* Before the listing goes: its reference may be the node's last. */
+	qn_touch(&fs->nodes, parent);
 	l = find_listing(dc, parent);
 	if (l)
 		listing_drop_unwatch(fs, l);
 	pthread_mutex_unlock(&dc->lock);
-	qn_touch(&fs->nodes, parent);
 }
 
 void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n)
