@@ -77,6 +77,8 @@ enum work_kind {
 	WORK_INVAL_ENTRY,       /* the kernel's dentry `name` in `dir`, and
 				 * what it caches of the object it named */
 	WORK_INVAL_INODE,       /* the kernel's attributes and pages of dir */
+	WORK_INVAL_NAMES,       /* the kernel's dentries of every name in
+				 * `names` (nnames of them) in dir */
 	WORK_UNWATCH,           /* give the server's watch on `ino` back */
 };
 
@@ -85,6 +87,8 @@ struct work {
 	enum work_kind kind;
 	struct qn_node *dir;    /* holds a node reference */
 	uint64_t ino;
+	char *names;            /* WORK_INVAL_NAMES: NUL-separated, owned */
+	size_t nnames;
 	char name[];
 };
 
@@ -473,12 +477,13 @@ static void ino_link(struct qc_dircache *dc, struct listing *l)
 }
 
 /*
- * Queues work for the worker (listing lock held).  Past WORK_MAX it is
- * dropped: the kernel's caches then expire by their timeouts, and a
- * watch not given back ends when the server evicts it.
+ * Queues work for the worker (listing lock held) and returns it.  Past
+ * WORK_MAX it is dropped (NULL): the kernel's caches then expire by their
+ * timeouts, and a watch not given back ends when the server evicts it.
  */
-static void work_add(struct qc_fs *fs, enum work_kind kind,
-		     struct qn_node *dir, uint64_t ino, const char *name)
+static struct work *work_add(struct qc_fs *fs, enum work_kind kind,
+			     struct qn_node *dir, uint64_t ino,
+			     const char *name)
 {
 	struct qc_dircache *dc = dc_of(fs);
 	size_t len = name ? strlen(name) : 0;
@@ -486,14 +491,16 @@ static void work_add(struct qc_fs *fs, enum work_kind kind,
 
 	if (dc->nwork >= WORK_MAX || dc->work_stop ||
 	    (kind != WORK_UNWATCH && !fs->se))
-		return;
+		return NULL;
 	w = malloc(sizeof(*w) + len + 1);
 	if (!w)
-		return;
+		return NULL;
 	w->next = NULL;
 	w->kind = kind;
 	w->dir = dir;
 	w->ino = ino;
+	w->names = NULL;
+	w->nnames = 0;
 	memcpy(w->name, name ? name : "", len + 1);
 	if (dir)
 		qn_ref(&fs->nodes, dir);
@@ -501,6 +508,46 @@ static void work_add(struct qc_fs *fs, enum work_kind kind,
 	dc->work_tail = &w->next;
 	dc->nwork++;
 	pthread_cond_signal(&dc->work_cond);
+	return w;
+}
+
+/*
+ * A leased listing goes without the client knowing what changed (its
+ * watch ended, the server lost track, the link died): the kernel was told
+ * it may keep those names for entry_timeout, so they are invalidated, all
+ * of them, by the worker.  Listing lock held.
+ */
+static void work_add_names(struct qc_fs *fs, const struct listing *l)
+{
+	size_t size = 0, pos = 0;
+	struct work *w;
+	char *names;
+
+	if (!l->leased || !l->live)
+		return;
+	for (size_t i = 0; i < l->nslots; i++)
+		if (l->slots[i])
+			size += strlen(l->slots[i]->name) + 1;
+	names = malloc(size);
+	if (!names)
+		return;
+	for (size_t i = 0; i < l->nslots; i++) {
+		size_t len;
+
+		if (!l->slots[i])
+			continue;
+		len = strlen(l->slots[i]->name) + 1;
+		memcpy(names + pos, l->slots[i]->name, len);
+		pos += len;
+	}
+	/* The worker takes the lock before it looks at a new item. */
+	w = work_add(fs, WORK_INVAL_NAMES, l->dir, 0, NULL);
+	if (!w) {
+		free(names);
+		return;
+	}
+	w->names = names;
+	w->nnames = l->live;
 }
 
 /* Frees a listing's contents (not the node reference). */
@@ -558,6 +605,7 @@ static struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
 	if (l->gen != link_gen(fs)) {
 		/* Another link, or none: its lease, if any, ended with its
 		 * link, and the ALL that says so may still be on its way. */
+		work_add_names(fs, l);
 		listing_drop(fs, l);
 		return NULL;
 	}
@@ -804,6 +852,14 @@ static void work_do(struct qc_fs *fs, struct work *w)
 		(void)fuse_lowlevel_notify_inval_inode(fs->se,
 			qn_to_ino(&fs->nodes, w->dir), -1, 0);
 		break;
+	case WORK_INVAL_NAMES:
+		for (const char *p = w->names; w->names && w->nnames--;
+		     p += strlen(p) + 1)
+			(void)fuse_lowlevel_notify_inval_entry(fs->se,
+				qn_to_ino(&fs->nodes, w->dir), p, strlen(p));
+		(void)fuse_lowlevel_notify_inval_inode(fs->se,
+			qn_to_ino(&fs->nodes, w->dir), -1, 0);
+		break;
 	case WORK_UNWATCH:
 		qft_msg_init(&m, QFT_OP_UNWATCH, 0);
 		m.ino = w->ino;
@@ -841,6 +897,7 @@ static void *worker_main(void *arg)
 		work_do(fs, w);
 		if (w->dir)
 			qn_unref(&fs->nodes, w->dir);
+		free(w->names);
 		free(w);
 		pthread_mutex_lock(&dc->lock);
 	}
@@ -859,6 +916,7 @@ static void work_clear(struct qc_fs *fs)
 		dc->work_head = w->next;
 		if (w->dir)
 			qn_unref(&fs->nodes, w->dir);
+		free(w->names);
 		free(w);
 	}
 	dc->work_tail = &dc->work_head;
@@ -882,8 +940,7 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		record(dc, NULL, 0, true);
 		for (l = dc->lru.next; l != &dc->lru; l = next) {
 			next = l->next;
-			if (l->leased)
-				work_add(fs, WORK_INVAL_INODE, l->dir, 0, NULL);
+			work_add_names(fs, l);
 			listing_drop(fs, l);
 		}
 		goto out_unlock;
@@ -900,7 +957,11 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 			work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
 			(void)mark_stale(fs, l, name);
 		} else {
-			work_add(fs, WORK_INVAL_INODE, l->dir, 0, NULL);
+			if (l->leased)
+				work_add_names(fs, l);
+			else
+				work_add(fs, WORK_INVAL_INODE, l->dir, 0,
+					 NULL);
 			/* GONE: the server holds no watch any more. */
 			if (kind == QFT_NOTIFY_GONE)
 				listing_drop(fs, l);
