@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dircache.h"
 #include "file.h"
 #include "fs.h"
 #include "log.h"
@@ -98,6 +99,8 @@ static void drop_file(struct qn_file *nf)
 
 void qc_fs_destroy(struct qc_fs *fs)
 {
+	/* Listings hold node references: they go first. */
+	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
 	pthread_cond_destroy(&fs->creates_cond);
 	pthread_mutex_destroy(&fs->creates_lock);

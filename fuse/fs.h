@@ -8,7 +8,8 @@
  *   ops.c      qc_ops: the FUSE callbacks, thin glue over the others
  *   file.c     qc_file_: an open file or directory, its handle, reopen
  *   stream.c   qc_ra_, qc_wb_: read-ahead and write-behind of a file
- *   dircache.c qc_dir_: a directory listing read ahead of the kernel
+ *   dircache.c qc_dir_: directory listings: lookups and readdirs answered
+ *              locally, SCAN of walked trees, leases
  *   hints.c    qc_hint_: what the client may answer about xattrs itself
  *   node.c     qn_: the inode table
  *   fs.c       qc_fs_: options, entry replies, teardown
@@ -57,6 +58,8 @@ struct qc_fs {
 	atomic_uint_fast64_t ra_bytes;
 	/* atomic: generations of the xattr hints (hints.h) */
 	struct qc_hints hints;
+	/* The directory cache (dircache.h; its own lock); NULL when off. */
+	struct qc_dircache *dirs;
 	/* atomic: what the mount did (stats.h) */
 	struct qc_stats stats;
 	/*

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "commit.h"
 #include "conn.h"
+#include "dircache.h"
 #include "log.h"
 #include "node.h"
 #include "ops.h"
@@ -53,6 +54,7 @@ struct cmdline {
 	char *entry_timeout;
 	char *attr_timeout;
 	char *negative_timeout;
+	char *dircache;
 	char *commit;
 	/* Remote sources only. */
 	char *port;
@@ -97,6 +99,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("entry_timeout=%s", entry_timeout),
 	OPT("attr_timeout=%s", attr_timeout),
 	OPT("negative_timeout=%s", negative_timeout),
+	OPT("dircache=%s", dircache),
 	OPT("commit=%s", commit),
 	OPT("-p %s", port),
 	OPT("port=%s", port),
@@ -157,6 +160,9 @@ static void usage(void)
 "    -o attr_timeout=SECS   cache attributes for SECS seconds (default: 1)\n"
 "    -o negative_timeout=SECS\n"
 "                           cache missing names for SECS seconds (default: 0)\n"
+"    -o dircache=N          keep listings of at most N directory entries to\n"
+"                           answer lookups and listings locally (default:\n"
+"                           200000; 0: off)\n"
 "    -o commit=close|none|async\n"
 "                           close() of a written file waits until the server\n"
 "                           has fdatasync'd it (close, default), or only until\n"
@@ -701,6 +707,7 @@ int main(int argc, char *argv[])
 		.reconnect = true,
 	};
 	struct qc_fs fs = { 0 };
+	size_t dircache_max = QC_DIRCACHE_DEFAULT;
 	struct fuse_session *se;
 	char *root = NULL, *mnt = NULL;
 	int ret = 1, r;
@@ -767,6 +774,10 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 	fs.commit_none = cl.commit && strcmp(cl.commit, "none") == 0;
+	if (cl.dircache && qc_dir_parse_max(cl.dircache, &dircache_max) < 0) {
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
 	fs.commit.on = cl.commit && strcmp(cl.commit, "async") == 0;
 	if (qc_fs_set_sizes(&fs, cl.window, cl.readahead) < 0) {
 		ret = EXIT_USAGE;
@@ -852,6 +863,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
 	}
+	if (qc_dir_init(&fs, dircache_max) < 0) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		goto out_free_nodes;
+	}
 	se = fuse_session_new(&args, &qc_ops, sizeof(qc_ops), &fs);
 	if (!se) {
 		/* libfuse said why; nearly always an unknown option. */
@@ -860,6 +875,12 @@ int main(int argc, char *argv[])
 	}
 
 	fs.se = se;
+	/* Leases: the server says when a cached directory changed. */
+	if (fs.dirs) {
+		co.want_notify = true;
+		co.notify = qc_dir_notify;
+		co.notify_ctx = &fs;
+	}
 	if (remote) {
 		co.host = rem.host;
 		co.ops = &remote_ops;
@@ -908,6 +929,12 @@ int main(int argc, char *argv[])
 			strerror(-r));
 		goto out_unmount;
 	}
+	r = qc_dir_start(&fs);
+	if (r < 0) {
+		qft_err("cannot start the directory cache's thread: %s",
+			strerror(-r));
+		goto out_unmount;
+	}
 	/* From here on the watchdog owns the transports. */
 	lt.first = NULL;
 	rt.first = NULL;
@@ -918,6 +945,8 @@ int main(int argc, char *argv[])
 	}
 
 	r = run_loop(se, cl.single);
+	/* Its kernel notices need the session. */
+	qc_dir_stop(&fs);
 	/* A signal ends the loop with its number: a normal unmount. */
 	lost = qc_conn_lost(fs.conn);
 	ret = r < 0 || lost ? 1 : 0;
@@ -958,6 +987,7 @@ out_free_args:
 	free(cl.entry_timeout);
 	free(cl.attr_timeout);
 	free(cl.negative_timeout);
+	free(cl.dircache);
 	free(cl.commit);
 	free(cl.port);
 	free(cl.config_file);

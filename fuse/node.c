@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <fuse_lowlevel.h>
 
@@ -15,6 +16,23 @@
 /* Node ids are addresses; they must fit the kernel's 64-bit node id. */
 _Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t),
 	       "fuse_ino_t cannot hold a pointer");
+
+/* CLOCK_MONOTONIC in ns, the clock of the change stamps. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An open or release of a file: writes through it change its attributes
+ * behind every cached copy.  Directories' opens change nothing. */
+static void stamp_open(struct qn_node *n)
+{
+	if (n->rtype != QFT_S_IFDIR)
+		n->changed_ns = now_ns();
+}
 
 static size_t hash_of(const struct qn_node *parent, const char *name)
 {
@@ -112,6 +130,8 @@ static void maybe_free(struct qn_table *t, struct qn_node *n)
 		unhash(t, n);
 		n->aprev->anext = n->anext;
 		n->anext->aprev = n->aprev;
+		if (parent && n->changed_ns > parent->child_changed_ns)
+			parent->child_changed_ns = n->changed_ns;
 		free(n->name);
 		free(n);
 		if (!parent)
@@ -238,22 +258,42 @@ out_unlock:
 	return r;
 }
 
-static void set_attr_locked(struct qn_node *n, const struct qft_attr *a)
+static bool same_time(const struct qft_time *a, const struct qft_time *b)
+{
+	return a->sec == b->sec && a->nsec == b->nsec;
+}
+
+/* Fresh size and times; different ones from known ones are a change. */
+static void note_times_locked(struct qn_node *n, const struct qft_attr *a,
+			      bool known)
+{
+	if (known && (n->size != a->size || !same_time(&n->mtime, &a->mtime) ||
+		      !same_time(&n->ctime, &a->ctime)))
+		n->changed_ns = now_ns();
+	n->size = a->size;
+	n->mtime = a->mtime;
+	n->ctime = a->ctime;
+}
+
+static void set_attr_locked(struct qn_node *n, const struct qft_attr *a,
+			    bool known)
 {
 	n->rino = a->ino;
 	n->rtype = a->mode & QFT_S_IFMT;
-	n->size = a->size;
-	n->mtime = a->mtime;
+	note_times_locked(n, a, known);
 	n->attr = *a;
 }
 
-struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
-			  const char *name, const struct qft_attr *a)
+/*
+ * The node of `name` in `parent` for attributes `a`, made if needed (NULL
+ * when out of memory); table lock held, parent pinned by the caller.
+ */
+static struct qn_node *get_child(struct qn_table *t, struct qn_node *parent,
+				 const char *name, const struct qft_attr *a)
 {
 	struct qn_node *n;
+	bool known;
 
-	pthread_mutex_lock(&t->lock);
-	parent->refs++; /* pins it while a stale child is detached */
 	n = find(t, parent, name);
 	/* rino 0: a file this client created and whose CREATE is not
 	 * answered yet (qn_note_created), not another object. */
@@ -264,15 +304,15 @@ struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
 		detach(t, n);
 		n = NULL;
 	}
+	known = n != NULL;
 	if (!n) {
 		n = calloc(1, sizeof(*n));
 		if (!n)
-			goto out_unpin;
+			return NULL;
 		n->name = strdup(name);
 		if (!n->name) {
 			free(n);
-			n = NULL;
-			goto out_unpin;
+			return NULL;
 		}
 		n->parent = parent;
 		parent->refs++;
@@ -282,12 +322,123 @@ struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
 		t->root.anext->aprev = n;
 		t->root.anext = n;
 	}
-	set_attr_locked(n, a);
-	n->nlookup++;
-out_unpin:
+	set_attr_locked(n, a, known);
+	return n;
+}
+
+struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
+			  const char *name, const struct qft_attr *a)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	parent->refs++; /* pins it while a stale child is detached */
+	n = get_child(t, parent, name, a);
+	if (n)
+		n->nlookup++;
 	parent->refs--;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+struct qn_node *qn_child_ref(struct qn_table *t, struct qn_node *parent,
+			     const char *name, const struct qft_attr *a)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	parent->refs++;
+	n = get_child(t, parent, name, a);
+	if (n)
+		n->refs++;
+	parent->refs--;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+struct qn_node *qn_find_ref(struct qn_table *t, struct qn_node *parent,
+			    const char *name)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	if (n)
+		n->refs++;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void qn_ref(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->refs++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_unref(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n != &t->root) {
+		n->refs--;
+		maybe_free(t, n);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int qn_parent_ref(struct qn_table *t, struct qn_node *n,
+		  struct qn_node **parent, char *name)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (n == &t->root || !n->hashed || !n->parent) {
+		r = -ENOENT;
+		goto out_unlock;
+	}
+	*parent = n->parent;
+	n->parent->refs++;
+	/* Names are checked against QFT_MAX_NAME before they get here. */
+	strncpy(name, n->name, QFT_MAX_NAME);
+	name[QFT_MAX_NAME] = '\0';
+out_unlock:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+uint64_t qn_rino(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t ino;
+
+	pthread_mutex_lock(&t->lock);
+	ino = n->rino;
+	pthread_mutex_unlock(&t->lock);
+	return ino;
+}
+
+bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
+		     const char *name, uint64_t since)
+{
+	struct qn_node *n;
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	/* An open directory changes nothing by being open. */
+	if (n)
+		ok = (n->rtype == QFT_S_IFDIR || !n->files) &&
+		     n->changed_ns < since;
+	else
+		ok = parent->child_changed_ns < since;
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
+void qn_touch(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->changed_ns = now_ns();
+	pthread_mutex_unlock(&t->lock);
 }
 
 void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup)
@@ -386,14 +537,11 @@ void qn_note_attr(struct qn_table *t, struct qn_node *n,
 {
 	pthread_mutex_lock(&t->lock);
 	if (same)
-		*same = n->size == a->size && n->mtime.sec == a->mtime.sec &&
-			n->mtime.nsec == a->mtime.nsec;
+		*same = n->size == a->size && same_time(&n->mtime, &a->mtime);
 	/* Changed: the kernel drops the pages on the next open. */
-	if (n->size != a->size || n->mtime.sec != a->mtime.sec ||
-	    n->mtime.nsec != a->mtime.nsec)
+	if (n->size != a->size || !same_time(&n->mtime, &a->mtime))
 		n->paged = false;
-	n->size = a->size;
-	n->mtime = a->mtime;
+	note_times_locked(n, a, true);
 	if (!n->rino || n->rino == a->ino)
 		n->attr = *a;
 	pthread_mutex_unlock(&t->lock);
@@ -407,10 +555,9 @@ void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
 	pthread_mutex_lock(&t->lock);
 	n = f->node;
 	if (n && created && !n->rino) {
-		set_attr_locked(n, a);
+		set_attr_locked(n, a, true);
 	} else if (n && !created) {
-		n->size = a->size;
-		n->mtime = a->mtime;
+		note_times_locked(n, a, true);
 		if (!n->rino || n->rino == a->ino)
 			n->attr = *a;
 	}
@@ -438,7 +585,7 @@ void qn_note_created(struct qn_table *t, struct qn_node *n,
 {
 	pthread_mutex_lock(&t->lock);
 	if (!n->rino)
-		set_attr_locked(n, a);
+		set_attr_locked(n, a, true);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -457,8 +604,7 @@ void qn_note_fresh(struct qn_table *t, struct qn_node *n,
 {
 	pthread_mutex_lock(&t->lock);
 	if (n->rino == a->ino && n->attr_gen == gen) {
-		n->size = a->size;
-		n->mtime = a->mtime;
+		note_times_locked(n, a, true);
 		n->attr = *a;
 		n->attr_until = until;
 		n->attr_ns = t->ns_gen;
@@ -550,6 +696,7 @@ void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
 	f->next = n->files;
 	n->files = f;
 	n->refs++;
+	stamp_open(n);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -589,6 +736,7 @@ static bool file_unref(struct qn_table *t, struct qn_file *f)
 	if (--f->refs > 0)
 		return false;
 	unlist(f);
+	stamp_open(n);
 	n->refs--;
 	maybe_free(t, n);
 	f->node = NULL;

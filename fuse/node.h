@@ -60,9 +60,18 @@ struct qn_node {
 	uint64_t rino;          /* table lock: server inode number */
 	uint32_t rtype;         /* table lock: server file type bits */
 	/* table lock: size and mtime last seen, to decide whether cached
-	 * pages survive an open */
+	 * pages survive an open; with ctime, whether attributes changed */
 	uint64_t size;
 	struct qft_time mtime;
+	struct qft_time ctime;
+	/* table lock: CLOCK_MONOTONIC ns of the last change of the object's
+	 * attributes the table saw (other values in fresh attributes) or
+	 * could not see (a file opened or released: writes change size and
+	 * times); 0 = none.  Attributes fetched before it are stale. */
+	uint64_t changed_ns;
+	/* table lock: the newest changed_ns of a child freed since: what a
+	 * freed child's own stamp said is not forgotten with it */
+	uint64_t child_changed_ns;
 	/* table lock: all attributes last seen (mode 0: none yet); a node
 	 * made by a pipelined CREATE has predicted ones and rino 0 until
 	 * the server answers (qn_note_created) */
@@ -154,6 +163,49 @@ bool qn_replaced(struct qn_table *t, struct qn_node *n,
 void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
 			  uint64_t until);
 uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n);
+
+/*
+ * References for the directory cache (dircache.c), which keys listings by
+ * node: a node with references stays in the table (and keeps its id)
+ * even when the kernel forgot it.
+ */
+void qn_ref(struct qn_table *t, struct qn_node *n);
+void qn_unref(struct qn_table *t, struct qn_node *n);
+
+/*
+ * The node of `name` in `parent` with attributes `a`, made if needed, with
+ * a reference (not a kernel lookup); a known name whose server inode or
+ * type changed gets a new node as in qn_lookup.  NULL when out of memory.
+ */
+struct qn_node *qn_child_ref(struct qn_table *t, struct qn_node *parent,
+			     const char *name, const struct qft_attr *a);
+
+/* The node called `name` in `parent`, with a reference; NULL if none. */
+struct qn_node *qn_find_ref(struct qn_table *t, struct qn_node *parent,
+			    const char *name);
+
+/*
+ * The parent of `n` (with a reference, to be dropped with qn_unref) and
+ * n's name, copied to `name` (QFT_MAX_NAME + 1 bytes).  -ENOENT for the
+ * root and for a detached node.
+ */
+int qn_parent_ref(struct qn_table *t, struct qn_node *n,
+		  struct qn_node **parent, char *name);
+
+/* The server inode number last seen for `n` (0 = unknown). */
+uint64_t qn_rino(struct qn_table *t, struct qn_node *n);
+
+/*
+ * Whether attributes of `name` in `parent` fetched at `since`
+ * (CLOCK_MONOTONIC ns, when the request was sent) can still be trusted as
+ * far as this client knows: no open file of it now (but a directory may
+ * be open), and no change stamped (qn_node.changed_ns) since.
+ */
+bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
+		     const char *name, uint64_t since);
+
+/* Stamps `n` as changed now (its attributes fetched before are stale). */
+void qn_touch(struct qn_table *t, struct qn_node *n);
 
 /*
  * The server's attributes for a node made with predicted ones (rino 0) by

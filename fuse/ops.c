@@ -189,24 +189,35 @@ static void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
+	struct qc_dir_fetch fb;
 	struct qc_reply rep;
 	struct qft_msg m;
+	bool sent = false;
 	int r;
-	uint64_t xgen;
 
 	r = node_path(fs, parent, name, path);
 	if (r < 0)
 		goto out_err;
+	if (qc_dir_reply_lookup(req, fs, parent, name))
+		return;
 	qft_msg_init(&m, QFT_OP_LSTAT, 0);
 	qc_set_str(&m.path, path);
-	xgen = qc_hint_xattr_gen(fs);
+	/* A pipelined CREATE of the name must be seen (file.h). */
+	qc_file_settle(fs);
+	qc_dir_fetch_begin(fs, &fb);
+	sent = true;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
 		goto out_err;
-	reply_entry(req, fs, parent, name, &rep.msg.attr, xgen);
+	qc_dir_note_fetched(fs, qc_fs_node(fs, parent), name, &rep.msg.attr,
+			    &fb);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen);
 	qc_reply_free(&rep);
 	return;
 out_err:
+	if (r == -ENOENT && sent)
+		qc_dir_note_fetched(fs, qc_fs_node(fs, parent), name, NULL,
+				    &fb);
 	if (r == -ENOENT && fs->negative_timeout > 0) {
 		struct fuse_entry_param e;
 
@@ -413,15 +424,21 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-/* MKNOD, MKDIR and SYMLINK: an entry op whose reply is the new attrs. */
+/*
+ * MKNOD, MKDIR and SYMLINK: an entry op whose reply is the new attrs.  The
+ * parent's listing gains the name; a new directory's listing is known
+ * empty.  A failure drops the parent's listing: the name exists after all
+ * (EEXIST), or the request may have taken effect (a lost reply).
+ */
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       struct qft_msg *m)
 {
 	struct qc_fs *fs = fs_of(req);
+	struct qn_node *dir = qc_fs_node(fs, parent);
 	char path[QFT_MAX_PATH + 1];
+	struct qc_dir_fetch fb;
 	struct qc_reply rep;
 	int r;
-	uint64_t xgen;
 
 	r = check_name(name);
 	if (r < 0)
@@ -431,11 +448,17 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_err;
 	qc_set_str(&m->path, path);
 	qc_set_str(&m->name, name);
-	xgen = qc_hint_xattr_gen(fs);
+	qc_dir_fetch_begin(fs, &fb);
 	r = qc_call(fs->conn, m, &rep);
-	if (r < 0)
+	if (r < 0) {
+		qc_dir_drop(fs, dir);
 		goto out_err;
-	reply_entry(req, fs, parent, name, &rep.msg.attr, xgen);
+	}
+	if (m->op == QFT_OP_MKDIR)
+		qc_dir_note_mkdir(fs, dir, name, &rep.msg.attr, &fb);
+	else
+		qc_dir_note_entry(fs, dir, name, &rep.msg.attr);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -496,10 +519,14 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qft_msg_init(&m, op, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
+	qc_file_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
-	if (r < 0)
+	if (r < 0) {
+		qc_dir_drop(fs, qc_fs_node(fs, parent));
 		goto out;
+	}
 	qc_reply_free(&rep);
+	qc_dir_note_gone(fs, qc_fs_node(fs, parent), name);
 	qn_remove(&fs->nodes, qc_fs_node(fs, parent), name);
 out:
 	fuse_reply_err(req, -r);
@@ -542,10 +569,17 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m.name, name);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
+	qc_file_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
-	if (r < 0)
+	if (r < 0) {
+		qc_dir_drop(fs, qc_fs_node(fs, parent));
+		qc_dir_drop(fs, qc_fs_node(fs, newparent));
 		goto out;
+	}
 	qc_reply_free(&rep);
+	qc_dir_note_rename(fs, qc_fs_node(fs, parent), name,
+			   qc_fs_node(fs, newparent), newname,
+			   flags & RENAME_EXCHANGE);
 	qn_rename(&fs->nodes, qc_fs_node(fs, parent), name, qc_fs_node(fs, newparent),
 		  newname, flags & RENAME_EXCHANGE);
 out:
@@ -570,10 +604,15 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
+	qc_file_settle(fs);
 	xgen = qc_hint_xattr_gen(fs);
 	r = qc_call(fs->conn, &m, &rep);
-	if (r < 0)
+	if (r < 0) {
+		qc_dir_drop(fs, qc_fs_node(fs, newparent));
 		goto out_err;
+	}
+	qc_dir_note_link(fs, qc_fs_node(fs, newparent), newname,
+			 &rep.msg.attr);
 	/*
 	 * The new name is a node of its own (nodes are names here), so the
 	 * kernel does not see the link count of the old one change: make it
@@ -722,7 +761,7 @@ static bool create_may_pipeline(struct qc_fs *fs, struct qn_node *parent,
 	if (fs->window == 0)
 		return false;
 	if (flags & O_EXCL)
-		return false; /* WIP: qc_dir_leased_absent (dircache) */
+		return qc_dir_leased_absent(fs, parent, name);
 	return true;
 }
 
@@ -763,6 +802,8 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 		goto out_err;
 	}
 	qc_stat_inc(&fs->stats, QC_STAT_CREATE_ASYNC);
+	/* The directory's listing has it, with an inode once answered. */
+	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, a);
 	qc_fs_fill_entry(fs, &e, n, a);
 	e.attr_timeout = 0;
 	fi->fh = (uintptr_t)f;
@@ -810,10 +851,13 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r < 0) {
 		qc_handle_free(fs->conn, gen, handle);
+		/* The name exists after all, or may (a lost reply). */
+		qc_dir_drop(fs, qc_fs_node(fs, parent));
 		r = qc_conn_user_err(r);
 		goto out_free_file;
 	}
 	f->gen = gen;
+	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, &rep.msg.attr);
 
 	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, &rep.msg.attr);
 	if (!n) {
@@ -903,6 +947,20 @@ static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
+	if (qc_dir_open_lazily(fs, qc_fs_node(fs, ino))) {
+		/* A walk's directories cost no round trip each. */
+		f = qc_file_new(fs, true);
+		if (!f) {
+			r = -ENOMEM;
+			goto out_err;
+		}
+		f->oflags = fi->flags;
+		f->ahead.lazy = true;
+		/* A number of no link (f->gen is 0): nothing is sent for it
+		 * and freeing it frees nobody's. */
+		handle = 1;
+		goto out_attach;
+	}
 	r = qc_file_begin(fs, true, fi->flags, &f, &gen, &handle);
 	if (r < 0)
 		goto out_err;
@@ -917,6 +975,7 @@ static void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 	f->gen = gen;
 	qc_reply_free(&rep);
+out_attach:
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
 	fi->fh = (uintptr_t)f;
 	if (fuse_reply_open(req, fi) != 0)
@@ -1059,11 +1118,14 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	m.data.p = (const uint8_t *)value;
 	m.data.len = (uint32_t)size;
 	qc_file_settle(fs);
+	/* The listing's hint first, then the generation (hints.h). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	caps = qc_hint_xattr_begin(fs, name);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Even a failed call may have changed them (a lost reply). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
 out:
 	fuse_reply_err(req, -r);
@@ -1179,11 +1241,14 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	qc_set_str(&m.xname, name);
 	/* Removing it cannot make a capability appear, but a GETXATTR
 	 * answered around it says nothing reliable either way. */
+	/* The listing's hint first, then the generation (hints.h). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	caps = qc_hint_xattr_begin(fs, name);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Even a failed call may have changed them (a lost reply). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
 out:
 	fuse_reply_err(req, -r);

@@ -189,13 +189,15 @@ def test_listing_costs_one_readdir(mounter):
     names = {'file-with-a-longish-name-%04d' % i for i in range(1000)}
     for n in names:
         open(P(src, n), 'w').close()
-    for cmd in (['ls', '-l', mnt], ['ls', '-a', mnt]):
+    # The second listing may come from the directory cache (dircache.h)
+    # without any READDIR.
+    for cmd, least in ((['ls', '-l', mnt], 1), (['ls', '-a', mnt], 0)):
         before = _settle(m, 'READDIR')
         out = util.run(cmd, check=True).stdout.split('\n')
         got = {line.split()[-1] for line in out if 'longish' in line}
         assert got == names, cmd
         sent = _settle(m, 'READDIR') - before
-        assert 1 <= sent <= 2, '%s sent %d READDIR for 1,000 entries' % (cmd, sent)
+        assert least <= sent <= 2, '%s sent %d READDIR for 1,000 entries' % (cmd, sent)
     # A listing read bit by bit, rewound half way, is whole both times.
     fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -209,10 +211,14 @@ def test_listing_costs_one_readdir(mounter):
 
 
 def test_listing_is_not_reused_across_opens(mounter):
-    m = _debug_mount(mounter, opts=['attr_timeout=60', 'entry_timeout=60'])
+    """Without a lease a listing is trusted for entry_timeout (the
+    directory cache, docs/architecture.md "Consistency model"); a new
+    opendir after that lists afresh."""
+    m = _debug_mount(mounter, opts=['attr_timeout=0.5', 'entry_timeout=0.5'])
     src, mnt = m
     for i in range(10):
         open(P(src, 'a%d' % i), 'w').close()
     assert len(os.listdir(mnt)) == 10
     open(P(src, 'late'), 'w').close()
+    time.sleep(0.7)
     assert 'late' in os.listdir(mnt), 'a new opendir must list afresh'

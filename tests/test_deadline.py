@@ -255,6 +255,11 @@ def test_killed_server_idle_mount_reconnects(mounter):
     took = _wait_working(mnt, 15)
     assert took < 10, 'ls worked again only after %.1f s' % took
     _put(P(src, 'b'), b'2')
+    # Made behind the mount's back: the directory cache's lease on the
+    # listing just read ends when the server's notification arrives.
+    deadline = time.monotonic() + 2
+    while sorted(os.listdir(mnt)) != ['a', 'b'] and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert sorted(os.listdir(mnt)) == ['a', 'b']
     _put(P(mnt, 'c'), b'3')
     assert open(P(src, 'c'), 'rb').read() == b'3'
