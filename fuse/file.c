@@ -402,6 +402,7 @@ int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 struct step {
 	struct qc_file *f;
 	uint16_t op;
+	uint64_t agen;          /* qn_attr_gen when it was sent */
 };
 
 static void step_done(void *ctx, int err, struct qc_reply *rep)
@@ -410,18 +411,19 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	struct qc_file *f = st->f;
 	struct qc_fs *fs = f->fs;
 	bool create = st->op == QFT_OP_CREATE;
+	uint64_t agen = st->agen;
 
 	free(st);
-	if (create) {
-		pthread_mutex_lock(&fs->creates_lock);
-		if (--fs->creates == 0)
-			pthread_cond_broadcast(&fs->creates_cond);
-		pthread_mutex_unlock(&fs->creates_lock);
-	}
 	/* Lost with its link: whether it was executed nobody knows. */
 	err = qc_conn_user_err(err);
 	if (err == 0) {
 		qn_file_note_attr(&fs->nodes, &f->nf, &rep->msg.attr, create);
+		/* The server's own attributes: a stat right after (cp's
+		 * fstat) is answered from them, unless a WRITE went out. */
+		if (fs->attr_timeout > 0)
+			qn_file_note_fresh(&fs->nodes, &f->nf, &rep->msg.attr,
+					   agen, qc_now_ns() +
+					   (uint64_t)(fs->attr_timeout * 1e9));
 	} else {
 		qc_stat_inc(&fs->stats, QC_STAT_PIPE_ERROR);
 		qft_debug("a pipelined %s failed: %s; reported at close",
@@ -441,10 +443,20 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	}
 	if (err < 0 && create && f->failed == 0)
 		f->failed = err;
+	if (create)
+		f->creating = false;
 	if (--f->steps == 0 && f->flushing == 0)
 		f->predicted = false;
 	qc_wb_complete(f, 0, err);
 	qc_file_async_done(f);
+	/* Last: whoever settles (qc_file_settle) finds the node and the
+	 * file as this answer left them. */
+	if (create) {
+		pthread_mutex_lock(&fs->creates_lock);
+		if (--fs->creates == 0)
+			pthread_cond_broadcast(&fs->creates_cond);
+		pthread_mutex_unlock(&fs->creates_lock);
+	}
 }
 
 int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
@@ -462,6 +474,8 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 		return -ENOMEM;
 	st->f = f;
 	st->op = m->op;
+	/* Table lock before the file's (file.h). */
+	st->agen = qn_attr_gen(&fs->nodes, qn_file_node(&fs->nodes, &f->nf));
 	pthread_mutex_lock(&f->lock);
 	/* Counted like a WRITE, so flush and fsync collect it, but it is
 	 * no data: nothing to make durable, no window to wait for. */
@@ -471,6 +485,8 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 		f->async++;
 		f->steps++;
 		f->predicted = true;
+		if (m->op == QFT_OP_CREATE)
+			f->creating = true;
 		f->attr = *a;
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -500,6 +516,7 @@ void qc_file_settle(struct qc_fs *fs)
 struct predicted {
 	struct qft_attr *out;
 	bool found;
+	bool creating;
 };
 
 static bool file_predicted(struct qn_file *nf, void *ctx)
@@ -508,15 +525,16 @@ static bool file_predicted(struct qn_file *nf, void *ctx)
 	struct predicted *p = ctx;
 
 	pthread_mutex_lock(&f->lock);
+	p->creating = f->creating && !f->failed;
 	/* With WRITEs in flight the size and times are the server's to
 	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes). */
-	if (f->predicted && (f->wb.bytes == 0 || f->flushing) &&
-	    !f->failed) {
+	if (!p->creating && f->predicted &&
+	    (f->wb.bytes == 0 || f->flushing) && !f->failed) {
 		*p->out = f->attr;
 		p->found = true;
 	}
 	pthread_mutex_unlock(&f->lock);
-	return p->found;
+	return p->found || p->creating;
 }
 
 bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
@@ -524,8 +542,19 @@ bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
 {
 	struct predicted p = { .out = out };
 
-	qn_for_each_file(&fs->nodes, n, file_predicted, &p);
-	return p.found;
+	for (;;) {
+		p.found = p.creating = false;
+		qn_for_each_file(&fs->nodes, n, file_predicted, &p);
+		if (!p.creating)
+			return p.found;
+		/*
+		 * The inode number is the one attribute the client cannot
+		 * predict, and a stat must never show one that changes
+		 * later (sqlite takes a changed st_ino for a database moved
+		 * away and stops writing): wait for the CREATE's answer.
+		 */
+		qc_file_settle(fs);
+	}
 }
 
 static void now_time(struct qft_time *t)

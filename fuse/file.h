@@ -77,6 +77,7 @@ struct qc_file {
 	 * client predicts, with a validity of 0 so that it asks again.
 	 */
 	unsigned steps;         /* lock: steps not answered yet */
+	bool creating;          /* lock: a pipelined CREATE not answered yet */
 	uint64_t wend;          /* lock: furthest end of a WRITE through f */
 	/* commit=async (commit.h): closes whose FLUSH is in flight, and
 	 * whether the kernel released f meanwhile (its CLOSE then waits) */

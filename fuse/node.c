@@ -612,6 +612,23 @@ void qn_note_fresh(struct qn_table *t, struct qn_node *n,
 	pthread_mutex_unlock(&t->lock);
 }
 
+void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
+			const struct qft_attr *a, uint64_t gen,
+			uint64_t until)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	if (n && n->rino == a->ino && n->attr_gen == gen) {
+		note_times_locked(n, a, true);
+		n->attr = *a;
+		n->attr_until = until;
+		n->attr_ns = t->ns_gen;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void qn_names_changed(struct qn_table *t)
 {
 	pthread_mutex_lock(&t->lock);

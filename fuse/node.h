@@ -238,6 +238,10 @@ bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
  */
 void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
 		       const struct qft_attr *a, bool created);
+/* qn_note_fresh of f's node, if f is still attached. */
+void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
+			const struct qft_attr *a, uint64_t gen,
+			uint64_t until);
 /* qn_unlink_node of f's node, if f is still attached. */
 void qn_file_unlink_node(struct qn_table *t, struct qn_file *f);
 

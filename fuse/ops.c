@@ -278,6 +278,20 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, left);
 		return;
 	}
+	if (ino != FUSE_ROOT_ID &&
+	    qc_dir_cached_attr(fs, qc_fs_node(fs, ino), &a)) {
+		/*
+		 * From the parent's listing (dircache.h), which says how
+		 * long they hold; the kernel is given none of that time, so
+		 * that it asks again and the listing decides each time.
+		 */
+		struct stat st;
+
+		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
+		qc_fs_attr_to_stat(&a, &st);
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	if (fi) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 	} else {
