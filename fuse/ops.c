@@ -687,8 +687,10 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.length = open_data_length(fs, qc_fs_node(fs, ino), fi->flags);
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
-	if (m.opflags & QFT_O_TRUNC)
+	if (m.opflags & QFT_O_TRUNC) {
 		qc_ra_invalidate(fs, qc_fs_node(fs, ino));
+		qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
+	}
 	if (r < 0) {
 		r = qc_file_open_error(fs, qc_fs_node(fs, ino), path, r);
 		goto out_free_handle;
@@ -729,6 +731,29 @@ out_err:
 }
 
 /*
+ * Whether the server's user may create in a directory with attributes
+ * `pa`, as far as its mode bits tell.  A create the client can see will
+ * be refused (the usual EACCES) waits for the server, so that open(2)
+ * fails as it would locally (a shell does not check close() after a
+ * redirection); supplementary groups and ACLs the client cannot see make
+ * it wait too, unless "other" may write.  Root may, short of a
+ * read-only or immutable directory, which the close then reports.
+ */
+static bool may_create_in(const struct qft_attr *pa, uint32_t uid,
+			  uint32_t gid)
+{
+	uint32_t need = 03; /* write and search */
+
+	if (uid == 0)
+		return true;
+	if (pa->uid == uid)
+		return ((pa->mode >> 6) & need) == need;
+	if (pa->gid == gid && ((pa->mode >> 3) & need) == need)
+		return true;
+	return (pa->mode & need) == need;
+}
+
+/*
  * The attributes a file created by `m` in `parent` will have: the mode
  * asked for (the kernel applied the umask, the server applies none), the
  * server's user, and its group or, in a set-group-ID directory, the
@@ -745,7 +770,8 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
 
 	qc_conn_server_ids(fs->conn, &uid, &gid);
 	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
-	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR)
+	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
+	    !may_create_in(&pa, uid, gid))
 		return false;
 	memset(a, 0, sizeof(*a));
 	a->mode = QFT_S_IFREG | m->mode;
@@ -1297,6 +1323,7 @@ static void qc_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	m.length = (uint64_t)length;
 	/* Changed data must be made durable by the next flush as well. */
 	qc_file_changed(f, true);
+	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 	r = qc_file_call(fs, f, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);

@@ -22,6 +22,7 @@ What must hold:
 import os
 import random
 import re
+import time
 
 import pytest
 
@@ -104,6 +105,11 @@ def upload(mnt_path, data):
 
 
 def download(mnt_path):
+    # Written on the server behind the mount's back: visible once the
+    # server's change notification has arrived (a lease), within moments.
+    deadline = time.monotonic() + 5
+    while not os.path.exists(mnt_path) and time.monotonic() < deadline:
+        time.sleep(0.01)
     with open(mnt_path, 'rb') as f:
         return f.read()
 
