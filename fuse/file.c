@@ -655,8 +655,14 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 	 * does not fail, even when the file went stale). */
 	if (!written && werr == 0 && !steps)
 		return 0;
-	if (failed)
+	if (failed) {
+		/* Reported here (and by every later use): not a write error
+		 * left for nobody when the file is freed. */
+		pthread_mutex_lock(&f->lock);
+		f->wb.err = 0;
+		pthread_mutex_unlock(&f->lock);
 		return failed;
+	}
 	if (fs->commit.on)
 		return qc_commit_close(fs, f);
 	if (!written) {
