@@ -438,6 +438,46 @@ def test_no_reconnect(lab, mounter, home, served):
 # 2. The link cut during a copy, then healed
 
 @pytest.mark.deadline(150)
+def test_link_cut_during_tree_copy(link, mounter, served, home):
+    """Small files written one after another (create, write and close
+    pipelined behind each other) while the link is cut: the first failure
+    is EIO within the deadline, and every file whose close() succeeded is
+    whole on the server once the link is back -- nothing is reported done
+    that is not."""
+    m = ssh_mount(mounter, link, home, served, opts=FAULT_OPTS)
+    os.mkdir(P(m.mnt, 'tree'))
+    done, err, t0 = [], None, None
+    for i in range(100000):
+        if i == 40:
+            link.cut()
+            t0 = time.monotonic()
+        name = 'f%05d' % i
+        data = random.Random(i).randbytes(3000 + 97 * i)
+        try:
+            with open(P(m.mnt, 'tree', name), 'wb') as f:
+                f.write(data)
+        except OSError as e:
+            err = e
+            break
+        done.append((name, data))
+        assert t0 is None or time.monotonic() - t0 < DEADLINE + SLACK, \
+            'files still "written" %ds after the link was cut' % SLACK
+    took = time.monotonic() - t0
+    assert err is not None and err.errno == errno.EIO, err
+    link.heal()
+    until_works(['ls', '-la', m.mnt], m, 30, 'the mount after the heal')
+    for name, data in done:
+        with open(P(served, 'tree', name), 'rb') as f:
+            assert f.read() == data, \
+                '%s: close() succeeded but the server has other data' % name
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+    assert took <= DEADLINE + CUT_SLACK, (
+        'the tree copy failed %.1fs after the cut, more than one deadline '
+        '(-o timeout=%d)' % (took, DEADLINE))
+
+
+@pytest.mark.deadline(150)
 def test_link_cut_during_copy(link, mounter, tmp_path, served, home):
     """The cable pulled at 8 MiB into a 64 MiB cp: cp exits non-zero within
     the deadline; after the heal the same mount works again, without a

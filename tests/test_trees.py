@@ -283,9 +283,22 @@ def test_rename_onto_nonempty_directory(mount):
     assert os.path.isdir(P(src, 'a')) and os.path.isdir(P(src, 'b', 'x'))
 
 
+MODES = [pytest.param([], id='commit=close'),
+         pytest.param(['commit=async'], id='commit=async')]
+
+
+def settle_mode(m, opts):
+    """With commit=async the data is safe once `qftfs --sync` says so."""
+    if opts:
+        r = util.run([util.client_bin(m.build), '--sync', m.mnt], timeout=120)
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize('opts', MODES)
 @pytest.mark.parametrize('tool', ['cp -a', 'rsync -a', 'tar'])
-def test_tools_copy_tree_exactly(mount, tmp_path, tool):
-    src, mnt = mount
+def test_tools_copy_tree_exactly(mounter, tmp_path, tool, opts):
+    m = mounter(opts=opts)
+    src, mnt = m
     tree = str(tmp_path / 'tree')
     make_tree(tree, dirs=4, files=25)
     dst = P(mnt, 'copy')
@@ -298,15 +311,18 @@ def test_tools_copy_tree_exactly(mount, tmp_path, tool):
         os.mkdir(dst)
         util.sh('tar -C %s -cf - . | tar -C %s -xpf -' % (tree, dst),
                 check=True, timeout=120)
+    settle_mode(m, opts)
     _diff(tree, dst)
     _diff(tree, P(src, 'copy'))
     _same_metadata(tree, P(src, 'copy'))
 
 
-def test_git_clone_and_status(mount, tmp_path):
+@pytest.mark.parametrize('opts', MODES)
+def test_git_clone_and_status(mounter, tmp_path, opts):
     if shutil.which('git') is None:
         pytest.skip('git is missing')
-    src, mnt = mount
+    m = mounter(opts=opts)
+    src, mnt = m
     repo = str(tmp_path / 'repo')
     make_tree(repo, dirs=3, files=10)
     env = dict(os.environ, GIT_AUTHOR_NAME='t', GIT_AUTHOR_EMAIL='t@t',
@@ -319,6 +335,7 @@ def test_git_clone_and_status(mount, tmp_path):
     r = util.run(['git', 'status', '--porcelain'], cwd=P(mnt, 'clone'),
                  check=True, env=env)
     assert r.stdout == '', r.stdout
+    settle_mode(m, opts)
     r = util.run(['git', 'fsck', '--no-progress'], cwd=P(src, 'clone'),
                  env=env)
     assert r.returncode == 0, r.stderr
