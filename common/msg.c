@@ -706,6 +706,8 @@ int qft_scan_rec_encode(struct qbuf *b, const struct qft_scan_rec *rec)
 		if ((r = qbuf_put_u32(b, rec->status)) < 0)
 			goto undo;
 		return 0;
+	case QFT_SCAN_REC_WATCHED:
+		return 0;
 	}
 	r = -EINVAL;
 undo:
@@ -737,6 +739,8 @@ int qft_scan_rec_decode(struct qcur *c, struct qft_scan_rec *rec)
 	case QFT_SCAN_REC_DIR_END:
 		if ((r = qcur_get_u32(c, &rec->status)) < 0)
 			goto fail;
+		return 0;
+	case QFT_SCAN_REC_WATCHED:
 		return 0;
 	}
 	r = -EBADMSG; /* an unknown kind: nothing after it can be framed */

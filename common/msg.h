@@ -167,7 +167,8 @@ int qft_dirent_decode(struct qcur *c, struct qft_dirent *d, bool plus);
  */
 struct qft_scan_rec {
 	uint8_t kind;          /* QFT_SCAN_REC_* */
-	uint32_t index;        /* ENTRY: the parent's; DIR_END: its own */
+	uint32_t index;        /* ENTRY: the parent's; DIR_END, WATCHED: its
+				* own */
 	uint32_t status;       /* DIR_END: enum qft_status, 0 = complete */
 	struct qft_str name;   /* ENTRY: a valid name (never "." or "..") */
 	struct qft_attr attr;  /* ENTRY */

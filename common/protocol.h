@@ -238,8 +238,8 @@ enum qft_status {
 #define QFT_OPEN_REP_KNOWN 0x0003u
 
 /*
- * SCAN request flags.  WATCH is reserved for watches (change
- * notification of the scanned tree): accepted, and ignored for now.
+ * SCAN request flags.  WATCH: watch every directory listed (under
+ * QFT_FEAT_NOTIFY), each one confirmed by a WATCHED record.
  */
 #define QFT_SCAN_WATCH     0x0001u
 #define QFT_SCAN_KNOWN     0x0001u
@@ -267,6 +267,12 @@ enum qft_status {
  */
 #define QFT_SCAN_REC_ENTRY   1u
 #define QFT_SCAN_REC_DIR_END 2u
+/*
+ * SCAN with QFT_SCAN_WATCH under QFT_FEAT_NOTIFY: the directory with this
+ * index is watched since before its entries were read, and still was when
+ * its listing ended (sent right before its DIR_END).
+ */
+#define QFT_SCAN_REC_WATCHED 3u
 
 /*
  * File modes use the traditional octal layout (S_IFREG 0100000, permission

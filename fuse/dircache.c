@@ -2199,6 +2199,7 @@ struct sdir {
 	struct bent *e;
 	size_t n, cap;
 	bool complete;          /* its DIR_END said status 0 */
+	bool watched;           /* WATCHED came before it: a lease */
 	struct qn_node *node;   /* made at install, with a reference */
 };
 
@@ -2288,6 +2289,10 @@ static int scan_take(struct scan *sc, const struct qft_blob *data)
 			sc->d[rec.index].complete = rec.status == 0;
 			continue;
 		}
+		if (rec.kind == QFT_SCAN_REC_WATCHED) {
+			sc->d[rec.index].watched = true;
+			continue;
+		}
 		if (sc->entries >= sc->limit) {
 			/* What is complete so far stays so; the rest is
 			 * walked directory by directory. */
@@ -2342,11 +2347,18 @@ static void scan_install(struct qc_fs *fs, struct scan *sc,
 		struct qn_node *node;
 
 		if (!sd->complete ||
-		    spoiled(dc, fb->seq, NULL, dino, false))
+		    spoiled(dc, fb->seq, NULL, dino, false)) {
+			/* Not kept: nor is the watch it may have set. */
+			if (sd->watched && dino)
+				work_add(fs, WORK_UNWATCH, NULL, dino, NULL);
 			continue;
+		}
 		node = scan_node(fs, sc, i);
-		if (!node)
+		if (!node) {
+			if (sd->watched && dino)
+				work_add(fs, WORK_UNWATCH, NULL, dino, NULL);
 			continue;
+		}
 		pino = i == 0 ? top_pino :
 		       sd->parent ? sc->d[sd->parent].attr.ino : top_dino;
 		l = listing_new(fs, node, dino, pino,
@@ -2355,6 +2367,11 @@ static void scan_install(struct qc_fs *fs, struct scan *sc,
 		if (!l)
 			break;
 		l->scanned = true;
+		if (sd->watched && dino) {
+			/* Watched since before the server read it. */
+			l->leased = true;
+			l->names_until = NEVER;
+		}
 		for (size_t j = 0; j < sd->n; j++) {
 			if (strip)
 				sd->e[j].attr.flags &= ~QFT_ATTR_NOXATTR;
@@ -2414,6 +2431,8 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 		qft_msg_init(&m, QFT_OP_SCAN, 0);
 		m.handle = h;
 		m.length = QFT_MAX_SCAN;
+		/* Leases for the listings, where the server can watch. */
+		m.opflags = QFT_SCAN_WATCH;
 		r = qc_call_gen(fs->conn, gen, &m, &rep);
 		if (r == -ENOSYS || r == -EOPNOTSUPP) {
 			pthread_mutex_lock(&dc->lock);

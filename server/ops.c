@@ -1133,7 +1133,9 @@ static int op_scan(struct srv *s, const struct qft_msg *req,
 	b.data = s->data;
 	b.cap = budget;
 	b.limit = budget;
-	r = srv_scan_step(&s->handles, h, &b, &rep->opflags);
+	r = srv_scan_step(&s->handles, h,
+			  (req->opflags & QFT_SCAN_WATCH) && s->notify ?
+			  s->watch : NULL, &b, &rep->opflags);
 	if (r == -EMSGSIZE) {
 		set_errmsg(s, rep, "SCAN budget of %zu bytes holds no record",
 			   budget);

@@ -17,6 +17,7 @@
 #include "path.h"
 #include "protocol.h"
 #include "scan.h"
+#include "watch.h"
 
 /* The limits (scan.h); test builds can lower them to reach them. */
 static uint32_t max_entries = SRV_SCAN_MAX_ENTRIES;
@@ -76,6 +77,11 @@ struct srv_scan {
 	uint32_t entries;       /* ENTRY records sent */
 	bool truncated;         /* something announced will not be listed */
 	bool done;
+	/* QFT_SCAN_WATCH: the session's watches, or NULL; cur is watched
+	 * (as `key`) since before its first entry was read */
+	struct srv_watch *watch;
+	bool cur_watched;
+	struct srv_watch_key key;
 };
 
 static bool is_dot_or_dotdot(const char *n)
@@ -238,6 +244,7 @@ static void drop_cur(struct srv_handles *t, struct srv_scan *sc)
 	sc->cur = NULL;
 	sc->stashed = false;
 	sc->status = 0;
+	sc->cur_watched = false;
 }
 
 /* Stops the scan where it stands: what is queued is never listed. */
@@ -259,14 +266,25 @@ static int put_dir_end(struct srv_handles *t, struct srv_scan *sc,
 		       struct qbuf *out)
 {
 	struct qft_scan_rec rec;
+	size_t start;
 	int r;
 
 	memset(&rec, 0, sizeof(rec));
-	rec.kind = QFT_SCAN_REC_DIR_END;
 	rec.index = sc->cur->index;
+	/* WATCHED and DIR_END go in one reply, or neither does. */
+	start = out->len;
+	if (sc->cur_watched && sc->status == 0 &&
+	    srv_watch_holds(sc->watch, &sc->key)) {
+		rec.kind = QFT_SCAN_REC_WATCHED;
+		if ((r = qft_scan_rec_encode(out, &rec)) < 0)
+			return r;
+	}
+	rec.kind = QFT_SCAN_REC_DIR_END;
 	rec.status = qft_status_from_errno(-sc->status);
-	if ((r = qft_scan_rec_encode(out, &rec)) < 0)
+	if ((r = qft_scan_rec_encode(out, &rec)) < 0) {
+		out->len = start;
 		return r;
+	}
 	drop_cur(t, sc);
 	return 1;
 }
@@ -356,8 +374,14 @@ static int step(struct srv_handles *t, struct srv_scan *sc, struct qbuf *out)
 		/* A directory that cannot be opened any more ends at once,
 		 * its DIR_END carrying why. */
 		sc->status = open_dir(sc, sc->cur, &sc->dir);
-		if (sc->status < 0)
+		if (sc->status < 0) {
 			sc->dir = NULL;
+		} else if (sc->watch) {
+			/* Before the entries are read, as READDIR does: a
+			 * change the listing misses is one the watch sees. */
+			r = srv_watch_add(sc->watch, dirfd(sc->dir), &sc->key);
+			sc->cur_watched = r == 0;
+		}
 		return 0;
 	}
 	if (!sc->dir)
@@ -411,15 +435,19 @@ static int start(struct srv_handles *t, struct srv_handle *h,
 }
 
 int srv_scan_step(struct srv_handles *t, struct srv_handle *h,
-		  struct qbuf *out, uint32_t *rflags)
+		  struct srv_watch *watch, struct qbuf *out,
+		  uint32_t *rflags)
 {
 	struct srv_scan *sc;
 	unsigned nrec = 0;
 	int r;
 
 	*rflags = 0;
-	if (!h->scan && (r = start(t, h, &h->scan)) < 0)
-		return r;
+	if (!h->scan) {
+		if ((r = start(t, h, &h->scan)) < 0)
+			return r;
+		h->scan->watch = watch;
+	}
 	sc = h->scan;
 	/* Every reply starts with the indexes announced before it, so the
 	 * client can check that it missed none. */

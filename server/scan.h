@@ -37,6 +37,7 @@
 struct srv_handles;
 struct srv_handle;
 struct srv_scan;
+struct srv_watch;
 
 /*
  * Appends the next records of the scan of directory handle `h` to `out`
@@ -44,10 +45,14 @@ struct srv_scan;
  * fit.  Sets *rflags to QFT_SCAN_EOF (and QFT_SCAN_TRUNCATED) when the
  * scan has ended.  -EMSGSIZE when the budget holds not even one record
  * (nothing is lost: a later SCAN sends it), -ENOMEM, or the error that
- * kept the scan from starting.
+ * kept the scan from starting.  With `watch` (QFT_SCAN_WATCH, and the
+ * session grants change notification), the first step makes the scan
+ * watch every directory before reading it and send WATCHED before the
+ * DIR_END of each one still watched when its listing ends.
  */
 int srv_scan_step(struct srv_handles *t, struct srv_handle *h,
-		  struct qbuf *out, uint32_t *rflags);
+		  struct srv_watch *watch, struct qbuf *out,
+		  uint32_t *rflags);
 
 /* Ends a scan, giving its memory back to the connection; NULL is fine. */
 void srv_scan_free(struct srv_handles *t, struct srv_scan *sc);

@@ -109,6 +109,7 @@ class Scan:
         self.paths = {0: ''}
         self.entries = {}
         self.ends = {}
+        self.watched = set()
         self.replies = 0
         self.flags = 0
 
@@ -132,6 +133,12 @@ class Scan:
                 self.entries[path] = a
                 if stat.S_ISDIR(a.mode):
                     self.paths[len(self.paths)] = path
+            elif r[0] == 'watched':
+                _, index = r
+                assert index in self.paths, 'WATCHED of unknown %d' % index
+                assert index not in self.ends, \
+                    'WATCHED of %d after its DIR_END' % index
+                self.watched.add(index)
             else:
                 _, index, status = r
                 assert index in self.paths, 'DIR_END of unknown %d' % index
@@ -321,6 +328,31 @@ def test_scan_matches_lstat(start, tmp_path):
     s2 = scan_path(srv, sub, opflags=wire.SCAN_WATCH)
     below = {p[len(sub) + 1:] for p in want if p.startswith(sub + '/')}
     assert set(s2.entries) == below
+
+
+@pytest.mark.parametrize('notify', [True, False], ids=['notify', 'no-notify'])
+def test_scan_watch_leases_every_directory(start, tmp_path, notify):
+    """SCAN with WATCH, once HELLO granted change notification: every
+    directory listed completely is WATCHED (right before its DIR_END),
+    even over many small replies; without the feature, none is."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    make_tree(str(root), dirs=30, files=200)
+    srv = start(root, hello=False)
+    r = srv.call('HELLO', magic=wire.MAGIC, version=wire.VERSION,
+                 features=0x4 if notify else 0)
+    assert r.status == 0, r
+    assert bool(r['features'] & 0x4) == notify, r
+    srv.call('OPENDIR', handle=1, path='')
+    s = scan(srv, 1, budget=2048, opflags=wire.SCAN_WATCH)
+    srv.call('CLOSE', handle=1)
+    assert s.replies > 5
+    complete = {i for i, st in s.ends.items() if st == 0}
+    assert complete == set(s.paths), 'not every directory was listed'
+    if notify:
+        assert s.watched == complete, sorted(complete - s.watched)
+    else:
+        assert not s.watched
 
 
 def test_scan_small_budget_loses_nothing(start, tmp_path):

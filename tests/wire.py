@@ -79,9 +79,9 @@ O_APPEND, O_TRUNC, O_EXCL = 0x8, 0x10, 0x20
 S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO = 0o100000, 0o040000, 0o120000, 0o010000
 SET_MODE, SET_UID, SET_GID, SET_SIZE = 0x1, 0x2, 0x4, 0x8
 OPEN_DATA, OPEN_EOF = 0x1, 0x2            # OPEN reply flags
-SCAN_WATCH = 0x1                          # SCAN request flag (reserved)
+SCAN_WATCH = 0x1                          # SCAN request flag: watch (leases)
 SCAN_EOF, SCAN_TRUNCATED = 0x1, 0x2       # SCAN reply flags
-SCAN_REC_ENTRY, SCAN_REC_DIR_END = 1, 2   # SCAN record kinds
+SCAN_REC_ENTRY, SCAN_REC_DIR_END, SCAN_REC_WATCHED = 1, 2, 3  # SCAN record kinds
 MAX_DATA = 1 << 20                        # QFT_MAX_DATA, QFT_MAX_SCAN
 
 
@@ -209,7 +209,8 @@ def parse_dirents(data):
 
 def parse_scan(data):
     """A SCAN reply blob: (base, records).  Records are
-    ('entry', parent, name, Attr) or ('end', index, status); a directory
+    ('entry', parent, name, Attr), ('end', index, status) or ('watched',
+    index); a directory
     entry's index is implied (the next one), as the protocol says."""
     (base,) = struct.unpack_from('>I', data, 0)
     out, pos = [], 4
@@ -225,6 +226,8 @@ def parse_scan(data):
             (status,) = struct.unpack_from('>I', data, pos)
             pos += 4
             out.append(('end', index, status))
+        elif kind == SCAN_REC_WATCHED:
+            out.append(('watched', index))
         else:
             raise ValueError('unknown SCAN record kind %d' % kind)
     return base, out
@@ -237,6 +240,8 @@ def enc_scan(base, records):
     for r in records:
         if r[0] == 'entry':
             out += struct.pack('>BI', SCAN_REC_ENTRY, r[1]) + enc_str(r[2]) + r[3]
+        elif r[0] == 'watched':
+            out += struct.pack('>BI', SCAN_REC_WATCHED, r[1])
         else:
             out += struct.pack('>BII', SCAN_REC_DIR_END, r[1], r[2])
     return out

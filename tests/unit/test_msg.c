@@ -2008,7 +2008,10 @@ static void test_scan_records(void)
 	struct qft_scan_rec end = {
 		.kind = QFT_SCAN_REC_DIR_END, .index = 7, .status = QFT_EACCES,
 	};
-	const struct qft_scan_rec *kinds[] = { &ent, &end };
+	struct qft_scan_rec watched = {
+		.kind = QFT_SCAN_REC_WATCHED, .index = 9,
+	};
+	const struct qft_scan_rec *kinds[] = { &ent, &end, &watched };
 	struct wr w;
 	struct qbuf b;
 
@@ -2019,6 +2022,8 @@ static void test_scan_records(void)
 	end.status = 0xdeadbeefu;       /* unknown codes arrive as EIO */
 	CHECK_EQ(scan_rec_rt(&end), 0);
 	end.status = QFT_EACCES;
+	check_ctx("scan WATCHED");
+	CHECK_EQ(scan_rec_rt(&watched), 0);
 
 	/* Byte layout. */
 	check_ctx("scan golden");
@@ -2026,6 +2031,7 @@ static void test_scan_records(void)
 	CHECK_EQ(qft_scan_head_encode(&b, 3), 0);
 	CHECK_EQ(qft_scan_rec_encode(&b, &ent), 0);
 	CHECK_EQ(qft_scan_rec_encode(&b, &end), 0);
+	CHECK_EQ(qft_scan_rec_encode(&b, &watched), 0);
 	w.n = 0;
 	wput(&w, 3, 4);
 	wput(&w, QFT_SCAN_REC_ENTRY, 1);
@@ -2035,6 +2041,8 @@ static void test_scan_records(void)
 	wput(&w, QFT_SCAN_REC_DIR_END, 1);
 	wput(&w, 7, 4);
 	wput(&w, QFT_EACCES, 4);
+	wput(&w, QFT_SCAN_REC_WATCHED, 1);
+	wput(&w, 9, 4);
 	CHECK(b.len == w.n && memcmp(b.data, w.b, w.n) == 0);
 	qbuf_free(&b);
 
@@ -2068,7 +2076,9 @@ static void test_scan_records(void)
 		struct qbuf e;
 
 		for (unsigned k = 0; k < 256; k++) {
-			if (k == QFT_SCAN_REC_ENTRY || k == QFT_SCAN_REC_DIR_END)
+			if (k == QFT_SCAN_REC_ENTRY ||
+			    k == QFT_SCAN_REC_DIR_END ||
+			    k == QFT_SCAN_REC_WATCHED)
 				continue;
 			r.kind = (uint8_t)k;
 			qbuf_init(&e, 64);
