@@ -676,11 +676,37 @@ static struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
 	return l;
 }
 
-/* Until when the attributes of entry `e` of `l` are fresh (attr_ok). */
+/*
+ * Whether directory inode `ino` has a leased listing on the live link
+ * (listing lock held).  Its own watch then reports what changes its
+ * attributes -- entries made or removed, chmod, utimes -- and that notice
+ * drops the listing, which ends the trust attr_until gives.
+ */
+static bool dir_leased(struct qc_fs *fs, uint64_t ino)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	uint64_t gen = qc_conn_gen(fs->conn);
+
+	for (struct listing *l = dc->by_ino[ino_bucket(dc, ino)]; l;
+	     l = l->inext)
+		if (l->dino == ino && l->leased && l->gen == gen)
+			return true;
+	return false;
+}
+
+/*
+ * Until when the attributes of entry `e` of `l` are fresh (attr_ok).  A
+ * subdirectory's mtime and link count change without a notice to the
+ * parent's watch, so under the parent's lease they hold only while the
+ * subdirectory is leased itself (a SCAN leases every directory it
+ * lists); the residual window is a change to it between the parent's
+ * listing and its own watch, within one scan.
+ */
 static uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e)
 {
-	if (l->leased && (e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR)
+	if (l->leased && ((e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
+			  dir_leased(fs, e->attr.ino)))
 		return NEVER;
 	return e->fetched_ns + secs_ns(fs->attr_timeout);
 }
