@@ -57,6 +57,7 @@ struct listing {
 	uint64_t names_until;   /* CLOCK_MONOTONIC ns; NEVER under a lease */
 	bool leased;
 	bool made_here;         /* by this client's MKDIR (qc_dir_leased_absent) */
+	bool lease_asked;       /* its READDIR WATCH is not answered yet */
 	char *stale[STALE_MAX]; /* names changed on the server since */
 	unsigned nstale;
 	uint64_t walked_ns;     /* last served to a readdir (0 = never) */
@@ -127,6 +128,7 @@ struct qc_dircache {
 	bool work_stop;
 	bool worker_running;    /* only the threads that start and stop it */
 	pthread_cond_t work_cond;
+	pthread_cond_t lease_cond; /* a new directory's lease was answered */
 	pthread_t worker;
 	/* atomics, read by tests through the debug log */
 	atomic_uint_fast64_t lookups_local, negatives_local, readdirs_local,
@@ -1046,6 +1048,7 @@ int qc_dir_init(struct qc_fs *fs, size_t max_entries)
 	dc->work_tail = &dc->work_head;
 	pthread_mutex_init(&dc->lock, NULL);
 	pthread_cond_init(&dc->work_cond, NULL);
+	pthread_cond_init(&dc->lease_cond, NULL);
 	fs->dirs = dc;
 	return 0;
 }
@@ -1101,6 +1104,7 @@ void qc_dir_destroy(struct qc_fs *fs)
 		listing_drop(fs, dc->lru.next);
 	pthread_mutex_unlock(&dc->lock);
 	pthread_cond_destroy(&dc->work_cond);
+	pthread_cond_destroy(&dc->lease_cond);
 	pthread_mutex_destroy(&dc->lock);
 	free(dc->by_node);
 	free(dc->by_ino);
@@ -1221,6 +1225,22 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 	 * made), is "absent" good enough to answer O_EXCL without the server.
 	 */
 	l = valid_listing(fs, parent, qc_now_ns());
+	/*
+	 * The lease of a directory made a moment ago is asked for right
+	 * after its MKDIR and answered within a round trip: wait for it
+	 * rather than send this create on its own, so that a tree copy's
+	 * first create in each new directory costs what a synchronous one
+	 * would, and its own creates do not race with the lease's READDIR.
+	 * The answer always comes: a reply, or the link's failure.
+	 */
+	while (l && l->made_here && l->lease_asked) {
+		uint64_t id = l->id;
+
+		pthread_cond_wait(&dc->lease_cond, &dc->lock);
+		l = valid_listing(fs, parent, qc_now_ns());
+		if (l && l->id != id)
+			l = NULL;
+	}
 	if (l && l->leased && l->made_here && !is_stale(l, name))
 		absent = !dent_find(l, name, name_hash(name));
 	pthread_mutex_unlock(&dc->lock);
@@ -1361,9 +1381,28 @@ static void mkdir_watch_done(void *ctx, int err, struct qc_reply *rep)
 	} else if (watched) {
 		work_add(fs, WORK_UNWATCH, NULL, w->dino, NULL);
 	}
+	if (l && l->id == w->id)
+		l->lease_asked = false;
+	pthread_cond_broadcast(&dc->lease_cond);
 	pthread_mutex_unlock(&dc->lock);
 	qn_unref(&fs->nodes, w->dir);
 	free(w);
+}
+
+/* No lease will be asked for listing `id` of `dir` after all: creates
+ * waiting for one (qc_dir_leased_absent) go on without. */
+static void lease_not_asked(struct qc_fs *fs, struct qn_node *dir,
+			    uint64_t id)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+
+	pthread_mutex_lock(&dc->lock);
+	l = find_listing(dc, dir);
+	if (l && l->id == id)
+		l->lease_asked = false;
+	pthread_cond_broadcast(&dc->lease_cond);
+	pthread_mutex_unlock(&dc->lock);
 }
 
 /*
@@ -1381,11 +1420,15 @@ static void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 
 	gen = link_gen(fs);
 	if (!gen || qn_path(&fs->nodes, dir, NULL, path) < 0 ||
-	    qc_handle_alloc(fs->conn, gen, &h) < 0)
+	    qc_handle_alloc(fs->conn, gen, &h) < 0) {
+		lease_not_asked(fs, dir, id);
 		return;
+	}
 	w = calloc(1, sizeof(*w));
-	if (!w)
+	if (!w) {
+		lease_not_asked(fs, dir, id);
 		goto out_free_handle;
+	}
 	w->fs = fs;
 	w->dir = dir;
 	w->id = id;
@@ -1396,6 +1439,7 @@ static void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 	qc_set_str(&m.path, path);
 	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0) {
 		free(w);
+		lease_not_asked(fs, dir, id);
 		goto out_free_handle;
 	}
 	qft_msg_init(&m, QFT_OP_READDIR, 0);
@@ -1436,6 +1480,9 @@ void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
 			fb->start_ns + secs_ns(fs->entry_timeout), fb->gen);
 	if (l) {
 		l->made_here = true;
+		/* Cleared by mkdir_watch_done, which watch_new_dir makes
+		 * sure runs (or clears it itself when it sends nothing). */
+		l->lease_asked = true;
 		evict(fs, l);
 	}
 	id = l ? l->id : 0;

@@ -553,6 +553,7 @@ bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
 		 * later (sqlite takes a changed st_ino for a database moved
 		 * away and stops writing): wait for the CREATE's answer.
 		 */
+		qc_stat_inc(&fs->stats, QC_STAT_STAT_WAIT);
 		qc_file_settle(fs);
 	}
 }

@@ -13,6 +13,7 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_SETATTR_ASYNC] = "setattrs_pipelined",
 	[QC_STAT_CLOSE_WAIT]    = "closes_waited",
 	[QC_STAT_PIPE_ERROR]    = "pipelined_errors",
+	[QC_STAT_STAT_WAIT]     = "stats_waited_for_create",
 };
 
 /* Appends one line; `len` keeps counting past `size` so the caller can

@@ -30,6 +30,9 @@ enum qc_stat {
 	QC_STAT_CLOSE_WAIT,     /* close()s that waited for the server */
 	QC_STAT_PIPE_ERROR,     /* pipelined steps that failed (reported at
 				 * close or the next write/fsync) */
+	QC_STAT_STAT_WAIT,      /* stats that waited for a pipelined CREATE's
+				 * answer (its inode number): a round trip
+				 * like requests_waited */
 	QC_STAT__COUNT
 };
 
