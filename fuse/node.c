@@ -599,16 +599,24 @@ uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n)
 	return gen;
 }
 
-void qn_note_fresh(struct qn_table *t, struct qn_node *n,
-		   const struct qft_attr *a, uint64_t gen, uint64_t until)
+/* qn_note_fresh with the table lock held; n may be NULL (detached). */
+static void note_fresh_locked(struct qn_table *t, struct qn_node *n,
+			      const struct qft_attr *a, uint64_t gen,
+			      uint64_t until)
 {
-	pthread_mutex_lock(&t->lock);
-	if (n->rino == a->ino && n->attr_gen == gen) {
+	if (n && n->rino == a->ino && n->attr_gen == gen) {
 		note_times_locked(n, a, true);
 		n->attr = *a;
 		n->attr_until = until;
 		n->attr_ns = t->ns_gen;
 	}
+}
+
+void qn_note_fresh(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *a, uint64_t gen, uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	note_fresh_locked(t, n, a, gen, until);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -616,16 +624,8 @@ void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
 			const struct qft_attr *a, uint64_t gen,
 			uint64_t until)
 {
-	struct qn_node *n;
-
 	pthread_mutex_lock(&t->lock);
-	n = f->node;
-	if (n && n->rino == a->ino && n->attr_gen == gen) {
-		note_times_locked(n, a, true);
-		n->attr = *a;
-		n->attr_until = until;
-		n->attr_ns = t->ns_gen;
-	}
+	note_fresh_locked(t, f->node, a, gen, until);
 	pthread_mutex_unlock(&t->lock);
 }
 
