@@ -33,6 +33,7 @@
 #define QC_FILE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -78,6 +79,7 @@ struct qc_file {
 	 */
 	unsigned steps;         /* lock: steps not answered yet */
 	bool creating;          /* lock: a pipelined CREATE not answered yet */
+	atomic_bool paged_noted; /* qn_note_paged done for this file */
 	uint64_t wend;          /* lock: furthest end of a WRITE through f */
 	/* commit=async (commit.h): closes whose FLUSH is in flight, and
 	 * whether the kernel released f meanwhile (its CLOSE then waits) */

@@ -636,11 +636,24 @@ void qn_names_changed(struct qn_table *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+static void attr_stale_locked(struct qn_node *n)
+{
+	n->attr_gen++;
+	n->attr_until = 0;
+}
+
 void qn_attr_stale(struct qn_table *t, struct qn_node *n)
 {
 	pthread_mutex_lock(&t->lock);
-	n->attr_gen++;
-	n->attr_until = 0;
+	attr_stale_locked(n);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_attr_stale(struct qn_table *t, struct qn_file *f)
+{
+	pthread_mutex_lock(&t->lock);
+	if (f->node)
+		attr_stale_locked(f->node);
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -224,6 +224,9 @@ uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n);
 void qn_note_fresh(struct qn_table *t, struct qn_node *n,
 		   const struct qft_attr *a, uint64_t gen, uint64_t until);
 void qn_attr_stale(struct qn_table *t, struct qn_node *n);
+/* qn_attr_stale of f's node, if f is still attached (one lock: the
+ * write path calls it for every WRITE). */
+void qn_file_attr_stale(struct qn_table *t, struct qn_file *f);
 /* A name was linked, unlinked or renamed: no attributes are fresh. */
 void qn_names_changed(struct qn_table *t);
 /* The attributes of `n` if still trusted at `now`, with the seconds left. */

@@ -730,6 +730,19 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/* Hands a created (or pipelined) file f of node n to the kernel. */
+static void reply_create(fuse_req_t req, struct qc_fs *fs,
+			 const struct fuse_entry_param *e, struct qn_node *n,
+			 struct qc_file *f, struct fuse_file_info *fi)
+{
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_create(req, e, fi) != 0) {
+		/* The kernel will neither release the file nor forget it. */
+		qn_forget(&fs->nodes, n, 1);
+		qc_file_release(fs, f);
+	}
+}
+
 /*
  * Whether the server's user may create in a directory with attributes
  * `pa`, as far as its mode bits tell.  A create the client can see will
@@ -846,12 +859,7 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, a);
 	qc_fs_fill_entry(fs, &e, n, a);
 	e.attr_timeout = 0;
-	fi->fh = (uintptr_t)f;
-	if (fuse_reply_create(req, &e, fi) != 0) {
-		/* The kernel will neither release the file nor forget it. */
-		qn_forget(&fs->nodes, n, 1);
-		qc_file_release(fs, f);
-	}
+	reply_create(req, fs, &e, n, f, fi);
 	return;
 out_err:
 	fuse_reply_err(req, -r);
@@ -910,12 +918,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_fs_fill_entry(fs, &e, n, &rep.msg.attr);
 	qc_reply_free(&rep);
 	qn_file_attach(&fs->nodes, n, &f->nf, handle);
-	fi->fh = (uintptr_t)f;
-	if (fuse_reply_create(req, &e, fi) != 0) {
-		/* The kernel will neither release the file nor forget it. */
-		qn_forget(&fs->nodes, n, 1);
-		qc_file_release(fs, f);
-	}
+	reply_create(req, fs, &e, n, f, fi);
 	return;
 
 out_free_file:
@@ -928,10 +931,13 @@ static void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
+	struct qc_file *f = file_of(fi);
 
-	/* From now on the kernel may have the pages (open_data_length). */
-	qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
-	qc_ra_read(req, fs_of(req), file_of(fi), size, off);
+	/* From now on the kernel may have the pages (open_data_length);
+	 * once per open file, not a table lock per read. */
+	if (!atomic_exchange(&f->paged_noted, true))
+		qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
+	qc_ra_read(req, fs, f, size, off);
 }
 
 static void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,

@@ -578,7 +578,7 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 	}
 
 	/* Size and mtime change: no getattr may be answered from before. */
-	qn_attr_stale(&fs->nodes, qn_file_node(&fs->nodes, &f->nf));
+	qn_file_attr_stale(&fs->nodes, &f->nf);
 	qft_msg_init(&m, QFT_OP_WRITE, 0);
 	m.handle = handle;
 	m.offset = (uint64_t)off;

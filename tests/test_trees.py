@@ -54,6 +54,26 @@ def make_tree(root, dirs=3, files=20, size=300):
     return n
 
 
+def first_error(path, flags, data):
+    """open(path, flags), write data, close: the first OSError any of
+    them raised (a pipelined step may fail any of them), or None."""
+    err = None
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        return e
+    try:
+        os.write(fd, data)
+    except OSError as e:
+        err = e
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            err = err or e
+    return err
+
+
 def _diff(a, b):
     r = util.run(['diff', '-r', '--no-dereference', a, b], timeout=300)
     assert r.returncode == 0, 'diff -r %s %s:\n%s%s' % (
@@ -168,20 +188,7 @@ def test_create_in_unwritable_dir_fails_by_close(mounter, wtmp, need_root):
     mnt = m.mnt
     for flags in (os.O_WRONLY | os.O_CREAT,
                   os.O_WRONLY | os.O_CREAT | os.O_EXCL):
-        err = None
-        try:
-            fd = os.open(P(mnt, 'ro', 'f'), flags, 0o644)
-            try:
-                os.write(fd, b'data')
-            except OSError as e:
-                err = e
-            finally:
-                try:
-                    os.close(fd)
-                except OSError as e:
-                    err = err or e
-        except OSError as e:
-            err = e
+        err = first_error(P(mnt, 'ro', 'f'), flags, b'data')
         assert err is not None, 'create in an unwritable directory succeeded'
         assert err.errno == errno.EACCES, err
         assert not os.path.exists(P(src, 'ro', 'f'))
@@ -223,21 +230,8 @@ def test_excl_create_of_name_made_behind_the_clients_back(mount):
     os.listdir(P(mnt, 'd'))
     with open(P(src, 'd', 'lock'), 'wb') as f:
         f.write(b'theirs')
-    err = None
-    try:
-        fd = os.open(P(mnt, 'd', 'lock'), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                     0o644)
-        try:
-            os.write(fd, b'mine')
-        except OSError as e:
-            err = e
-        finally:
-            try:
-                os.close(fd)
-            except OSError as e:
-                err = err or e
-    except OSError as e:
-        err = e
+    err = first_error(P(mnt, 'd', 'lock'),
+                      os.O_WRONLY | os.O_CREAT | os.O_EXCL, b'mine')
     assert err is not None and err.errno == errno.EEXIST, err
     with open(P(src, 'd', 'lock'), 'rb') as f:
         assert f.read() == b'theirs'
