@@ -1098,6 +1098,21 @@ void srv_watch_writer_close(struct srv_watch *w, uint32_t writer)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/*
+ * A writer registration about to take a new name: events of its writes
+ * still in inotify's queue carry the old one.  An expectation under the
+ * old name, done at once, covers them until the reader has read past
+ * this point.  Lock held.
+ */
+static void trail_old_name(struct srv_watch *w, const struct expect *e)
+{
+	struct expect *old;
+
+	old = expect_new(w, e->dev, e->ino, e->name, e->namelen, e->kinds);
+	if (old)
+		mark_done(w, old);
+}
+
 void srv_watch_renamed(struct srv_watch *w, int dfd1, const char *name1,
 		       int dfd2, const char *name2, bool exchange)
 {
@@ -1130,6 +1145,8 @@ void srv_watch_renamed(struct srv_watch *w, int dfd1, const char *name1,
 		       e->namelen == a.len && !memcmp(e->name, a.name, a.len);
 		is_b = e->dev == b.dev && e->ino == b.ino &&
 		       e->namelen == b.len && !memcmp(e->name, b.name, b.len);
+		if (is_a || (is_b && exchange))
+			trail_old_name(w, e);
 		if (is_a) {
 			e->dev = b.dev;
 			e->ino = b.ino;
