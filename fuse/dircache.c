@@ -1778,7 +1778,8 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 				}
 			}
 			if (e.ino == 0) {
-				e.attr.st_ino = se->ino;
+				e.attr.st_ino = qn_shown_child_ino(
+					&fs->nodes, dir, se->name, se->ino);
 				e.attr.st_mode = se->type;
 			}
 			fuse_add_direntry_plus(req, buf + used, size - used,
@@ -1787,7 +1788,8 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 			struct stat st;
 
 			memset(&st, 0, sizeof(st));
-			st.st_ino = se->ino;
+			st.st_ino = qn_shown_child_ino(&fs->nodes, dir,
+						       se->name, se->ino);
 			st.st_mode = se->type;
 			need = fuse_add_direntry(req, buf + used, size - used,
 						 se->name, &st, (off_t)(i + 1));
@@ -2028,7 +2030,9 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 				}
 			}
 			if (e.ino == 0) {
-				e.attr.st_ino = d.ino;
+				e.attr.st_ino = qn_shown_child_ino(
+					&fs->nodes, qc_fs_node(fs, ino),
+					d.name.s, d.ino);
 				e.attr.st_mode = d.type;
 			}
 			fuse_add_direntry_plus(req, buf + used, size - used,
@@ -2037,7 +2041,9 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 			struct stat st;
 
 			memset(&st, 0, sizeof(st));
-			st.st_ino = d.ino;
+			st.st_ino = qn_shown_child_ino(&fs->nodes,
+						       qc_fs_node(fs, ino),
+						       d.name.s, d.ino);
 			st.st_mode = d.type;
 			need = fuse_add_direntry(req, buf + used, size - used,
 						 d.name.s, &st, (off_t)d.off);

@@ -516,7 +516,6 @@ void qc_file_settle(struct qc_fs *fs)
 struct predicted {
 	struct qft_attr *out;
 	bool found;
-	bool creating;
 };
 
 static bool file_predicted(struct qn_file *nf, void *ctx)
@@ -525,16 +524,15 @@ static bool file_predicted(struct qn_file *nf, void *ctx)
 	struct predicted *p = ctx;
 
 	pthread_mutex_lock(&f->lock);
-	p->creating = f->creating && !f->failed;
 	/* With WRITEs in flight the size and times are the server's to
 	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes). */
-	if (!p->creating && f->predicted &&
-	    (f->wb.bytes == 0 || f->flushing) && !f->failed) {
+	if (f->predicted && (f->wb.bytes == 0 || f->flushing) &&
+	    !f->failed) {
 		*p->out = f->attr;
 		p->found = true;
 	}
 	pthread_mutex_unlock(&f->lock);
-	return p->found || p->creating;
+	return p->found;
 }
 
 bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
@@ -542,20 +540,10 @@ bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
 {
 	struct predicted p = { .out = out };
 
-	for (;;) {
-		p.found = p.creating = false;
-		qn_for_each_file(&fs->nodes, n, file_predicted, &p);
-		if (!p.creating)
-			return p.found;
-		/*
-		 * The inode number is the one attribute the client cannot
-		 * predict, and a stat must never show one that changes
-		 * later (sqlite takes a changed st_ino for a database moved
-		 * away and stops writing): wait for the CREATE's answer.
-		 */
-		qc_stat_inc(&fs->stats, QC_STAT_STAT_WAIT);
-		qc_file_settle(fs);
-	}
+	/* Even with a CREATE unanswered: the inode number shown is the
+	 * node's provisional one (node.h). */
+	qn_for_each_file(&fs->nodes, n, file_predicted, &p);
+	return p.found;
 }
 
 static void now_time(struct qft_time *t)

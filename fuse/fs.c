@@ -17,9 +17,11 @@
 #include "node.h"
 #include "protocol.h"
 
-void qc_fs_attr_to_stat(const struct qft_attr *a, struct stat *st)
+void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
+			const struct qft_attr *a, struct stat *st)
 {
 	qft_attr_to_stat(a, st);
+	st->st_ino = qn_shown_ino(&fs->nodes, n, a->ino);
 	/*
 	 * The preferred I/O size is what one request carries, not the
 	 * server's disk block: cp and friends size their buffers from it, and
@@ -35,7 +37,7 @@ void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
 	e->ino = qn_to_ino(&fs->nodes, n);
 	e->attr_timeout = fs->attr_timeout;
 	e->entry_timeout = fs->entry_timeout;
-	qc_fs_attr_to_stat(a, &e->attr);
+	qc_fs_attr_to_stat(fs, n, a, &e->attr);
 }
 
 static int parse_size(const char *name, const char *s, uint64_t *out)

@@ -94,8 +94,10 @@ int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
  * has ended. */
 void qc_fs_destroy(struct qc_fs *fs);
 
-/* Protocol attributes as the kernel gets them. */
-void qc_fs_attr_to_stat(const struct qft_attr *a, struct stat *st);
+/* Protocol attributes of node `n` as the kernel gets them (its inode
+ * number as node.h, "Inode numbers as the kernel is shown them"). */
+void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
+			const struct qft_attr *a, struct stat *st);
 
 /* An entry reply for node `n` with attributes `a`, with the mount's
  * timeouts. */

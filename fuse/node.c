@@ -121,6 +121,77 @@ static void hash_insert(struct qn_table *t, struct qn_node *n)
 	t->count++;
 }
 
+static size_t vbucket(const struct qn_table *t, uint64_t rino)
+{
+	return (size_t)((rino * 0x9e3779b97f4a7c15ull) >> 32) &
+	       (t->nvbuckets - 1);
+}
+
+static void vunhash(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node **pp;
+
+	if (!n->vhashed)
+		return;
+	for (pp = &t->vbuckets[vbucket(t, n->rino)]; *pp;
+	     pp = &(*pp)->vnext) {
+		if (*pp == n) {
+			*pp = n->vnext;
+			break;
+		}
+	}
+	n->vnext = NULL;
+	n->vhashed = false;
+	t->vcount--;
+}
+
+/* Doubles the vino buckets at load 1; on failure chains get longer. */
+static void vgrow(struct qn_table *t)
+{
+	size_t nb = t->nvbuckets ? t->nvbuckets * 2 : INITIAL_BUCKETS;
+	struct qn_node **nbuckets, **old = t->vbuckets;
+	size_t oldn = t->nvbuckets;
+
+	if (t->vbuckets && t->vcount < t->nvbuckets)
+		return;
+	nbuckets = calloc(nb, sizeof(*nbuckets));
+	if (!nbuckets)
+		return;
+	t->vbuckets = nbuckets;
+	t->nvbuckets = nb;
+	for (size_t i = 0; i < oldn; i++) {
+		struct qn_node *n = old[i];
+
+		while (n) {
+			struct qn_node *next = n->vnext;
+			size_t b = vbucket(t, n->rino);
+
+			n->vnext = nbuckets[b];
+			nbuckets[b] = n;
+			n = next;
+		}
+	}
+	free(old);
+}
+
+/* A node with a provisional number learnt its server inode: list it, so
+ * that other names of that inode show the same number. */
+static void vhash(struct qn_table *t, struct qn_node *n)
+{
+	size_t b;
+
+	if (n->vhashed || !n->vino || !n->rino)
+		return;
+	vgrow(t);
+	if (!t->vbuckets)
+		return;         /* out of memory: only n shows it */
+	b = vbucket(t, n->rino);
+	n->vnext = t->vbuckets[b];
+	t->vbuckets[b] = n;
+	n->vhashed = true;
+	t->vcount++;
+}
+
 /* Frees `n` and then each ancestor that nothing holds any more. */
 static void maybe_free(struct qn_table *t, struct qn_node *n)
 {
@@ -128,6 +199,7 @@ static void maybe_free(struct qn_table *t, struct qn_node *n)
 		struct qn_node *parent = n->parent;
 
 		unhash(t, n);
+		vunhash(t, n);
 		n->aprev->anext = n->anext;
 		n->anext->aprev = n->aprev;
 		if (parent && n->changed_ns > parent->child_changed_ns)
@@ -161,6 +233,7 @@ int qn_table_init(struct qn_table *t)
 	if (!t->buckets)
 		return -ENOMEM;
 	t->nbuckets = INITIAL_BUCKETS;
+	t->next_vino = QN_VINO_BASE;
 	t->root.rtype = QFT_S_IFDIR;
 	t->root.anext = t->root.aprev = &t->root;
 	pthread_mutex_init(&t->lock, NULL);
@@ -196,6 +269,8 @@ void qn_table_destroy(struct qn_table *t,
 	t->root.anext = t->root.aprev = &t->root;
 	free(t->buckets);
 	t->buckets = NULL;
+	free(t->vbuckets);
+	t->vbuckets = NULL;
 	pthread_mutex_destroy(&t->lock);
 }
 
@@ -275,10 +350,14 @@ static void note_times_locked(struct qn_node *n, const struct qft_attr *a,
 	n->ctime = a->ctime;
 }
 
-static void set_attr_locked(struct qn_node *n, const struct qft_attr *a,
-			    bool known)
+static void set_attr_locked(struct qn_table *t, struct qn_node *n,
+			    const struct qft_attr *a, bool known)
 {
-	n->rino = a->ino;
+	if (n->rino != a->ino) {
+		vunhash(t, n);
+		n->rino = a->ino;
+		vhash(t, n);
+	}
 	n->rtype = a->mode & QFT_S_IFMT;
 	note_times_locked(n, a, known);
 	n->attr = *a;
@@ -322,7 +401,7 @@ static struct qn_node *get_child(struct qn_table *t, struct qn_node *parent,
 		t->root.anext->aprev = n;
 		t->root.anext = n;
 	}
-	set_attr_locked(n, a, known);
+	set_attr_locked(t, n, a, known);
 	return n;
 }
 
@@ -406,6 +485,57 @@ out_unlock:
 	return r;
 }
 
+uint64_t qn_provisional_ino(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&t->lock);
+	if (!n->vino)
+		n->vino = ++t->next_vino;
+	vhash(t, n);
+	v = n->vino;
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+/* Table lock held. */
+static uint64_t shown_locked(struct qn_table *t, struct qn_node *n,
+			     uint64_t rino)
+{
+	/* rino 0 on either side: the CREATE is not answered yet, and the
+	 * node's attributes can only be of its own object. */
+	if (n && n->vino && (!rino || !n->rino || rino == n->rino))
+		return n->vino;
+	if (rino && t->vcount) {
+		for (struct qn_node *v = t->vbuckets[vbucket(t, rino)]; v;
+		     v = v->vnext)
+			if (v->rino == rino)
+				return v->vino;
+	}
+	return rino;
+}
+
+uint64_t qn_shown_ino(struct qn_table *t, struct qn_node *n, uint64_t rino)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&t->lock);
+	v = shown_locked(t, n, rino);
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+uint64_t qn_shown_child_ino(struct qn_table *t, struct qn_node *dir,
+			    const char *name, uint64_t rino)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&t->lock);
+	v = shown_locked(t, rino ? NULL : find(t, dir, name), rino);
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
 uint64_t qn_rino(struct qn_table *t, struct qn_node *n)
 {
 	uint64_t ino;
@@ -471,6 +601,26 @@ void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 		maybe_free(t, parent);
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+size_t qn_other_names(struct qn_table *t, struct qn_node *parent,
+		      const char *name, uint64_t *ids, size_t max)
+{
+	struct qn_node *n;
+	size_t k = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	/* Rare (hard links), so a walk of every node rather than an index
+	 * that every lookup would pay for. */
+	if (n && n->rino && n->attr.nlink > 1 && n->rtype != QFT_S_IFDIR) {
+		for (struct qn_node *o = t->root.anext;
+		     o != &t->root && k < max; o = o->anext)
+			if (o != n && o->rino == n->rino)
+				ids[k++] = (uint64_t)(uintptr_t)o;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return k;
 }
 
 /* Gives unhashed node `n` a new place; detaches it if memory runs out. */
@@ -555,7 +705,7 @@ void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
 	pthread_mutex_lock(&t->lock);
 	n = f->node;
 	if (n && created && !n->rino) {
-		set_attr_locked(n, a, true);
+		set_attr_locked(t, n, a, true);
 	} else if (n && !created) {
 		note_times_locked(n, a, true);
 		if (!n->rino || n->rino == a->ino)
@@ -585,7 +735,7 @@ void qn_note_created(struct qn_table *t, struct qn_node *n,
 {
 	pthread_mutex_lock(&t->lock);
 	if (!n->rino)
-		set_attr_locked(n, a, true);
+		set_attr_locked(t, n, a, true);
 	pthread_mutex_unlock(&t->lock);
 }
 

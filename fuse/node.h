@@ -58,6 +58,11 @@ struct qn_node {
 	uint64_t nlookup;       /* table lock: kernel lookups not forgotten */
 	uint64_t refs;          /* table lock: children and open files */
 	uint64_t rino;          /* table lock: server inode number */
+	/* table lock: the inode number the kernel is shown for this node
+	 * when it is not rino (qn_provisional_ino), else 0 */
+	uint64_t vino;
+	struct qn_node *vnext;  /* table lock: chain of the vino hash */
+	bool vhashed;           /* table lock: on it (vino and rino set) */
 	uint32_t rtype;         /* table lock: server file type bits */
 	/* table lock: size and mtime last seen, to decide whether cached
 	 * pages survive an open; with ctime, whether attributes changed */
@@ -99,6 +104,14 @@ struct qn_table {
 	struct qn_node **buckets;  /* lock */
 	size_t nbuckets;        /* lock: a power of two */
 	size_t count;           /* lock: hashed nodes */
+	/*
+	 * lock: nodes with a provisional inode number and a known server
+	 * one, by server inode (qn_shown_ino); vcount of them
+	 */
+	struct qn_node **vbuckets;
+	size_t nvbuckets;       /* lock: a power of two */
+	size_t vcount;          /* lock */
+	uint64_t next_vino;     /* lock: the next provisional number */
 	/* lock: bumped by every change of names (unlink, rename, link),
 	 * which can change the link count or ctime of any node: fresh
 	 * attributes (qn_note_fresh) are trusted only within one */
@@ -140,6 +153,15 @@ void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup);
 
 /* Detaches the node called `name` in `parent`, if any (unlink, rmdir). */
 void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name);
+
+/*
+ * The kernel ids of up to `max` nodes other than `name` in `parent` that
+ * are names of the same server inode, when it has more than one link:
+ * their link counts change with an unlink or a rename over it.  Returns
+ * how many.
+ */
+size_t qn_other_names(struct qn_table *t, struct qn_node *parent,
+		      const char *name, uint64_t *ids, size_t max);
 
 /* Moves (or with `exchange` swaps) names after a successful rename. */
 void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
@@ -191,6 +213,32 @@ struct qn_node *qn_find_ref(struct qn_table *t, struct qn_node *parent,
  */
 int qn_parent_ref(struct qn_table *t, struct qn_node *n,
 		  struct qn_node **parent, char *name);
+
+/*
+ * Inode numbers as the kernel is shown them.  A file made by a pipelined
+ * CREATE has no server inode number until the server answers, but a
+ * program may fstat it at once (cp does) and must never see st_ino
+ * change (sqlite takes that for a database moved away).  Such a node is
+ * given a provisional number from a range no filesystem hands out (the
+ * top bit set), and keeps showing it while the node lives -- for every
+ * name of the same server inode, so hard links still share st_ino.  When
+ * the node is forgotten, later lookups show the server's number again:
+ * like a local filesystem after its inode cache let the file go, and as
+ * sshfs does always.
+ */
+#define QN_VINO_BASE ((uint64_t)1 << 63)
+
+/* Gives `n` a provisional inode number (before its attributes reach the
+ * kernel); returns it. */
+uint64_t qn_provisional_ino(struct qn_table *t, struct qn_node *n);
+/*
+ * The inode number to show for server inode `rino`, of node `n` when
+ * known (NULL: a directory entry whose node is not at hand; then `dir`
+ * and `name` find it if `rino` is 0, a create not answered yet).
+ */
+uint64_t qn_shown_ino(struct qn_table *t, struct qn_node *n, uint64_t rino);
+uint64_t qn_shown_child_ino(struct qn_table *t, struct qn_node *dir,
+			    const char *name, uint64_t rino);
 
 /* The server inode number last seen for `n` (0 = unknown). */
 uint64_t qn_rino(struct qn_table *t, struct qn_node *n);

@@ -63,7 +63,7 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 
 	qn_note_attr(&fs->nodes, n, a, NULL);
 	qc_hint_noxattr_note(fs, n, a, xgen);
-	qc_fs_attr_to_stat(a, &st);
+	qc_fs_attr_to_stat(fs, n, a, &st);
 	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
@@ -72,11 +72,12 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
  * may use them for this answer only and asks again next time, when the
  * server's own may be known.
  */
-static void reply_predicted(fuse_req_t req, const struct qft_attr *a)
+static void reply_predicted(fuse_req_t req, struct qc_fs *fs,
+			    struct qn_node *n, const struct qft_attr *a)
 {
 	struct stat st;
 
-	qc_fs_attr_to_stat(a, &st);
+	qc_fs_attr_to_stat(fs, n, a, &st);
 	fuse_reply_attr(req, &st, 0);
 }
 
@@ -265,7 +266,7 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		/* Pipelined steps of an open file are not answered yet:
 		 * what they will have made, valid for no time at all. */
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		reply_predicted(req, &a);
+		reply_predicted(req, fs, qc_fs_node(fs, ino), &a);
 		return;
 	}
 	if (qn_fresh_attr(&fs->nodes, qc_fs_node(fs, ino), qc_now_ns(), &a,
@@ -274,7 +275,7 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		struct stat st;
 
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		qc_fs_attr_to_stat(&a, &st);
+		qc_fs_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
 		fuse_reply_attr(req, &st, left);
 		return;
 	}
@@ -288,7 +289,7 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		struct stat st;
 
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		qc_fs_attr_to_stat(&a, &st);
+		qc_fs_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
@@ -387,7 +388,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (r < 0)
 			goto out_err;
 		qc_stat_inc(&fs->stats, QC_STAT_SETATTR_ASYNC);
-		reply_predicted(req, &a);
+		reply_predicted(req, fs, qc_fs_node(fs, ino), &a);
 		return;
 	}
 	if (hf && (m.valid & QFT_SET_SIZE)) {
@@ -515,6 +516,26 @@ static void qc_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 }
 
 /* UNLINK and RMDIR: the name goes away on the server, then here. */
+/*
+ * `name` in `parent` is about to lose its object: the kernel's other
+ * inodes of that object (nodes are names here) have a stale link count
+ * it would otherwise keep for attr_timeout.  Before the reply, so that a
+ * stat right after unlink(2) or rename(2) returns sees the new count.
+ */
+static void others_lose_a_link(struct qc_fs *fs, fuse_ino_t parent,
+			       const char *name)
+{
+	uint64_t ids[16];
+	size_t n;
+
+	n = qn_other_names(&fs->nodes, qc_fs_node(fs, parent), name, ids,
+			   sizeof(ids) / sizeof(ids[0]));
+	if (n)
+		qn_names_changed(&fs->nodes);
+	for (size_t i = 0; i < n && fs->se; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, ids[i], -1, 0);
+}
+
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 uint16_t op)
 {
@@ -540,6 +561,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 	qc_reply_free(&rep);
+	others_lose_a_link(fs, parent, name);
 	qc_dir_note_gone(fs, qc_fs_node(fs, parent), name);
 	qn_remove(&fs->nodes, qc_fs_node(fs, parent), name);
 out:
@@ -591,6 +613,8 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 	qc_reply_free(&rep);
+	if (!(flags & RENAME_EXCHANGE))
+		others_lose_a_link(fs, newparent, newname);
 	qc_dir_note_rename(fs, qc_fs_node(fs, parent), name,
 			   qc_fs_node(fs, newparent), newname,
 			   flags & RENAME_EXCHANGE);
@@ -630,13 +654,15 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	/*
 	 * The new name is a node of its own (nodes are names here), so the
 	 * kernel does not see the link count of the old one change: make it
-	 * ask again.  Attributes only, which takes no lock.
+	 * ask again, before link(2) returns and a stat could come.
+	 * Attributes only, which takes no inode lock (link(2) holds the
+	 * old one's).
 	 */
 	qn_names_changed(&fs->nodes);
-	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen);
-	qc_reply_free(&rep);
 	if (fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen);
+	qc_reply_free(&rep);
 	return;
 out_err:
 	fuse_reply_err(req, -r);
@@ -844,6 +870,9 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 		goto out_err;
 	}
 	qn_file_attach(&fs->nodes, n, &f->nf, handle);
+	/* Its inode number is the server's to give; the kernel needs one
+	 * now (node.h, "Inode numbers as the kernel is shown them"). */
+	(void)qn_provisional_ino(&fs->nodes, n);
 	/* A file just made has no capability: the kernel's check before
 	 * every write(2) is answered here, not after the CREATE's reply. */
 	qc_hint_nocap_note(fs, n, cgen, start);

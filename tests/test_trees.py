@@ -16,6 +16,7 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -158,7 +159,7 @@ def test_cp_r_off_the_mount_waits_once_per_file(mount, tmp_path):
 
 def test_written_file_reads_back_with_its_attributes(mount):
     """Attributes answered before the CREATE's reply are replaced by the
-    server's own: inode, owner and size are the backing file's."""
+    server's own: owner and size are the backing file's."""
     src, mnt = mount
     for i in range(20):
         p = P(mnt, 'n%02d' % i)
@@ -168,10 +169,63 @@ def test_written_file_reads_back_with_its_attributes(mount):
             assert st.st_mode & 0o170000 == 0o100000
         a, b = os.stat(p), os.stat(P(src, 'n%02d' % i))
         assert util.same_stat(a, b, ('st_mode', 'st_uid', 'st_gid',
-                                     'st_size', 'st_ino', 'st_nlink')) == {}
+                                     'st_size', 'st_nlink')) == {}
         with open(p, 'rb') as f:
             assert f.read() == b'x' * i
 
+
+def test_new_file_keeps_its_inode_number(mount):
+    """A created file's inode number is known before the server answers
+    (cp fstats at once) and never changes while the mount remembers the
+    file: not when the CREATE is answered, not in a listing, and a hard
+    link shares it."""
+    src, top = mount
+    # In a directory the mount made, so that even O_EXCL is pipelined.
+    os.mkdir(P(top, 'd'))
+    src, mnt = P(src, 'd'), P(top, 'd')
+    before = stats(top)
+    seen = {}
+    for i in range(20):
+        p = P(mnt, 'n%02d' % i)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            first = os.fstat(fd).st_ino
+            os.write(fd, b'y' * i)
+            assert os.fstat(fd).st_ino == first
+        finally:
+            os.close(fd)
+        assert os.stat(p).st_ino == first
+        seen['n%02d' % i] = first
+    assert len(set(seen.values())) == len(seen), 'inode numbers collide'
+    assert delta(before, stats(top))['creates_pipelined'] == len(seen)
+    os.link(P(mnt, 'n00'), P(mnt, 'hard'))
+    assert os.stat(P(mnt, 'hard')).st_ino == seen['n00']
+    assert os.stat(P(mnt, 'n00')).st_nlink == 2
+    listed = {e.name: e.inode() for e in os.scandir(mnt)}
+    assert listed['hard'] == seen['n00']
+    for name, ino in seen.items():
+        assert listed[name] == ino, name
+        assert os.stat(P(mnt, name)).st_ino == ino
+    # Link counts are right at once after link, unlink and a rename over
+    # a name (each name is its own inode to the kernel).
+    assert os.stat(P(mnt, 'hard')).st_nlink == 2
+    os.unlink(P(mnt, 'hard'))
+    assert os.stat(P(mnt, 'n00')).st_nlink == 1
+    os.link(P(mnt, 'n00'), P(mnt, 'hard2'))
+    assert os.stat(P(mnt, 'n00')).st_nlink == 2
+    os.rename(P(mnt, 'n01'), P(mnt, 'hard2'))
+    assert os.stat(P(mnt, 'n00')).st_nlink == 1
+    assert os.stat(P(mnt, 'hard2')).st_ino == seen['n01']
+    # The server's own files keep the server's numbers.
+    with open(P(src, 'theirs'), 'w'):
+        pass
+    deadline = time.monotonic() + 10
+    while not os.path.exists(P(mnt, 'theirs')):
+        assert time.monotonic() < deadline, 'a file made on the server ' \
+            'did not appear on the mount'
+        time.sleep(0.05)
+    assert os.stat(P(mnt, 'theirs')).st_ino == \
+        os.stat(P(src, 'theirs')).st_ino
 
 def test_create_in_unwritable_dir_fails_by_close(mounter, wtmp, need_root):
     """The server runs as nobody and may not write in `ro`: the EACCES of

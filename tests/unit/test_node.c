@@ -256,6 +256,57 @@ static void test_forget(void)
 	qn_table_destroy(&t, NULL);
 }
 
+/* Provisional inode numbers (node.h): stable for a node's life, shared
+ * by the other names of its server inode, gone with it. */
+static void test_shown_ino(void)
+{
+	struct qn_table t;
+	struct qn_node *root, *f, *g, *h;
+	struct qft_attr a;
+	uint64_t v, ids[4];
+
+	check_ctx("shown_ino");
+	CHECK_EQ(qn_table_init(&t), 0);
+	root = &t.root;
+	/* Server numbers pass through while nothing is provisional. */
+	g = look(&t, root, "g", 40, QFT_S_IFREG);
+	CHECK_EQ(qn_shown_ino(&t, g, 40), 40);
+	CHECK_EQ(qn_shown_ino(&t, NULL, 41), 41);
+
+	/* A pipelined create: rino 0, a number from the reserved range. */
+	f = look(&t, root, "f", 0, QFT_S_IFREG);
+	v = qn_provisional_ino(&t, f);
+	CHECK(v > QN_VINO_BASE);
+	CHECK_EQ(qn_provisional_ino(&t, f), v);
+	CHECK_EQ(qn_shown_ino(&t, f, 0), v);
+	CHECK_EQ(qn_shown_child_ino(&t, root, "f", 0), v);
+	/* Another create gets another number. */
+	h = look(&t, root, "h", 0, QFT_S_IFREG);
+	CHECK(qn_provisional_ino(&t, h) != v);
+
+	/* The server answers: the node keeps its number, and the server's
+	 * number shows as it for every name of that inode. */
+	a = attr(50, QFT_S_IFREG);
+	a.nlink = 2;
+	qn_note_created(&t, f, &a);
+	CHECK_EQ(qn_rino(&t, f), 50);
+	CHECK_EQ(qn_shown_ino(&t, f, 50), v);
+	CHECK_EQ(qn_shown_ino(&t, NULL, 50), v);
+	CHECK_EQ(qn_shown_child_ino(&t, root, "link", 50), v);
+	g = look(&t, root, "link", 50, QFT_S_IFREG);
+	CHECK_EQ(qn_shown_ino(&t, g, 50), v);
+	/* The other names of a linked inode, for link-count refreshes. */
+	CHECK_EQ(qn_other_names(&t, root, "f", ids, 4), 1);
+	CHECK_EQ(ids[0], qn_to_ino(&t, g));
+	CHECK_EQ(qn_other_names(&t, root, "none", ids, 4), 0);
+
+	/* Forgotten, the node takes its number along: the server's shows. */
+	qn_forget(&t, f, 1);
+	CHECK_EQ(qn_shown_ino(&t, NULL, 50), 50);
+	CHECK_EQ(qn_shown_ino(&t, g, 50), 50);
+	qn_table_destroy(&t, NULL);
+}
+
 static int dropped;
 
 static void drop(struct qn_file *f)
@@ -368,6 +419,7 @@ int main(void)
 	test_paths();
 	test_rename();
 	test_forget();
+	test_shown_ino();
 	test_files();
 	return check_exit("test_node");
 }
