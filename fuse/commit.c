@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commit.h"
@@ -33,18 +34,13 @@ void qc_commit_destroy(struct qc_commit *cm)
 }
 
 /* A failure nobody's close() will report: log, count, keep the first. */
-static void record(struct qc_fs *fs, struct qc_file *f, int err)
+static void record_path(struct qc_fs *fs, const char *what,
+			const char *path, int err)
 {
 	struct qc_commit *cm = &fs->commit;
-	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
-	char path[QFT_MAX_PATH + 1];
 
-	/* Still attached: its CLOSE waits for this (qc_commit_release). */
-	if (!n || qn_path(&fs->nodes, n, NULL, path) < 0)
-		snprintf(path, sizeof(path), "(a removed file)");
-	qft_err("/%s: %s, after close() returned (commit=async); "
-		"`qftfs --sync` and the unmount report it", path,
-		strerror(-err));
+	qft_err("/%s: %s, after %s returned (commit=async); `qftfs --sync` "
+		"and the unmount report it", path, strerror(-err), what);
 	pthread_mutex_lock(&cm->lock);
 	if (cm->errors++ == 0) {
 		cm->first = err;
@@ -54,17 +50,108 @@ static void record(struct qc_fs *fs, struct qc_file *f, int err)
 	pthread_mutex_unlock(&cm->lock);
 }
 
+static void record(struct qc_fs *fs, struct qc_file *f, int err)
+{
+	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
+	char path[QFT_MAX_PATH + 1];
+
+	/* Still attached: its CLOSE waits for this (qc_commit_release). */
+	if (!n || qn_path(&fs->nodes, n, NULL, path) < 0)
+		snprintf(path, sizeof(path), "(a removed file)");
+	record_path(fs, "close()", path, err);
+}
+
+/* Waits for room in the backlog and takes it. */
+static void backlog_enter(struct qc_commit *cm)
+{
+	pthread_mutex_lock(&cm->lock);
+	while (cm->files >= QC_COMMIT_MAX_FILES)
+		pthread_cond_wait(&cm->cond, &cm->lock);
+	cm->files++;
+	pthread_mutex_unlock(&cm->lock);
+}
+
+static void backlog_leave(struct qc_commit *cm)
+{
+	pthread_mutex_lock(&cm->lock);
+	cm->files--;
+	pthread_cond_broadcast(&cm->cond);
+	pthread_mutex_unlock(&cm->lock);
+}
+
+struct path_op {
+	struct qc_fs *fs;
+	qc_commit_fix_fn *fix;
+	void *ctx;
+	uint16_t op;
+	char path[QFT_MAX_PATH + 1];
+};
+
+static void path_op_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct path_op *po = ctx;
+	struct qc_fs *fs = po->fs;
+
+	/* Lost with its link: whether it was executed nobody knows, and
+	 * the caches' predictions are dropped as for a failure. */
+	err = qc_conn_user_err(err);
+	po->fix(fs, po->ctx, err, err == 0 ? rep : NULL);
+	if (err)
+		record_path(fs, qft_op_name(po->op), po->path, err);
+	backlog_leave(&fs->commit);
+	free(po);
+}
+
+int qc_commit_path_op(struct qc_fs *fs, struct qft_msg *m, const char *path,
+		      qc_commit_fix_fn *fix, void *ctx)
+{
+	struct path_op *po;
+	uint64_t gen;
+
+	po = malloc(sizeof(*po));
+	if (!po)
+		return -ENOMEM;
+	po->fs = fs;
+	po->fix = fix;
+	po->ctx = ctx;
+	po->op = m->op;
+	snprintf(po->path, sizeof(po->path), "%s", path);
+	backlog_enter(&fs->commit);
+	gen = qc_conn_gen(fs->conn);
+	if (!gen) {
+		backlog_leave(&fs->commit);
+		free(po);
+		return -ENOTCONN;
+	}
+	/* A failure to send completes it: recorded like any other. */
+	(void)qc_call_ordered(fs->conn, gen, m, path_op_done, po);
+	return 0;
+}
+
 static void flush_done(void *ctx, int err, struct qc_reply *rep)
 {
 	struct qc_file *f = ctx;
 	struct qc_fs *fs = f->fs;
 	struct qc_commit *cm = &fs->commit;
-	bool queue;
+	uint64_t agen;
+	bool queue, only;
 	int first;
 
-	(void)rep;
 	/* Lost with its link: whether the data got there nobody knows. */
 	err = qc_conn_user_err(err);
+	pthread_mutex_lock(&f->lock);
+	agen = f->flush_agen;
+	/* With another FLUSH behind it, this answer is not the last word
+	 * (and the generation is the other's). */
+	only = f->flushing == 1;
+	pthread_mutex_unlock(&f->lock);
+	/* The file as it is now, as a synchronous close would note it: a
+	 * stat, or a prediction starting from it, must not see the size
+	 * the CREATE predicted (table lock before the file's). */
+	if (err == 0 && only && fs->attr_timeout > 0)
+		qn_file_note_fresh(&fs->nodes, &f->nf, &rep->msg.attr, agen,
+				   qc_now_ns() +
+				   (uint64_t)(fs->attr_timeout * 1e9));
 	pthread_mutex_lock(&f->lock);
 	/* The FLUSH is answered after every WRITE and step before it, so
 	 * their first error is final now; it is reported here, not by a
@@ -103,13 +190,14 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	struct qc_commit *cm = &fs->commit;
 	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
 	struct qft_attr last;
-	uint64_t gen, handle;
+	uint64_t gen, handle, agen;
 	struct qft_msg m;
 	bool known;
 	int r;
 
 	/* Table lock before the file's (file.h). */
 	known = qn_get_attr(&fs->nodes, n, &last);
+	agen = qn_attr_gen(&fs->nodes, n);
 	pthread_mutex_lock(&f->lock);
 	r = f->failed ? f->failed : f->wb.err;
 	f->wb.err = 0;
@@ -117,18 +205,14 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	if (r < 0)
 		return r;
 
-	pthread_mutex_lock(&cm->lock);
-	while (cm->files >= QC_COMMIT_MAX_FILES)
-		pthread_cond_wait(&cm->cond, &cm->lock);
-	cm->files++;
-	pthread_mutex_unlock(&cm->lock);
-
+	backlog_enter(cm);
 	r = qc_file_handle(fs, f, &gen, &handle);
 	if (r < 0)
 		goto out_unqueue;
 	pthread_mutex_lock(&f->lock);
 	f->flushing++;
 	f->async++;
+	f->flush_agen = agen;
 	/* Until the FLUSH is answered the kernel is told the size the
 	 * WRITEs make (file.h, "Pipelined steps"), not asked to wait. */
 	if (!f->predicted && known) {
@@ -148,10 +232,7 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	return 0;
 
 out_unqueue:
-	pthread_mutex_lock(&cm->lock);
-	cm->files--;
-	pthread_cond_broadcast(&cm->cond);
-	pthread_mutex_unlock(&cm->lock);
+	backlog_leave(cm);
 	return r;
 }
 

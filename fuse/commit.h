@@ -16,9 +16,16 @@
  * durable on the server (SYNCFS).  A lost connection fails what was
  * queued on it, which is reported the same way: never dropped silently.
  *
- * The backlog is bounded: at most QC_COMMIT_MAX_FILES closed files with
- * work in flight; a close() beyond that waits for room, so memory and
- * the server's queue stay bounded whatever the writer does.
+ * Path requests that follow a close in a tree copy -- utimensat and
+ * chmod by path, rename of a temporary file over its target (rsync) --
+ * are answered the same way when the client can predict their outcome
+ * (qc_commit_path_op): they go out on the bulk stream, in order behind
+ * the files' data, and ahead of any request on the meta stream sent
+ * after them (qc_call_ordered); a failure is reported like a close's.
+ *
+ * The backlog is bounded: at most QC_COMMIT_MAX_FILES closed files and
+ * path requests with work in flight; one beyond that waits for room, so
+ * memory and the server's queue stay bounded whatever the writer does.
  *
  * Locking: `lock` guards the fields so marked; it is taken after a
  * file's lock is dropped, never around sending or waiting for a reply.
@@ -37,6 +44,8 @@
 
 struct qc_fs;
 struct qc_file;
+struct qc_reply;
+struct qft_msg;
 
 #define QC_COMMIT_MAX_FILES  1024
 #define QC_COMMIT_SYNC_XATTR "user.qftfs.sync"
@@ -45,7 +54,8 @@ struct qc_commit {
 	bool on;                 /* immutable once mounted */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;     /* lock: files fell, queue grew, stop set */
-	uint64_t files;          /* lock: closes whose FLUSH is in flight */
+	uint64_t files;          /* lock: closes whose FLUSH is in flight,
+				  * and path requests (qc_commit_path_op) */
 	struct qc_file *queue;   /* lock: files to CLOSE (qc_file.cnext) */
 	bool stop;               /* lock: the closer thread is to end */
 	bool started;            /* owner only */
@@ -86,6 +96,26 @@ bool qc_commit_release(struct qc_fs *fs, struct qc_file *f);
  * else the first failure's -errno.  The count starts again from 0.
  */
 int qc_commit_sync(struct qc_fs *fs, char *text, size_t size);
+
+/*
+ * What the caches must learn from the outcome of a path request sent by
+ * qc_commit_path_op: err 0 with the server's reply, or the failure.  Runs
+ * on a reader thread (conn.h, qc_done_fn: short, never waiting).
+ */
+typedef void qc_commit_fix_fn(struct qc_fs *fs, void *ctx, int err,
+			      const struct qc_reply *rep);
+
+/*
+ * commit=async: sends path request `m` (naming `path` for the log)
+ * without waiting, after waiting for room in the backlog; the caller
+ * answers the application with what it predicts.  `fix` runs once with
+ * the outcome; a failure is also logged, counted and reported by `qftfs
+ * --sync` and the unmount.  -ENOTCONN, with nothing sent, while there is
+ * no link: the caller then does the request the usual way (which waits
+ * for the reconnect).
+ */
+int qc_commit_path_op(struct qc_fs *fs, struct qft_msg *m, const char *path,
+		      qc_commit_fix_fn *fix, void *ctx);
 
 /* Failures since the mount, for the statistics. */
 uint64_t qc_commit_errors(struct qc_fs *fs);

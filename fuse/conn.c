@@ -77,6 +77,9 @@ struct pending {
 	qc_done_fn *cb;
 	void *cb_ctx;
 	uint16_t op;            /* the request's opcode, to check the reply */
+	/* qc_call_ordered: the connection whose `ordered` count it holds
+	 * until completed; NULL otherwise */
+	struct qc_conn *oc;
 };
 
 /* The streams of a link (conn.h, "Two streams"). */
@@ -161,6 +164,15 @@ struct qc_conn {
 
 	uint32_t srv_uid;       /* lock: the live link's (qc_conn_server_ids) */
 	uint32_t srv_gid;       /* lock */
+
+	/*
+	 * qc_call_ordered requests not completed yet: requests on the meta
+	 * stream wait for them, so that none overtakes one.  Its own lock,
+	 * since they complete wherever a link fails, `lock` held or not.
+	 */
+	pthread_mutex_t olock;
+	pthread_cond_t ocond;   /* olock: ordered fell to 0 */
+	uint64_t ordered;       /* olock */
 
 	/* Requests sent, by how their sender waited (qc_conn_counts). */
 	atomic_uint_fast64_t n_waited;
@@ -424,6 +436,12 @@ static void complete_async(struct pending *p)
 	}
 	p->cb(p->cb_ctx, r, r == 0 ? &rep : NULL);
 	qc_reply_free(&rep);
+	if (p->oc) {
+		pthread_mutex_lock(&p->oc->olock);
+		if (--p->oc->ordered == 0)
+			pthread_cond_broadcast(&p->oc->ocond);
+		pthread_mutex_unlock(&p->oc->olock);
+	}
 	free(p);
 }
 
@@ -858,6 +876,8 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 	atomic_init(&c->live_gen, 1);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->hlock, NULL);
+	pthread_mutex_init(&c->olock, NULL);
+	pthread_cond_init(&c->ocond, NULL);
 	/* Deadlines must not move with the wall clock. */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -890,6 +910,8 @@ void qc_conn_free(struct qc_conn *c)
 	pthread_cond_destroy(&c->ping_cond);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->hlock);
+	pthread_cond_destroy(&c->ocond);
+	pthread_mutex_destroy(&c->olock);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -1149,7 +1171,8 @@ static void *watchdog_main(void *arg)
 }
 
 static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
-		      struct qft_msg *req, qc_done_fn *done, void *ctx);
+		      struct qft_msg *req, qc_done_fn *done, void *ctx,
+		      bool ordered);
 
 static void ping_done(void *ctx, int err, struct qc_reply *rep)
 {
@@ -1188,7 +1211,8 @@ static void *pinger_main(void *arg)
 		/* Each lane can die on its own: each is probed. */
 		for (unsigned i = 0; i < lanes; i++) {
 			qft_msg_init(&m, QFT_OP_PING, 0);
-			(void)call_async(c, gen, i, &m, ping_done, NULL);
+			(void)call_async(c, gen, i, &m, ping_done, NULL,
+					 false);
 		}
 		pthread_mutex_lock(&c->lock);
 	}
@@ -1510,6 +1534,16 @@ static unsigned route(struct qc_conn *c, uint64_t gen,
 	return dir || req->op == QFT_OP_OPENDIR ? LANE_META : LANE_BULK;
 }
 
+/* Before a request goes on the meta stream: the ordered requests sent
+ * on bulk before it are done (qc_call_ordered). */
+static void wait_ordered(struct qc_conn *c)
+{
+	pthread_mutex_lock(&c->olock);
+	while (c->ordered)
+		pthread_cond_wait(&c->ocond, &c->olock);
+	pthread_mutex_unlock(&c->olock);
+}
+
 static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		struct qc_reply *rep)
 {
@@ -1517,6 +1551,9 @@ static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	struct pending p;
 	struct link *l;
 	int r;
+
+	if (lane == LANE_META)
+		wait_ordered(c);
 
 	memset(rep, 0, sizeof(*rep));
 	qbuf_init(&rep->frame, FRAME_LIMIT);
@@ -1584,7 +1621,8 @@ int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 }
 
 static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
-		      struct qft_msg *req, qc_done_fn *done, void *ctx)
+		      struct qft_msg *req, qc_done_fn *done, void *ctx,
+		      bool ordered)
 {
 	struct pending *p;
 	struct link *l;
@@ -1600,6 +1638,13 @@ static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
 	p->cb = done;
 	p->cb_ctx = ctx;
 	p->op = req->op;
+	if (ordered) {
+		/* Counted before it can complete, on whatever thread. */
+		pthread_mutex_lock(&c->olock);
+		c->ordered++;
+		pthread_mutex_unlock(&c->olock);
+		p->oc = c;
+	}
 	atomic_fetch_add(&c->n_async, 1);
 	req->flags = 0;
 	req->id = next_id(c);
@@ -1637,7 +1682,13 @@ static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
 int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		  qc_done_fn *done, void *ctx)
 {
-	return call_async(c, gen, route(c, gen, req), req, done, ctx);
+	return call_async(c, gen, route(c, gen, req), req, done, ctx, false);
+}
+
+int qc_call_ordered(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		    qc_done_fn *done, void *ctx)
+{
+	return call_async(c, gen, LANE_BULK, req, done, ctx, true);
 }
 
 int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)

@@ -283,6 +283,17 @@ int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		  qc_done_fn *done, void *ctx);
 
 /*
+ * qc_call_async on link `gen`'s bulk stream (a request that names a path
+ * and no handle), in order with everything sent there before it -- the
+ * pipelined CREATEs, WRITEs and FLUSHes of open files -- and ahead of
+ * every synchronous request on the meta stream sent after it returns:
+ * those wait until it is completed.  For path requests answered before
+ * the server did (commit=async, commit.h).
+ */
+int qc_call_ordered(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		    qc_done_fn *done, void *ctx);
+
+/*
  * Sends `req` on link `gen` without waiting; the reader discards its reply
  * (logging a failure at debug level).  For CLOSE of handles the kernel
  * released, whose outcome nobody could be told about.  -ENOTCONN when that

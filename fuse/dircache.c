@@ -1206,23 +1206,24 @@ bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
 	return true;
 }
 
-bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
-			  const char *name)
+/*
+ * The listing of `parent` when it is under a lease and this client made
+ * the directory (qc_dir_leased_absent says why both); NULL otherwise.
+ * Listing lock held.
+ */
+static struct listing *leased_here(struct qc_fs *fs, struct qn_node *parent)
 {
 	struct qc_dircache *dc = dc_of(fs);
 	struct listing *l;
-	bool absent = false;
 
-	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
-		return false;
-	pthread_mutex_lock(&dc->lock);
 	/*
 	 * A lease says a foreign change will be told, not that it has been
 	 * by now: the notification of a name made on the server a moment ago
 	 * may still be on its way.  So only in a directory this client made
 	 * itself, which nobody else is likely to fill within that moment
 	 * (the directories of a tree copy, where O_EXCL temporary files are
-	 * made), is "absent" good enough to answer O_EXCL without the server.
+	 * made), is what the listing says good enough to answer without the
+	 * server.
 	 */
 	l = valid_listing(fs, parent, qc_now_ns());
 	/*
@@ -1241,10 +1242,46 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 		if (l && l->id != id)
 			l = NULL;
 	}
-	if (l && l->leased && l->made_here && !is_stale(l, name))
+	return l && l->leased && l->made_here ? l : NULL;
+}
+
+bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
+			  const char *name)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	bool absent = false;
+
+	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+		return false;
+	pthread_mutex_lock(&dc->lock);
+	l = leased_here(fs, parent);
+	if (l && !is_stale(l, name))
 		absent = !dent_find(l, name, name_hash(name));
 	pthread_mutex_unlock(&dc->lock);
 	return absent;
+}
+
+int qc_dir_leased_name(struct qc_fs *fs, struct qn_node *parent,
+		       const char *name, uint32_t *type)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	struct dent *e;
+	int r = -EAGAIN;
+
+	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+		return -EAGAIN;
+	pthread_mutex_lock(&dc->lock);
+	l = leased_here(fs, parent);
+	if (l && !is_stale(l, name)) {
+		e = dent_find(l, name, name_hash(name));
+		r = e != NULL;
+		if (e)
+			*type = e->attr.mode & QFT_S_IFMT;
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return r;
 }
 
 /* ---- what the client learns or changes ---- */

@@ -195,6 +195,15 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 			  const char *name);
 
 /*
+ * Under the same conditions (a lease on a directory this client made):
+ * 1 with the file type bits in *type when `name` is in it, 0 when it is
+ * absent; -EAGAIN when the listing cannot say (ask the server).  What a
+ * rename there will meet (commit=async answers it before the server).
+ */
+int qc_dir_leased_name(struct qc_fs *fs, struct qn_node *parent,
+		       const char *name, uint32_t *type);
+
+/*
  * This client made or changed `name` in `parent` (create, setattr,
  * a write's new size), with attributes `a` (possibly predicted before the
  * server's reply; call again with the reply's).  The entry is added or

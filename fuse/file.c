@@ -411,11 +411,20 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	struct qc_file *f = st->f;
 	struct qc_fs *fs = f->fs;
 	bool create = st->op == QFT_OP_CREATE;
+	/* A CREATE or OPEN binds the handle: without it, f is useless. */
+	bool binds = create || st->op == QFT_OP_OPEN;
+	uint16_t op = st->op;
 	uint64_t agen = st->agen;
 
 	free(st);
 	/* Lost with its link: whether it was executed nobody knows. */
 	err = qc_conn_user_err(err);
+	if (err == 0 && op == QFT_OP_OPEN &&
+	    qn_file_replaced(&fs->nodes, &f->nf, &rep->msg.attr)) {
+		/* Opened something else than the kernel looked up; the
+		 * handle is closed with the file. */
+		err = -ESTALE;
+	}
 	if (err == 0) {
 		qn_file_note_attr(&fs->nodes, &f->nf, &rep->msg.attr, create);
 		/* The server's own attributes: a stat right after (cp's
@@ -427,7 +436,7 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	} else {
 		qc_stat_inc(&fs->stats, QC_STAT_PIPE_ERROR);
 		qft_debug("a pipelined %s failed: %s; reported at close",
-			  create ? "CREATE" : "SETATTR", strerror(-err));
+			  qft_op_name(op), strerror(-err));
 		/* The name the kernel was given does not exist. */
 		if (create)
 			qn_file_unlink_node(&fs->nodes, &f->nf);
@@ -441,7 +450,7 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 		f->attr.gid = rep->msg.attr.gid;
 		f->attr.blksize = rep->msg.attr.blksize;
 	}
-	if (err < 0 && create && f->failed == 0)
+	if (err < 0 && binds && f->failed == 0)
 		f->failed = err;
 	if (create)
 		f->creating = false;
@@ -585,23 +594,28 @@ bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 	pthread_mutex_unlock(&f->lock);
 	if (!known)
 		return false;
-	if (m->valid & QFT_SET_MODE)
-		out->mode = (out->mode & QFT_S_IFMT) | (m->mode & 07777);
-	if (m->valid & QFT_SET_UID)
-		out->uid = m->uid;
-	if (m->valid & QFT_SET_GID)
-		out->gid = m->gid;
-	if (m->valid & QFT_SET_ATIME)
-		out->atime = m->atime;
-	if (m->valid & QFT_SET_MTIME)
-		out->mtime = m->mtime;
-	if (m->valid & QFT_SET_ATIME_NOW)
-		now_time(&out->atime);
-	if (m->valid & QFT_SET_MTIME_NOW)
-		now_time(&out->mtime);
-	/* Every change of attributes sets ctime. */
-	now_time(&out->ctime);
+	qc_file_apply_setattr(m, out);
 	return true;
+}
+
+void qc_file_apply_setattr(const struct qft_msg *m, struct qft_attr *a)
+{
+	if (m->valid & QFT_SET_MODE)
+		a->mode = (a->mode & QFT_S_IFMT) | (m->mode & 07777);
+	if (m->valid & QFT_SET_UID)
+		a->uid = m->uid;
+	if (m->valid & QFT_SET_GID)
+		a->gid = m->gid;
+	if (m->valid & QFT_SET_ATIME)
+		a->atime = m->atime;
+	if (m->valid & QFT_SET_MTIME)
+		a->mtime = m->mtime;
+	if (m->valid & QFT_SET_ATIME_NOW)
+		now_time(&a->atime);
+	if (m->valid & QFT_SET_MTIME_NOW)
+		now_time(&a->mtime);
+	/* Every change of attributes sets ctime. */
+	now_time(&a->ctime);
 }
 
 /* A FLUSH or FSYNC sent when f had made `mods` changes succeeded. */
@@ -611,6 +625,15 @@ static void file_durable(struct qc_file *f, uint64_t mods)
 	if (mods > f->durable)
 		f->durable = mods;
 	pthread_mutex_unlock(&f->lock);
+}
+
+int qc_file_error(struct qc_file *f, int r)
+{
+	pthread_mutex_lock(&f->lock);
+	if (f->failed)
+		r = f->failed;
+	pthread_mutex_unlock(&f->lock);
+	return r;
 }
 
 void qc_file_changed(struct qc_file *f, bool written)

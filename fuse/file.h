@@ -85,6 +85,8 @@ struct qc_file {
 	 * whether the kernel released f meanwhile (its CLOSE then waits) */
 	unsigned flushing;      /* lock */
 	bool deferred;          /* lock */
+	uint64_t flush_agen;    /* lock: the node's attr_gen when the last
+				 * such FLUSH went out */
 	struct qc_file *cnext;  /* commit lock: the closer's queue */
 	bool predicted;         /* lock: `attr` is what the kernel is told */
 	struct qft_attr attr;   /* lock: valid while `predicted` */
@@ -150,6 +152,13 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 				const struct qft_attr *a,
 				struct qft_attr *out);
 
+/*
+ * What a request of f that failed with `r` reports: the error of a
+ * pipelined OPEN or CREATE that failed f, if one did (the request was
+ * sent behind it and met a handle the server never bound), else `r`.
+ */
+int qc_file_error(struct qc_file *f, int r);
+
 /* A change through f (truncation; with `written`, data) that the next
  * FLUSH must make durable. */
 void qc_file_changed(struct qc_file *f, bool written);
@@ -190,6 +199,9 @@ bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
  */
 bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 			     const struct qft_msg *m, struct qft_attr *out);
+
+/* What SETATTR `m` (no size) makes of attributes `a`. */
+void qc_file_apply_setattr(const struct qft_msg *m, struct qft_attr *a);
 
 /* FLUSH (close) and FSYNC: 0 or the errno to answer with, including a
  * sticky write error. */

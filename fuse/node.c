@@ -956,6 +956,21 @@ bool qn_replaced(struct qn_table *t, struct qn_node *n,
 	return changed;
 }
 
+bool qn_file_replaced(struct qn_table *t, struct qn_file *f,
+		      const struct qft_attr *a)
+{
+	struct qn_node *n;
+	bool changed = false;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	if (n)
+		changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
+			  (n->rino && n->rino != a->ino);
+	pthread_mutex_unlock(&t->lock);
+	return changed;
+}
+
 void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
 			  uint64_t until)
 {

@@ -293,6 +293,9 @@ void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
 void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
 			const struct qft_attr *a, uint64_t gen,
 			uint64_t until);
+/* qn_replaced (inode too) of f's node; false when f is detached. */
+bool qn_file_replaced(struct qn_table *t, struct qn_file *f,
+		      const struct qft_attr *a);
 /* qn_unlink_node of f's node, if f is still attached. */
 void qn_file_unlink_node(struct qn_table *t, struct qn_file *f);
 

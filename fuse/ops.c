@@ -321,6 +321,145 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * Whether the server's user may create in a directory with attributes
+ * `pa`, as far as its mode bits tell.  A create the client can see will
+ * be refused (the usual EACCES) waits for the server, so that open(2)
+ * fails as it would locally (a shell does not check close() after a
+ * redirection); supplementary groups and ACLs the client cannot see make
+ * it wait too, unless "other" may write.  Root may, short of a
+ * read-only or immutable directory, which the close then reports.
+ */
+static bool may_create_in(const struct qft_attr *pa, uint32_t uid,
+			  uint32_t gid)
+{
+	uint32_t need = 03; /* write and search */
+
+	if (uid == 0)
+		return true;
+	if (pa->uid == uid)
+		return ((pa->mode >> 6) & need) == need;
+	if (pa->gid == gid && ((pa->mode >> 3) & need) == need)
+		return true;
+	return (pa->mode & need) == need;
+}
+
+/*
+ * Attributes of `n` a prediction may start from: what its open files
+ * will have made of it, or attributes still fresh (never merely the last
+ * ones seen: a file written since has another size).
+ */
+static bool current_attr(struct qc_fs *fs, struct qn_node *n,
+			 struct qft_attr *a)
+{
+	double left;
+
+	return qc_file_predicted(fs, n, a) ||
+	       qn_fresh_attr(&fs->nodes, n, qc_now_ns(), a, &left) ||
+	       (n != &fs->nodes.root && qc_dir_cached_attr(fs, n, a));
+}
+
+/*
+ * commit=async (commit.h): whether SETATTR `m` by path of node `n` may be
+ * answered before the server did, and with what (*a).  Only when its
+ * outcome is known: no truncation (data, and its errors, are the
+ * server's), a file or directory whose attributes are known, and the
+ * server's user may make the change (root, or the owner changing mode
+ * and times, or the group to its own).
+ */
+static bool setattr_predicted(struct qc_fs *fs, struct qn_node *n,
+			      const struct qft_msg *m, struct qft_attr *a)
+{
+	uint32_t uid, gid, type;
+
+	if (!fs->commit.on || fs->window == 0 || (m->valid & QFT_SET_SIZE) ||
+	    !current_attr(fs, n, a))
+		return false;
+	type = a->mode & QFT_S_IFMT;
+	if (type != QFT_S_IFREG && type != QFT_S_IFDIR)
+		return false;
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (uid != 0) {
+		if (a->uid != uid)
+			return false;
+		if ((m->valid & QFT_SET_UID) && m->uid != uid)
+			return false;
+		if ((m->valid & QFT_SET_GID) && m->gid != gid &&
+		    m->gid != a->gid)
+			return false;
+	}
+	qc_file_apply_setattr(m, a);
+	return true;
+}
+
+struct setattr_fix {
+	struct qn_node *n;      /* a reference */
+	uint64_t gen;           /* n's attr_gen once the prediction was set */
+};
+
+/* The outcome of an asynchronous SETATTR (qc_commit_fix_fn). */
+static void setattr_fixed(struct qc_fs *fs, void *ctx, int err,
+			  const struct qc_reply *rep)
+{
+	struct setattr_fix *sf = ctx;
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *parent;
+
+	if (qn_parent_ref(&fs->nodes, sf->n, &parent, name) < 0)
+		parent = NULL;
+	if (err == 0) {
+		/* The server's own, unless a change went out since. */
+		qn_note_fresh(&fs->nodes, sf->n, &rep->msg.attr, sf->gen,
+			      qc_now_ns() +
+			      (uint64_t)(fs->attr_timeout * 1e9));
+		if (parent)
+			qc_dir_note_entry(fs, parent, name, &rep->msg.attr);
+	} else {
+		/* What was predicted is not so: ask the server next time. */
+		qn_attr_stale(&fs->nodes, sf->n);
+		qc_dir_drop(fs, parent);
+	}
+	if (parent)
+		qn_unref(&fs->nodes, parent);
+	qn_unref(&fs->nodes, sf->n);
+	free(sf);
+}
+
+/* Sends SETATTR `m` of node `n` at `path` without waiting, `a` being
+ * what it makes; 0, or -errno to do it synchronously instead. */
+static int setattr_async(struct qc_fs *fs, struct qn_node *n,
+			 struct qft_msg *m, const char *path,
+			 const struct qft_attr *a)
+{
+	char name[QFT_MAX_NAME + 1];
+	struct setattr_fix *sf;
+	struct qn_node *parent;
+	int r;
+
+	sf = malloc(sizeof(*sf));
+	if (!sf)
+		return -ENOMEM;
+	qn_ref(&fs->nodes, n);
+	sf->n = n;
+	/* The prediction answers getattr until the reply replaces it. */
+	qn_attr_stale(&fs->nodes, n);
+	sf->gen = qn_attr_gen(&fs->nodes, n);
+	qn_note_fresh(&fs->nodes, n, a, sf->gen,
+		      qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9));
+	if (qn_parent_ref(&fs->nodes, n, &parent, name) == 0) {
+		qc_dir_note_entry(fs, parent, name, a);
+		qn_unref(&fs->nodes, parent);
+	}
+	qc_set_str(&m->path, path);
+	r = qc_commit_path_op(fs, m, path, setattr_fixed, sf);
+	if (r < 0) {
+		qn_attr_stale(&fs->nodes, n);
+		qn_unref(&fs->nodes, n);
+		free(sf);
+	}
+	return r;
+}
+
 static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int valid, struct fuse_file_info *fi)
 {
@@ -331,7 +470,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct qft_attr a;
 	struct qft_msg m;
 	int r;
-	uint64_t xgen;
+	uint64_t xgen, agen;
 
 	qft_msg_init(&m, QFT_OP_SETATTR, 0);
 	if (valid & FUSE_SET_ATTR_MODE) {
@@ -377,6 +516,10 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	hf = fi ? file_of(fi) : borrowed;
 	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
+		/* The server does not use it, but recognises the change
+		 * as ours by it (no NOTIFY ends the directory's lease). */
+		if (node_path(fs, ino, NULL, path) == 0)
+			qc_set_str(&m.path, path);
 		qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 		/*
 		 * fchmod, fchown, futimens of an open file (cp -p, rsync,
@@ -391,6 +534,15 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		reply_predicted(req, fs, qc_fs_node(fs, ino), &a);
 		return;
 	}
+	if (!hf && setattr_predicted(fs, qc_fs_node(fs, ino), &m, &a) &&
+	    setattr_async(fs, qc_fs_node(fs, ino), &m, path, &a) == 0) {
+		/* utimensat or chmod by path after close() in a tree copy
+		 * (rsync): in order behind the file's data, reported like
+		 * its close (commit.h). */
+		qc_stat_inc(&fs->stats, QC_STAT_SETATTR_ASYNC);
+		reply_predicted(req, fs, qc_fs_node(fs, ino), &a);
+		return;
+	}
 	if (hf && (m.valid & QFT_SET_SIZE)) {
 		/* A truncation through the handle is a change to make
 		 * durable like a write. */
@@ -399,6 +551,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	qc_set_str(&m.path, path);
 	xgen = qc_hint_xattr_gen(fs);
 	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
+	agen = qn_attr_gen(&fs->nodes, qc_fs_node(fs, ino));
 	if (hf)
 		r = qc_file_call(fs, hf, &m, &rep);
 	else
@@ -409,6 +562,13 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		qc_ra_invalidate(fs, qc_fs_node(fs, ino));
 	if (r < 0)
 		goto out_err;
+	/* The server's attributes as they are now: what rsync's lstat and
+	 * open right after are answered from (unless something changed
+	 * meanwhile). */
+	if (fs->attr_timeout > 0 && !hf)
+		qn_note_fresh(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr,
+			      agen, qc_now_ns() +
+			      (uint64_t)(fs->attr_timeout * 1e9));
 	reply_attr(req, fs, qc_fs_node(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
@@ -578,12 +738,87 @@ static void qc_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_entry(req, parent, name, QFT_OP_RMDIR);
 }
 
+/*
+ * commit=async (commit.h): whether a rename may be answered before the
+ * server did.  Only when its outcome is known: both directories leased
+ * and made by this client (qc_dir_leased_name), writable by the server's
+ * user without a sticky bit, the source a file or symlink, and the
+ * target absent or not a directory.
+ */
+static bool rename_predicted(struct qc_fs *fs, struct qn_node *dir,
+			     const char *name, struct qn_node *newdir,
+			     const char *newname, unsigned int flags)
+{
+	struct qft_attr da, na;
+	uint32_t uid, gid, type, ttype;
+	int r;
+
+	if (!fs->commit.on || fs->window == 0 || flags)
+		return false;
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (!qn_get_attr(&fs->nodes, dir, &da) ||
+	    !qn_get_attr(&fs->nodes, newdir, &na) ||
+	    !may_create_in(&da, uid, gid) || !may_create_in(&na, uid, gid) ||
+	    (uid != 0 && ((da.mode | na.mode) & S_ISVTX)))
+		return false;
+	if (qc_dir_leased_name(fs, dir, name, &type) != 1 ||
+	    (type != QFT_S_IFREG && type != QFT_S_IFLNK))
+		return false;
+	r = qc_dir_leased_name(fs, newdir, newname, &ttype);
+	return r == 0 || (r == 1 && ttype != QFT_S_IFDIR);
+}
+
+struct rename_fix {
+	struct qn_node *dir, *newdir;   /* references */
+};
+
+/* The outcome of an asynchronous RENAME (qc_commit_fix_fn). */
+static void rename_fixed(struct qc_fs *fs, void *ctx, int err,
+			 const struct qc_reply *rep)
+{
+	struct rename_fix *rf = ctx;
+
+	(void)rep;
+	if (err) {
+		/* The names are not where the caches put them. */
+		qn_names_changed(&fs->nodes);
+		qc_dir_drop(fs, rf->dir);
+		qc_dir_drop(fs, rf->newdir);
+	}
+	qn_unref(&fs->nodes, rf->dir);
+	qn_unref(&fs->nodes, rf->newdir);
+	free(rf);
+}
+
+static int rename_async(struct qc_fs *fs, struct qn_node *dir,
+			struct qn_node *newdir, struct qft_msg *m,
+			const char *shown)
+{
+	struct rename_fix *rf = malloc(sizeof(*rf));
+	int r;
+
+	if (!rf)
+		return -ENOMEM;
+	qn_ref(&fs->nodes, dir);
+	qn_ref(&fs->nodes, newdir);
+	rf->dir = dir;
+	rf->newdir = newdir;
+	r = qc_commit_path_op(fs, m, shown, rename_fixed, rf);
+	if (r < 0) {
+		qn_unref(&fs->nodes, dir);
+		qn_unref(&fs->nodes, newdir);
+		free(rf);
+	}
+	return r;
+}
+
 static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1], path2[QFT_MAX_PATH + 1];
+	char shown[QFT_MAX_PATH + QFT_MAX_NAME + 2];
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
@@ -605,6 +840,17 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m.name, name);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
+	if (rename_predicted(fs, qc_fs_node(fs, parent), name,
+			     qc_fs_node(fs, newparent), newname, flags) &&
+	    snprintf(shown, sizeof(shown), "%s%s%s", path, *path ? "/" : "",
+		     name) > 0 &&
+	    rename_async(fs, qc_fs_node(fs, parent),
+			 qc_fs_node(fs, newparent), &m, shown) == 0) {
+		/* rsync's rename of its temporary file over the target:
+		 * in order behind the file's data (commit.h). */
+		qc_stat_inc(&fs->stats, QC_STAT_RENAME_ASYNC);
+		goto out_renamed;
+	}
 	qc_file_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
@@ -613,6 +859,7 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 	qc_reply_free(&rep);
+out_renamed:
 	if (!(flags & RENAME_EXCHANGE))
 		others_lose_a_link(fs, newparent, newname);
 	qc_dir_note_rename(fs, qc_fs_node(fs, parent), name,
@@ -689,12 +936,43 @@ static uint64_t open_data_length(struct qc_fs *fs, struct qn_node *n,
 	return QC_OPEN_DATA;
 }
 
+/*
+ * Whether an open of node `n` with `flags` may be answered before the
+ * server did, with *a the attributes the file has: a read-only open of a
+ * regular file the server's user may read, named in a leased directory
+ * this client made (rsync opens each file it wrote once more to fchmod
+ * it).  Its refusal is reported by the next read, fsync or close.
+ */
+static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
+			   struct qft_attr *a)
+{
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *parent;
+	uint32_t uid, gid, type;
+	bool ok;
+
+	if (fs->window == 0 || (flags & O_ACCMODE) != O_RDONLY ||
+	    (flags & (O_TRUNC | O_APPEND)) || !current_attr(fs, n, a) ||
+	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
+		return false;
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (uid != 0 && !(a->uid == uid && (a->mode & S_IRUSR)))
+		return false;
+	if (qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
+		return false;
+	ok = qc_dir_leased_name(fs, parent, name, &type) == 1 &&
+	     type == QFT_S_IFREG;
+	qn_unref(&fs->nodes, parent);
+	return ok;
+}
+
 static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
 	struct qc_reply rep;
 	struct qc_file *f;
+	struct qft_attr a;
 	struct qft_msg m;
 	uint64_t handle, gen = 0;
 	bool same;
@@ -710,6 +988,22 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = handle;
 	qc_set_str(&m.path, path);
 	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
+	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
+		f->gen = gen;
+		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
+		r = qc_file_step(fs, f, &m, &a);
+		if (r < 0) {
+			qc_file_release(fs, f);
+			goto out_err;
+		}
+		qc_stat_inc(&fs->stats, QC_STAT_OPEN_ASYNC);
+		/* The server's word on the pages comes too late to keep them. */
+		fi->keep_cache = 0;
+		fi->fh = (uintptr_t)f;
+		if (fuse_reply_open(req, fi) != 0)
+			qc_file_release(fs, f);
+		return;
+	}
 	m.length = open_data_length(fs, qc_fs_node(fs, ino), fi->flags);
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
@@ -769,28 +1063,6 @@ static void reply_create(fuse_req_t req, struct qc_fs *fs,
 	}
 }
 
-/*
- * Whether the server's user may create in a directory with attributes
- * `pa`, as far as its mode bits tell.  A create the client can see will
- * be refused (the usual EACCES) waits for the server, so that open(2)
- * fails as it would locally (a shell does not check close() after a
- * redirection); supplementary groups and ACLs the client cannot see make
- * it wait too, unless "other" may write.  Root may, short of a
- * read-only or immutable directory, which the close then reports.
- */
-static bool may_create_in(const struct qft_attr *pa, uint32_t uid,
-			  uint32_t gid)
-{
-	uint32_t need = 03; /* write and search */
-
-	if (uid == 0)
-		return true;
-	if (pa->uid == uid)
-		return ((pa->mode >> 6) & need) == need;
-	if (pa->gid == gid && ((pa->mode >> 3) & need) == need)
-		return true;
-	return (pa->mode & need) == need;
-}
 
 /*
  * The attributes a file created by `m` in `parent` will have: the mode

@@ -27,6 +27,8 @@ enum qc_stat {
 	QC_STAT_GETATTR_LOCAL,  /* getattrs answered from the client's cache */
 	QC_STAT_CREATE_ASYNC,   /* creates answered before the server's reply */
 	QC_STAT_SETATTR_ASYNC,  /* attribute changes likewise */
+	QC_STAT_RENAME_ASYNC,   /* renames likewise (commit=async) */
+	QC_STAT_OPEN_ASYNC,     /* opens likewise */
 	QC_STAT_CLOSE_WAIT,     /* close()s that waited for the server */
 	QC_STAT_PIPE_ERROR,     /* pipelined steps that failed (reported at
 				 * close or the next write/fsync) */

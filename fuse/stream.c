@@ -126,7 +126,7 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	m.length = size;
 	r = qc_file_call(fs, f, &m, &rep);
 	if (r < 0) {
-		fuse_reply_err(req, -r);
+		fuse_reply_err(req, -qc_file_error(f, r));
 		return;
 	}
 	if (rep.msg.data.len > size) {
@@ -471,7 +471,7 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (got < 0 && got != -ENOTCONN)
-		fuse_reply_err(req, (int)-got);
+		fuse_reply_err(req, -qc_file_error(f, (int)got));
 	else
 		/* Nothing at all where the stream saw the end: ask the
 		 * server, in case the file grew since.  Or the chunk was

@@ -8,12 +8,14 @@
 
 #include "io.h"
 #include "log.h"
+#include "protocol.h"
 
 #ifdef QFT_FAULT_INJECTION
 struct fault_cfg {
 	bool armed;          /* anything at all: else no fstat per call */
 	bool read_on, write_on, sync_on;
 	uint64_t read_at, write_at;
+	char name[QFT_MAX_NAME + 1]; /* name_eio: "" when off */
 };
 
 static struct fault_cfg fault;
@@ -62,6 +64,9 @@ int srv_io_fault_init(void)
 			fault.write_on = true;
 		else if (strcmp(item, "fsync_eio") == 0)
 			fault.sync_on = true;
+		else if (strncmp(item, "name_eio=", 9) == 0 && item[9] &&
+			 strlen(item + 9) <= QFT_MAX_NAME)
+			strcpy(fault.name, item + 9);
 		else {
 			r = -EINVAL;
 			break;
@@ -74,7 +79,8 @@ int srv_io_fault_init(void)
 			SRV_IO_FAULT_ENV, env, SRV_IO_FAULT_HELP);
 		return r;
 	}
-	fault.armed = fault.read_on || fault.write_on || fault.sync_on;
+	fault.armed = fault.read_on || fault.write_on || fault.sync_on ||
+		      fault.name[0];
 	if (fault.armed)
 		qft_warn("test fault injection armed: %s=%s", SRV_IO_FAULT_ENV,
 			 env);
@@ -110,6 +116,10 @@ int srv_io_fault(int fd, enum srv_io_fault_kind kind, uint64_t off,
 	if (!hit || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return 0;
 	return -EIO;
+}
+int srv_io_fault_name(const char *name)
+{
+	return fault.name[0] && strcmp(fault.name, name) == 0 ? -EIO : 0;
 }
 #endif /* QFT_FAULT_INJECTION */
 

@@ -35,7 +35,8 @@ int srv_io_sync(int fd, bool datasync);
 #ifdef QFT_FAULT_INJECTION
 /* The environment variable, and what --version says about it. */
 #define SRV_IO_FAULT_ENV  "QFTFS_FAULT"
-#define SRV_IO_FAULT_HELP "read_eio_at=OFFSET,write_eio_at=OFFSET,fsync_eio"
+#define SRV_IO_FAULT_HELP \
+	"read_eio_at=OFFSET,write_eio_at=OFFSET,fsync_eio,name_eio=NAME"
 
 enum srv_io_fault_kind {
 	SRV_IO_FAULT_READ,
@@ -45,7 +46,8 @@ enum srv_io_fault_kind {
 
 /*
  * Parses QFTFS_FAULT (comma-separated read_eio_at=N, write_eio_at=N,
- * fsync_eio) and logs what it armed.  -EINVAL on anything else, logged.
+ * fsync_eio, name_eio=NAME) and logs what it armed.  -EINVAL on anything
+ * else, logged.
  */
 int srv_io_fault_init(void);
 /*
@@ -54,6 +56,15 @@ int srv_io_fault_init(void);
  */
 int srv_io_fault(int fd, enum srv_io_fault_kind kind, uint64_t off,
 		 size_t len);
+/* -EIO when a RENAME onto, a SETATTR by path of, or an OPEN of an entry
+ * called `name` must fail (name_eio=NAME), else 0. */
+int srv_io_fault_name(const char *name);
+#else
+static inline int srv_io_fault_name(const char *name)
+{
+	(void)name;
+	return 0;
+}
 #endif
 
 #endif /* SRV_IO_H */

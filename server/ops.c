@@ -327,12 +327,15 @@ static int op_setattr(struct srv *s, const struct qft_msg *req,
 		r = srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h);
 		if (r < 0)
 			return r;
-		/* A file handle opened read-only has no name here: a change
-		 * through it is heard of as a foreign one. */
 		srv_watch_begin(s->watch, &wop);
 		srv_watch_expect_writer(s->watch, &wop, h->watch_writer,
 					WATCH_ATTR);
 		srv_watch_expect_fd(s->watch, &wop, h->fd, WATCH_ATTR);
+		/* A handle opened read-only has no name here; the path the
+		 * client may send along names it, for this only (never to
+		 * act on). */
+		if (!h->watch_writer && req->path.len)
+			watch_expect_path(s, &wop, req->path.s, WATCH_ATTR);
 		r = setattr_fd(h, req, rep);
 		srv_watch_done(s->watch, &wop);
 		return r;
@@ -343,7 +346,9 @@ static int op_setattr(struct srv *s, const struct qft_msg *req,
 	srv_watch_begin(s->watch, &wop);
 	srv_watch_expect(s->watch, &wop, dfd, name, WATCH_ATTR);
 	srv_watch_expect_self(s->watch, &wop, dfd, name, WATCH_ATTR);
-	r = setattr_at(dfd, name, req, rep);
+	r = srv_io_fault_name(name);
+	if (r == 0)
+		r = setattr_at(dfd, name, req, rep);
 	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
@@ -662,6 +667,7 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 {
 	struct srv_watch_op wop;
 	struct srv_handle *h;
+	const char *base;
 	uint32_t writer = 0;
 	int fd, r;
 
@@ -685,9 +691,12 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 		}
 	}
 	/* The flag map has no O_CREAT: OPEN never creates. */
-	fd = srv_path_open(&s->root, req->path.s,
-			   qft_oflags_to_host(req->opflags) | O_NONBLOCK |
-			   O_NOCTTY);
+	base = strrchr(req->path.s, '/');
+	fd = srv_io_fault_name(base ? base + 1 : req->path.s);
+	if (fd == 0)
+		fd = srv_path_open(&s->root, req->path.s,
+				   qft_oflags_to_host(req->opflags) |
+				   O_NONBLOCK | O_NOCTTY);
 	srv_watch_done(s->watch, &wop);
 	if (fd < 0) {
 		srv_watch_writer_close(s->watch, writer);
@@ -834,7 +843,8 @@ static int op_rename(struct srv *s, const struct qft_msg *req,
 	srv_watch_expect(s->watch, &wop, d2, req->name2.s,
 			 SRV_WATCH_MOVED_TO |
 			 (xchg ? SRV_WATCH_MOVED_FROM : 0));
-	if (renameat2(d1, req->name.s, d2, req->name2.s, flags) < 0)
+	r = srv_io_fault_name(req->name2.s);
+	if (r == 0 && renameat2(d1, req->name.s, d2, req->name2.s, flags) < 0)
 		r = -errno;
 	srv_watch_done(s->watch, &wop);
 	if (r == 0)

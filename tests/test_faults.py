@@ -290,16 +290,6 @@ def ssh_mount(mounter, lab, home, served, opts=(), mnt=None):
                    extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
 
 
-def fault_injection_reason(build):
-    """None if the server was built with fault injection, else why not."""
-    r = util.run([util.server_bin(build), '--version'], timeout=30)
-    if 'fault-injection' in r.stdout + r.stderr:
-        return None
-    return ('qftfs-server in %s was built without fault injection (its '
-            '--version does not say "fault-injection"); configure with '
-            'meson -Dfault_injection=true' % build)
-
-
 # ---------------------------------------------------------------------------
 # 1. The server killed during a copy
 
@@ -670,7 +660,7 @@ def test_server_read_error(build, mounter, tmp_path, served, io):
     """A read error at 32 MiB of a 64 MiB file on the server: cp off the
     mount fails with EIO and never exits 0; a reader gets EIO, never a
     short read or an early end of file."""
-    why = fault_injection_reason(build)
+    why = util.fault_injection_reason(build)
     if why:
         pytest.skip('SKIPPED: ' + why)
     digest = util.write_random_file(P(served, 'f'), COPY_SIZE, seed=3)
@@ -715,7 +705,7 @@ def test_server_read_error(build, mounter, tmp_path, served, io):
 def test_server_write_error(build, mounter, tmp_path, served, io):
     """A write error at 32 MiB on the server: cp onto the mount fails with
     EIO at a write or at close, never exits 0."""
-    why = fault_injection_reason(build)
+    why = util.fault_injection_reason(build)
     if why:
         pytest.skip('SKIPPED: ' + why)
     source = str(tmp_path / 'source')
@@ -738,7 +728,7 @@ def test_server_fsync_error(build, mounter, tmp_path, served, io):
     """fdatasync failing on the server: every byte was written, but not
     made durable, so close() (commit=close) and fsync() fail with EIO and
     cp does not report success."""
-    why = fault_injection_reason(build)
+    why = util.fault_injection_reason(build)
     if why:
         pytest.skip('SKIPPED: ' + why)
     source = str(tmp_path / 'source')

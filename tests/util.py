@@ -634,3 +634,13 @@ def expect_errno(err, fn, *args, **kw):
     raise AssertionError('%s%r: expected %s, but it succeeded'
                          % (getattr(fn, '__name__', fn), args,
                             errno.errorcode[err]))
+
+
+def fault_injection_reason(build):
+    """None if the server was built with fault injection, else why not."""
+    r = run([server_bin(build), '--version'], timeout=30)
+    if 'fault-injection' in r.stdout + r.stderr:
+        return None
+    return ('qftfs-server in %s was built without fault injection (its '
+            '--version does not say "fault-injection"); configure with '
+            'meson -Dfault_injection=true' % build)
