@@ -51,12 +51,17 @@ DIRECTIONS = ["up", "down"]
 # rsync-up = `rsync -a SRC/ MNT/DST/`, tar-x = `tar x` of a tarball of the
 # tree onto the mount, find / du = `find` / `du -s` of the server's copy
 # of the tree through the mount.
-WORKLOADS = ["copy-up", "copy-down", "rsync-up", "tar-x", "find", "du"]
+WORKLOADS = ["copy-up", "copy-down", "rsync-up", "tar-x", "find", "du", "randread"]
 WORKLOAD_DIRECTION = {"copy-up": "up", "copy-down": "down", "rsync-up": "up",
-                      "tar-x": "up", "find": "down", "du": "down"}
+                      "tar-x": "up", "find": "down", "du": "down", "randread": "down"}
+# randread: 4 KiB reads at random offsets of the big file through the
+# mount, one at a time, for this long (randread.py: fio's randread at
+# iodepth 1, every block checked); cold pass only
+RANDREAD_SECONDS = 20
 # which workloads each data set gets (bigtree's copy-up only on an
 # unlimited link: see plan_workloads)
-DATA_WORKLOADS = {"big": ["copy-up", "copy-down"], "json": ["copy-up", "copy-down"],
+DATA_WORKLOADS = {"big": ["copy-up", "copy-down", "randread"],
+                  "json": ["copy-up", "copy-down"],
                   "tree": ["copy-up", "copy-down", "rsync-up", "tar-x"],
                   "bigtree": ["copy-up", "find", "du"]}
 # the two tree data sets: a small-files tree and a big one (scans, and the
@@ -540,8 +545,23 @@ def verify(data, copy, mtimes=False):
                        "first": diffs[:5]}
 
 
+def randread_result(out_path):
+    """What randread.py printed (None when it printed nothing usable)."""
+    try:
+        with open(out_path, errors="replace") as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def verify_scan(data, workload, out_path, mnt_root):
-    """find: the names it printed are the tree's; du: it printed a size."""
+    """find: the names it printed are the tree's; du: it printed a size;
+    randread: every block it read was the file's."""
+    if workload == "randread":
+        got = randread_result(out_path)
+        ok = bool(got) and got.get("reads", 0) > 0 and got.get("mismatches") == 0
+        return ok, {"method": "randread: each 4 KiB block against the local copy",
+                    "result": got}
     try:
         with open(out_path, errors="replace") as f:
             lines = f.read().splitlines()
@@ -681,6 +701,12 @@ def workload_argv(ctx, tool, data, workload, dst_name):
         res.update(argv=["find", src_mnt] if workload == "find" else ["du", "-s", src_mnt],
                    dst=None, stdout=os.path.join(ctx.work, f"{workload}.out"),
                    scan_root=src_mnt)
+        return res
+    if workload == "randread":
+        res.update(argv=[sys.executable, os.path.join(HERE, "randread.py"), src_mnt,
+                         data["path"], str(RANDREAD_SECONDS)],
+                   dst=None, stdout=os.path.join(ctx.work, "randread.out"),
+                   scan_root=None)
         return res
     if workload == "rsync-up":
         res.update(argv=["rsync", "-a", src + "/", dst_mnt + "/"], mtimes=True)
@@ -915,6 +941,11 @@ def measure_pass(ctx, rec, tool, data, workload, pname, mount):
     if status == "ok":
         if dst:
             rec["mb_s"] = round(data["bytes"] / secs / 1e6, 3)
+        if workload == "randread":
+            got = randread_result(w["stdout"]) or {}
+            for k in ("mb_s", "iops", "ms_per_read", "reads"):
+                if k in got:
+                    rec[k] = got[k]
         if data["kind"] == "tree":
             rec["files_s"] = round(data["files"] / secs, 1)
             if rec["rtt_ms"]:
@@ -945,6 +976,9 @@ def measure_pass(ctx, rec, tool, data, workload, pname, mount):
             shown += f", {rec['rtt_per_file']:.2f} round trips/file"
         if rec.get("mb_s"):
             shown += f", {rec['mb_s']:.2f} MB/s"
+    elif workload == "randread" and rec.get("iops"):
+        shown = (f"{rec['mb_s']:.2f} MB/s, {rec['iops']:.0f} reads/s, "
+                 f"{rec['ms_per_read']:.2f} ms/read")
     elif rec.get("mb_s"):
         shown = f"{rec['mb_s']:.1f} MB/s"
     else:
@@ -1015,6 +1049,10 @@ def plan_workloads(ctx, res, link, data, tool):
             continue
         if wl not in ("copy-up", "copy-down") and not is_mount_tool(tool):
             continue  # rsync-up, tar-x, find, du: through a mount
+        if wl == "randread" and not LINKS[link][0] and not LINKS[link][1]:
+            res.note("randread runs on emulated links only: on the unlimited one it "
+                     "measures the machine, not the round trip")
+            continue
         if tool == "qftfs-async" and WORKLOAD_DIRECTION[wl] != "up":
             res.note("qftfs-async runs only the workloads that write (copy-up, rsync-up, "
                      "tar-x): -o commit=async changes nothing on reads")
@@ -1033,11 +1071,16 @@ def run_tool(ctx, res, link, data, tool):
     for workload in plan_workloads(ctx, res, link, data, tool):
         direction = WORKLOAD_DIRECTION[workload]
         passes = ctx.passes[direction]
-        if ctx.quick_passes and (not is_mount or tree):
+        if workload == "randread":
+            # a warm pass would be a page-cache read of whatever the cold
+            # one happened to fetch
+            passes = passes[:1]
+        elif ctx.quick_passes and (not is_mount or tree):
             # scp and rsync keep no cache of their own: a warm pass would
             # only repeat the cold one; trees in --quick: cold only (time)
             passes = passes[:1]
-        if is_mount and ctx.ls_probe and data["name"].startswith("big-"):
+        if is_mount and ctx.ls_probe and data["name"].startswith("big-") and \
+                workload != "randread":
             passes = passes + ["ls"]
         mount = None
         # why the remaining passes of this workload cannot run

@@ -49,10 +49,17 @@ def data_set(r):
     return d.split("-")[0] if d else None
 
 
+def timed(r):
+    """The figure a run is compared by: its seconds, or for randread
+    (which runs for a fixed time) the time per read."""
+    return r.get("ms_per_read") if workload(r) == "randread" else r.get("seconds")
+
+
 def add_ratios(doc):
-    """Fills link_pct (goodput vs. iperf3 on the same link and direction)
-    and vs_sshfs (sshfs seconds / these seconds: > 1 is faster than sshfs)
-    in every run that has the figures to compare."""
+    """Fills link_pct (goodput vs. iperf3 on the same link and direction;
+    not for randread, which moves 4 KiB at a time on purpose) and vs_sshfs
+    (sshfs's figure / this one: > 1 is faster than sshfs) in every run
+    that has the figures to compare."""
     iperf, sshfs = {}, {}
     for r in doc["runs"]:
         if r.get("status") != "ok":
@@ -60,7 +67,7 @@ def add_ratios(doc):
         if r["tool"] == "iperf3":
             iperf[(r["link"], r["direction"])] = r["goodput_mbit"]
         elif r["tool"] == "sshfs":
-            sshfs[(r["link"], r["data"], workload(r), r["pass"])] = r["seconds"]
+            sshfs[(r["link"], r["data"], workload(r), r["pass"])] = timed(r)
     for r in doc["runs"]:
         if r["tool"] == "iperf3":
             continue
@@ -69,11 +76,11 @@ def add_ratios(doc):
         if r.get("status") != "ok":
             continue
         g = iperf.get((r["link"], r["direction"]))
-        if g and r.get("mb_s"):
+        if g and r.get("mb_s") and workload(r) != "randread":
             r["link_pct"] = round(r["mb_s"] * 8 / g * 100, 1)
         s = sshfs.get((r["link"], r["data"], workload(r), r["pass"]))
-        if s and r.get("seconds"):
-            r["vs_sshfs"] = round(s / r["seconds"], 2)
+        if s and timed(r):
+            r["vs_sshfs"] = round(s / timed(r), 2)
 
 
 def fmt(v, nd=1):
@@ -284,11 +291,12 @@ def write_md(doc, path):
             L.append("| " + " | ".join(cols) + " |")
             L.append("|" + "|".join("---" if i < 4 else "---:" for i in range(len(cols))) + "|")
             for r in dr:
-                row = [r["tool"], workload(r) if tree else r["direction"], r["pass"],
-                       status_cell(r), fmt(r.get("seconds"), 2)]
+                row = [r["tool"], workload(r) if tree or workload(r) == "randread"
+                       else r["direction"], r["pass"], status_cell(r),
+                       fmt(r.get("seconds"), 2)]
                 if tree:
                     row += [fmt(r.get("files_s"), 0), fmt(r.get("rtt_per_file"), 2)]
-                row += [fmt(r.get("mb_s"), 2 if tree else 1)]
+                row += [fmt(r.get("mb_s"), 2 if tree or workload(r) == "randread" else 1)]
                 row += [fmt(r.get("link_pct")), fmt(r.get("vs_sshfs"), 2),
                         fmt(r.get("client_cpu_s"), 2), fmt(r.get("server_cpu_s"), 2),
                         fmt(mib(r.get("client_rss_kib"))), fmt(mib(r.get("server_rss_kib")))]
