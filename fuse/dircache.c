@@ -1366,6 +1366,28 @@ void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 	pthread_mutex_unlock(&dc->lock);
 }
 
+void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name, const struct qft_attr *a)
+{
+	struct qc_dircache *dc = dc_of(fs);
+	struct listing *l;
+	struct dent *e;
+
+	if (!dc || strlen(name) > QFT_MAX_NAME)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	l = valid_listing(fs, parent, qc_now_ns());
+	e = l && !is_stale(l, name) ? dent_find(l, name, name_hash(name)) : NULL;
+	/* The same object only: a name may be another's by now. */
+	if (e && (!e->attr.ino || e->attr.ino == a->ino) &&
+	    (e->attr.mode & QFT_S_IFMT) == (a->mode & QFT_S_IFMT)) {
+		changed_dir(fs, parent);
+		if (dent_put(dc, l, name, a, qc_now_ns()) < 0)
+			listing_drop_unwatch(fs, l);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
 /* A lease on a directory this client just made (see watch_new_dir). */
 struct mkwatch {
 	struct qc_fs *fs;

@@ -215,6 +215,15 @@ int qc_dir_leased_name(struct qc_fs *fs, struct qn_node *parent,
 void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 		       const char *name, const struct qft_attr *a);
 
+/*
+ * New attributes `a` of the object called `name` in `parent` (an answer
+ * to a change of it): its entry is updated if the listing still has that
+ * name for that object, and never made -- by the time the answer comes
+ * the name may have gone (a rename sent since).
+ */
+void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name, const struct qft_attr *a);
+
 /* This client made directory `name` in `parent` (attributes `a`, request
  * begun with `fb`): its entry, and a listing of it, known empty. */
 void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,

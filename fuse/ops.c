@@ -311,6 +311,16 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		r = qc_file_call(fs, fi ? file_of(fi) : borrowed, &m, &rep);
 	else
 		r = qc_call(fs->conn, &m, &rep);
+	if (r < 0 && (fi || borrowed))
+		r = qc_file_error(fi ? file_of(fi) : borrowed, r);
+	if (r < 0 && borrowed && qc_file_error(borrowed, 0) < 0 &&
+	    node_path(fs, ino, NULL, path) == 0) {
+		/* The handle borrowed for the name never opened (its CREATE
+		 * was refused): the name is what the server has there. */
+		qft_msg_init(&m, QFT_OP_LSTAT, 0);
+		qc_set_str(&m.path, path);
+		r = qc_call(fs->conn, &m, &rep);
+	}
 	qc_file_put(fs, borrowed);
 	if (r < 0)
 		goto out_err;
@@ -413,7 +423,7 @@ static void setattr_fixed(struct qc_fs *fs, void *ctx, int err,
 			      qc_now_ns() +
 			      (uint64_t)(fs->attr_timeout * 1e9));
 		if (parent)
-			qc_dir_note_entry(fs, parent, name, &rep->msg.attr);
+			qc_dir_note_attr(fs, parent, name, &rep->msg.attr);
 	} else {
 		/* What was predicted is not so: ask the server next time. */
 		qn_attr_stale(&fs->nodes, sf->n);
@@ -447,7 +457,7 @@ static int setattr_async(struct qc_fs *fs, struct qn_node *n,
 	qn_note_fresh(&fs->nodes, n, a, sf->gen,
 		      qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9));
 	if (qn_parent_ref(&fs->nodes, n, &parent, name) == 0) {
-		qc_dir_note_entry(fs, parent, name, a);
+		qc_dir_note_attr(fs, parent, name, a);
 		qn_unref(&fs->nodes, parent);
 	}
 	qc_set_str(&m->path, path);
