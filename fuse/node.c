@@ -395,6 +395,11 @@ static struct qn_node *get_child(struct qn_table *t, struct qn_node *parent,
 		}
 		n->parent = parent;
 		parent->refs++;
+		/* What a freed node of this name was stamped with is kept
+		 * only in its parent's aggregate: a new node starts from it,
+		 * or attributes fetched before that change would be trusted
+		 * again once the kernel had forgotten the old node. */
+		n->changed_ns = parent->child_changed_ns;
 		hash_insert(t, n);
 		n->anext = t->root.anext;
 		n->aprev = &t->root;

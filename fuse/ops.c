@@ -1436,6 +1436,17 @@ static bool is_own_xattr(fuse_ino_t ino, const char *name)
 				       strcmp(name, QC_COMMIT_SYNC_XATTR) == 0);
 }
 
+/*
+ * An extended attribute of `n` was set or removed: its ctime changed, and
+ * a POSIX ACL changes its mode too (cp -a sets a directory's mode that
+ * way), so attributes noted before are neither fresh nor trusted.
+ */
+static void xattr_changed_attrs(struct qc_fs *fs, struct qn_node *n)
+{
+	qn_attr_stale(&fs->nodes, n);
+	qn_touch(&fs->nodes, n);
+}
+
 static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -1483,6 +1494,7 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		qc_reply_free(&rep);
 	/* Even a failed call may have changed them (a lost reply). */
 	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
+	xattr_changed_attrs(fs, qc_fs_node(fs, ino));
 	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
 out:
 	fuse_reply_err(req, -r);
@@ -1606,6 +1618,7 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		qc_reply_free(&rep);
 	/* Even a failed call may have changed them (a lost reply). */
 	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
+	xattr_changed_attrs(fs, qc_fs_node(fs, ino));
 	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
 out:
 	fuse_reply_err(req, -r);

@@ -15,6 +15,7 @@ that file's close(), and nothing may be reported as done that is not.
 import errno
 import os
 import shutil
+import stat
 import subprocess
 import time
 
@@ -585,3 +586,19 @@ def test_sync_on_default_mount_and_usage(mount):
     assert r.returncode == 2 and 'usage' in r.stderr
     r = util.run([util.client_bin(mount.build), '--sync', src])
     assert r.returncode == 1 and 'not the root of a qftfs mount' in r.stderr
+
+
+def test_mode_set_through_an_acl_is_seen_at_once(mount):
+    """cp -a sets a directory's mode last, through its POSIX ACL (an
+    xattr), after utimensat and chown were answered with the old mode:
+    a stat right after must see the new one."""
+    src, mnt = mount
+    d = P(mnt, 'd')
+    os.mkdir(d, 0o700)
+    os.utime(d, (100, 100))
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    r = util.run(['setfacl', '-m', 'u::rwx,g::r-x,o::r-x', d])
+    if r.returncode != 0:
+        pytest.skip('setfacl on the mount: %s' % r.stderr.strip())
+    assert stat.S_IMODE(os.stat(P(src, 'd')).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o755
