@@ -35,6 +35,25 @@ die() { say "$2"; exit "$1"; }
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${QFTFS_CROSS_OUT:-$REPO/build-cross}
 
+# meson install (fuse/meson.build): the servers built so far go to
+# <libexecdir>/qftfs/servers/ARCH/, where qftfs looks for them.
+if [ "${1:-}" = --install ]; then
+	case ${2:?} in
+	/*) dest=${DESTDIR:-}$2 ;;
+	*) dest=${MESON_INSTALL_DESTDIR_PREFIX:?}/$2 ;;
+	esac
+	n=0
+	for f in "$OUT"/servers/*/qftfs-server; do
+		[ -f "$f" ] || continue
+		a=$(basename "$(dirname "$f")")
+		install -D -m 0755 "$f" "$dest/$a/qftfs-server"
+		say "installed $dest/$a/qftfs-server"
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ] || say "no servers for other boards to install (bash scripts/cross-server.sh ARCH builds them)"
+	exit 0
+fi
+
 ARCH=${1:-}
 case $ARCH in
 aarch64) triplet=aarch64-linux-gnu debarch=arm64 ;;

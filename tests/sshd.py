@@ -56,8 +56,12 @@ def keygen(path, kind='ed25519', comment='qftfs-test'):
 class Sshd:
     """One sshd; start() it, stop() it (also on failure)."""
 
-    def __init__(self, base, user='root', addr='127.0.0.1', wrapper=()):
+    def __init__(self, base, user='root', addr='127.0.0.1', wrapper=(),
+                 env=None):
         self.base = base
+        # More of the remote command's environment (SetEnv), e.g. PATH
+        # or XDG_CACHE_HOME for the install tests.
+        self.extra_env = dict(env or {})
         self.user = user
         # The address to listen on, and a command prefix that runs sshd
         # elsewhere (tests/netns.py: inside a network namespace).
@@ -116,6 +120,7 @@ class Sshd:
         for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
             if os.environ.get(k):
                 env[k] = os.environ[k]
+        env.update(self.extra_env)
         last = None
         for _ in range(3):
             self.port = free_port()
