@@ -164,3 +164,42 @@ def test_qemu_mount(arch, sshd, mounter, tmp_path):
     assert log.count('openat2 unavailable') <= 1, util.tail(log)
     left = [p for p in util.find_processes('--root ' + served)]
     assert not left, 'server left running: %s' % left
+
+
+@pytest.mark.deadline(900)
+@pytest.mark.parametrize('which', ['static-x86_64', 'build-tree'])
+def test_old_kernel(which, mounter, tmp_path):
+    """The server on a kernel without statx, io_uring, openat2, clone3,
+    close_range and everything else after Linux 4.10 (a seccomp filter
+    answers them ENOSYS: tests/tools/qftfs-oldkernel.c): it falls back,
+    says so once each, and serves a mount byte for byte."""
+    if os.uname().machine != 'x86_64':
+        pytest.skip('qftfs-oldkernel filters x86_64 system call numbers')
+    if which == 'static-x86_64':
+        server = built('x86_64')
+    else:
+        server = util.server_bin(util.build_dir())
+    wrapper = P(util.build_dir(), 'tests', 'tools', 'qftfs-oldkernel')
+    r = util.run([wrapper, server, '--version'], timeout=60)
+    if r.returncode == 77:
+        pytest.skip('seccomp unavailable: ' + r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    m = mounter(server=server + ' --io=auto', server_wrapper=wrapper)
+    src, mnt = m
+    up = str(tmp_path / 'up')
+    make_tree(up, 3)
+    util.run(['cp', '-a', up, P(mnt, 'up')], timeout=600, check=True)
+    same_tree(up, P(src, 'up'))
+    make_tree(P(src, 'down'), 4)
+    util.run(['cp', '-a', P(mnt, 'down'), str(tmp_path / 'down')],
+             timeout=600, check=True)
+    same_tree(P(src, 'down'), str(tmp_path / 'down'))
+    os.rename(P(mnt, 'up', 'big'), P(mnt, 'up', 'big2'))
+    assert os.path.exists(P(src, 'up', 'big2'))
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+    log = m.log()
+    assert log.count('openat2 unavailable (Function not implemented)') == 1, \
+        util.tail(log)
+    assert log.count('io_uring unavailable (Function not implemented)') == 1, \
+        util.tail(log)
