@@ -168,44 +168,14 @@ static void quote_word(FILE *m, const char *w, size_t n)
 	fputc('\'', m);
 }
 
-/* exec <server words> --session --root <dir>: exec, so no shell stays
- * behind the server. */
-static char *build_command(const char *server, const char *dir)
-{
-	size_t len = 0;
-	char *cmd = NULL;
-	FILE *m;
-
-	m = open_memstream(&cmd, &len);
-	if (!m)
-		return NULL;
-	fputs("exec", m);
-	for (const char *p = server; *p;) {
-		size_t w;
-
-		p += strspn(p, " \t");
-		w = strcspn(p, " \t");
-		if (!w)
-			break;
-		fputc(' ', m);
-		quote_word(m, p, w);
-		p += w;
-	}
-	fputs(" --session --root ", m);
-	quote_word(m, dir, strlen(dir));
-	if (fclose(m) != 0) {
-		free(cmd);
-		return NULL;
-	}
-	return cmd;
-}
-
 /*
- * exec sh -c '<install script>' qftfs <protocol> <version> <dir>: the
- * script finds or installs the server and execs it with --session --root
- * <dir> (install.h).
+ * The remote command.  With a server: exec <server words> --session
+ * --root <dir> (exec, so no shell stays behind the server).  Without
+ * (NULL): exec sh -c '<install script>' qftfs <protocol> <version> <dir>,
+ * the script that finds or installs the server and execs it the same way
+ * (install.h).
  */
-static char *build_install_command(const char *dir)
+static char *build_command(const char *server, const char *dir)
 {
 	const char *script = qc_install_script();
 	size_t len = 0;
@@ -215,9 +185,25 @@ static char *build_install_command(const char *dir)
 	m = open_memstream(&cmd, &len);
 	if (!m)
 		return NULL;
-	fputs("exec sh -c ", m);
-	quote_word(m, script, strlen(script));
-	fprintf(m, " qftfs %u %s ", QFT_VERSION, QFT_VERSION_STRING);
+	if (!server) {
+		fputs("exec sh -c ", m);
+		quote_word(m, script, strlen(script));
+		fprintf(m, " qftfs %u %s ", QFT_VERSION, QFT_VERSION_STRING);
+	} else {
+		fputs("exec", m);
+		for (const char *p = server; *p;) {
+			size_t w;
+
+			p += strspn(p, " \t");
+			w = strcspn(p, " \t");
+			if (!w)
+				break;
+			fputc(' ', m);
+			quote_word(m, p, w);
+			p += w;
+		}
+		fputs(" --session --root ", m);
+	}
 	quote_word(m, dir, strlen(dir));
 	if (fclose(m) != 0) {
 		free(cmd);
@@ -479,7 +465,7 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	if (r < 0)
 		return r;
 	if (!o->server && o->install.enabled)
-		cmd = build_install_command(o->dir);
+		cmd = build_command(NULL, o->dir);
 	else
 		cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir);
 	if (!cmd) {

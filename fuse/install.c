@@ -429,17 +429,16 @@ static int final_line(const char *host, char *line, const char *arch,
 {
 	const char *rest;
 
+	sanitize(line);
 	if ((rest = tagged(line, "RUN"))) {
 		qft_debug("qftfs-server on %s: %s", host, rest);
 		return 0;
 	}
 	if ((rest = tagged(line, "INSTALLED"))) {
-		sanitize(line);
 		qft_info("installed qftfs-server %s for %s on %s as %s (from %s)",
 			 QFT_VERSION_STRING, arch, host, rest, from);
 		return 0;
 	}
-	sanitize(line);
 	if ((rest = tagged(line, "FAIL"))) {
 		qft_err("cannot install qftfs-server on %s: %s; give a "
 			"server there with -o server=PATH", host, rest);

@@ -101,6 +101,18 @@ class Sshd:
                                               for kv in sorted(env.items())))
         return '\n'.join(lines) + '\n'
 
+    def remote_env(self):
+        """Sanitizer settings for a sanitizer-built server, and the
+        test's own `env`, and nothing else: the remote side must not
+        depend on the test's environment."""
+        env = {k: v for k, v in util.sanitizer_env({}).items()
+               if k.endswith('SAN_OPTIONS')}
+        for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
+            if os.environ.get(k):
+                env[k] = os.environ[k]
+        env.update(self.extra_env)
+        return env
+
     def start(self, timeout=20):
         os.makedirs(self.base, exist_ok=True)
         os.makedirs(os.path.dirname(self.client_key), exist_ok=True)
@@ -113,14 +125,7 @@ class Sshd:
         client_pub = keygen(self.client_key)
         with open(os.path.join(self.base, 'authorized_keys'), 'w') as f:
             f.write(client_pub + '\n')
-        # Sanitizer settings for a sanitizer-built server, and nothing
-        # else: the remote side must not depend on the test's environment.
-        env = {k: v for k, v in util.sanitizer_env({}).items()
-               if k.endswith('SAN_OPTIONS')}
-        for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
-            if os.environ.get(k):
-                env[k] = os.environ[k]
-        env.update(self.extra_env)
+        env = self.remote_env()
         last = None
         for _ in range(3):
             self.port = free_port()
@@ -301,12 +306,7 @@ class Dropbear(Sshd):
         client_pub = keygen(self.client_key)
         with open(os.path.join(ssh, 'authorized_keys'), 'w') as f:
             f.write(client_pub + '\n')
-        env = {k: v for k, v in util.sanitizer_env({}).items()
-               if k.endswith('SAN_OPTIONS')}
-        for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
-            if os.environ.get(k):
-                env[k] = os.environ[k]
-        env.update(self.extra_env)
+        env = self.remote_env()
         with open(os.path.join(self.remote_home, '.bashrc'), 'w') as f:
             f.write('# written by tests/sshd.py\n')
             for k, v in sorted(env.items()):

@@ -693,3 +693,15 @@ def qemu_command(arch):
     emu, cpu = CROSS_QEMU[arch]
     path = shutil.which(emu)
     return [path, '-cpu', cpu] if path else None
+
+
+def busybox_dir(path):
+    """A directory of links to every busybox applet (sh, dd, od, ...), for
+    a PATH with busybox's tools alone: `path`, or None when busybox is
+    missing."""
+    bb = shutil.which('busybox')
+    if not bb:
+        return None
+    os.makedirs(path)
+    run([bb, '--install', '-s', path], timeout=60, check=True)
+    return path
