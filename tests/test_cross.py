@@ -22,7 +22,7 @@ import struct
 
 import pytest
 
-import sshd as sshd_mod
+import test_ssh
 import util
 
 P = os.path.join
@@ -45,19 +45,8 @@ def built(arch):
     return path
 
 
-@pytest.fixture(scope='module')
-def sshd(tmp_path_factory):
-    why = sshd_mod.unavailable_reason()
-    if why:
-        pytest.skip('qemu mount tests SKIPPED: ' + why)
-    s = sshd_mod.Sshd(str(tmp_path_factory.mktemp('sshd')))
-    try:
-        s.start()
-    except Exception as e:  # noqa: BLE001 - report why
-        s.stop()
-        pytest.fail('cannot start sshd: %s' % e, pytrace=False)
-    yield s
-    s.stop()
+# The loopback OpenSSH server of the ssh tests, one for this module.
+sshd = test_ssh.sshd
 
 
 def program_header_types(path):
