@@ -152,9 +152,13 @@ int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out)
 static void quote_word(FILE *m, const char *w, size_t n)
 {
 	if (n && w[0] == '~' && (n == 1 || w[1] == '/')) {
-		fputc('~', m);
-		w++;
-		n--;
+		/* The slash too: a shell expands ~ only when the slash that
+		 * ends it is unquoted (~'/x' stays "~/x"). */
+		size_t k = n == 1 ? 1 : 2;
+
+		fwrite(w, 1, k, m);
+		w += k;
+		n -= k;
 		if (!n)
 			return;
 	}

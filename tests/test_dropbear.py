@@ -119,3 +119,27 @@ def test_install_through_dropbear(tmp_path, mounter, shell):
     # Installed by the first mount, reused by the second.
     assert 'installed qftfs-server' in mnts[0].log(), mnts[0].log()
     assert 'installed qftfs-server' not in mnts[1].log(), mnts[1].log()
+
+
+@pytest.mark.parametrize('how', ['install', 'server-option'])
+def test_home_relative_dir(tmp_path, mounter, how):
+    """`host:~/dir` and `host:dir` reach the remote home's dir, through
+    the install script and with -o server= (the ~/ stays unquoted for the
+    remote shell)."""
+    server = '' if how == 'install' else util.server_bin(util.build_dir())
+    s = start_dropbear(str(tmp_path / 'dropbear'))
+    try:
+        chome = s.client_home(str(tmp_path / 'home'))
+        for i, src in enumerate(('~/sub', 'sub')):
+            os.makedirs(P(s.remote_home, 'sub'), exist_ok=True)
+            m = mounter(src='%s@%s:%s' % (s.user, s.addr, src),
+                        mnt=str(tmp_path / ('mnt%d' % i)), server=server,
+                        env=s.client_env(chome),
+                        extra_args=['-p', str(s.port)])
+            with open(P(m.mnt, 'f%d' % i), 'w') as f:
+                f.write('hello')
+            problems = m.stop()
+            assert not problems, '\n'.join(problems)
+            assert open(P(s.remote_home, 'sub', 'f%d' % i)).read() == 'hello'
+    finally:
+        s.stop()
