@@ -536,6 +536,14 @@ out_decline:
 	r = r < 0 ? r : -ENOENT;
 	goto out_free;
 out_lost:
+	/* The script may have given up (and said why) before it read all
+	 * we sent: its last words are still in our socket buffer. */
+	line[0] = '\0';
+	if (qc_boot_read_line(fd, line, sizeof(line), 2000) >= 0 &&
+	    tagged(line, "FAIL")) {
+		r = final_line(host, line, arch, path);
+		goto out_free;
+	}
 	qft_err("installing qftfs-server on %s: the ssh channel failed: %s",
 		host, strerror(-r));
 out_free:

@@ -406,6 +406,23 @@ def test_busybox_tools(remote, mounter, tmp_path, check):
         assert util.sha256_file(cached) == util.sha256_file(own_server())
 
 
+def test_board_without_dd(remote, tmp_path):
+    """A board whose busybox lacks dd cannot take the upload: the mount
+    fails with the script's own reason, and no temp file is left."""
+    need_native()
+    bbdir = util.busybox_dir(str(tmp_path / 'bb'))
+    if not bbdir:
+        pytest.skip('busybox is missing (install busybox)')
+    os.unlink(P(bbdir, 'dd'))
+    s = remote(path='%s:%s' % (tmp_path / 'fake', bbdir))
+    r = run_client(s, served_dir(tmp_path), tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert 'cannot install qftfs-server on 127.0.0.1' in r.stderr, r.stderr
+    assert 'is dd missing?' in r.stderr, r.stderr
+    d = os.path.dirname(cache_file(tmp_path))
+    assert os.listdir(d) == [], os.listdir(d)
+
+
 # ---------------------------------------------------------------------------
 # 4. Foreign boards under qemu-user (binfmt_misc)
 
