@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -152,6 +153,37 @@ def test_installs_when_missing_then_reuses(remote, mounter, tmp_path):
     assert (st.st_ino, st.st_mtime_ns) == (st2.st_ino, st2.st_mtime_ns)
     # Nothing but the binary in the cache.
     assert os.listdir(os.path.dirname(cached)) == ['qftfs-server']
+
+
+def test_reconnect_runs_the_cached_server(remote, mounter, tmp_path):
+    """kill -9 of the installed server: the mount reconnects through the
+    same script, which finds the cache and installs nothing again."""
+    need_native()
+    s = remote()
+    served = served_dir(tmp_path)
+    m = mount(mounter, s, served)
+    check_copy(m, served)
+    cached = cache_file(tmp_path)
+    pids = [p for p in util.find_processes('--root ' + served)
+            if cached in open('/proc/%d/cmdline' % p, 'rb').read()
+            .replace(b'\0', b' ').decode(errors='replace')]
+    assert pids, 'the cached server is not what runs'
+    for p in pids:
+        os.kill(p, 9)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with open(P(m.mnt, 'after'), 'w') as f:
+                f.write('back')
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert open(P(served, 'after')).read() == 'back'
+    stop(m, served)
+    assert 'reconnected to' in m.log(), m.log()
+    assert len(installed_lines(m.log())) == 1, m.log()
 
 
 @pytest.mark.parametrize('what', ['corrupt', 'other-build'])
