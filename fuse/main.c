@@ -71,6 +71,8 @@ struct cmdline {
 	char *timeout;
 	char *keepalive;
 	char *reconnect;
+	char *install;          /* -o install=yes|no (install.h) */
+	char *server_binaries;  /* -o server_binaries=DIR */
 	int password_stdin;
 	int foreground;
 	int debug;
@@ -114,6 +116,8 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("timeout=%s", timeout),
 	OPT("keepalive=%s", keepalive),
 	OPT("reconnect=%s", reconnect),
+	OPT("install=%s", install),
+	OPT("server_binaries=%s", server_binaries),
 	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -156,6 +160,11 @@ static void usage(void)
 "                           default qftfs-server beside qftfs, else PATH;\n"
 "                           remote: each word quoted for the remote shell,\n"
 "                           default qftfs-server from the remote PATH)\n"
+"    -o install=yes|no      without -o server=, upload this qftfs's server\n"
+"                           to the remote host's cache when it has none of\n"
+"                           this protocol (default yes)\n"
+"    -o server_binaries=DIR where to find servers for other architectures\n"
+"                           (DIR/ARCH/qftfs-server)\n"
 "    -o entry_timeout=SECS  cache names for SECS seconds (default: 1)\n"
 "    -o attr_timeout=SECS   cache attributes for SECS seconds (default: 1)\n"
 "    -o negative_timeout=SECS\n"
@@ -336,6 +345,14 @@ static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	bo->ssh.password_stdin = cl->password_stdin;
 	bo->server = cl->server;
 	bo->dir = rem->dir;
+	bo->install.enabled = true;
+	if (cl->install && qc_install_parse(cl->install,
+					    &bo->install.enabled) < 0) {
+		fprintf(stderr, "qftfs: invalid install '%s': expected yes or "
+			"no\n", cl->install);
+		return -EINVAL;
+	}
+	bo->install.server_binaries = cl->server_binaries;
 	return 0;
 }
 
@@ -984,6 +1001,8 @@ out_free_args:
 	free(cl.source);
 	free(cl.mountpoint);
 	free(cl.server);
+	free(cl.install);
+	free(cl.server_binaries);
 	free(cl.entry_timeout);
 	free(cl.attr_timeout);
 	free(cl.negative_timeout);
