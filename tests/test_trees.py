@@ -463,8 +463,10 @@ def test_async_rsync_waits_per_directory_only(mounter, tmp_path):
     assert d['renames_pipelined'] == nfiles, d
     assert d['opens_pipelined'] >= nfiles // 2, d
     assert d['closes_waited'] == 0, d
-    # Left: the directories and symlinks (3 + 2 each), a few lookups.
-    assert d['requests_waited'] <= 5 * 3 + 10, d
+    # Left: per directory (3), its MKDIR, its times and mode (a
+    # directory's attributes are never predicted), its symlink and the
+    # symlink's times; a few lookups.  Per file it would be 60 and more.
+    assert d['requests_waited'] <= 8 * 3 + 10, d
 
 
 def _write_new(path, data):
