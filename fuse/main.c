@@ -27,6 +27,7 @@
 #include <fuse_lowlevel.h>
 
 #include "bootstrap.h"
+#include "compat.h"
 #include "config.h"
 #include "commit.h"
 #include "conn.h"
@@ -35,6 +36,7 @@
 #include "node.h"
 #include "ops.h"
 #include "fs.h"
+#include "idmap.h"
 #include "protocol.h"
 #include "transport.h"
 
@@ -71,6 +73,19 @@ struct cmdline {
 	char *timeout;
 	char *keepalive;
 	char *reconnect;
+	char *ssh_user;         /* -o User=, when SOURCE names none */
+	char *batch;            /* -o BatchMode=yes: never prompt */
+	char *subdir;           /* -o subdir=: below SOURCE's directory */
+	/* Owner and mode mapping (idmap.h). */
+	char *idmap;
+	char *uidfile;
+	char *gidfile;
+	char *nomap;
+	char *uid;
+	char *gid;
+	char *umask;
+	/* sshfs and ssh options, mapped (compat.h). */
+	struct qc_compat compat;
 	int password_stdin;
 	int foreground;
 	int debug;
@@ -114,6 +129,16 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("timeout=%s", timeout),
 	OPT("keepalive=%s", keepalive),
 	OPT("reconnect=%s", reconnect),
+	OPT("User=%s", ssh_user),
+	OPT("BatchMode=%s", batch),
+	OPT("subdir=%s", subdir),
+	OPT("idmap=%s", idmap),
+	OPT("uidfile=%s", uidfile),
+	OPT("gidfile=%s", gidfile),
+	OPT("nomap=%s", nomap),
+	OPT("uid=%s", uid),
+	OPT("gid=%s", gid),
+	OPT("umask=%s", umask),
 	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -203,14 +228,43 @@ static void usage(void)
 "                           ssh channel (auto, default), direct only, or\n"
 "                           the ssh channel only\n"
 "    -o port=PORT           same as -p\n"
+"    -o User=NAME           remote user when SOURCE names none\n"
+"    -o BatchMode=yes       never ask for a password or passphrase\n"
 "\n"
-"FUSE options:\n");
+"owners and modes (as with sshfs):\n"
+"    -o idmap=none|user|file\n"
+"                           user: the remote user (and group) the server\n"
+"                           runs as appear as you; file: as listed in\n"
+"                           uidfile=/gidfile= (name:remote_id lines)\n"
+"    -o uidfile=FILE, -o gidfile=FILE\n"
+"    -o nomap=ignore|error  idmap=file: ids without a line are shown as\n"
+"                           they are (ignore) or as nobody, and chown to\n"
+"                           them fails (error, default)\n"
+"    -o uid=N, -o gid=N     show every file as owned by N\n"
+"    -o umask=M             show every file with mode 0777 & ~M\n"
+"    -o subdir=DIR          mount DIR below SOURCE's directory\n"
+"\n"
+"FUSE options (passed to the kernel):\n"
+"    -o allow_other         allow access by all users (non-root users need\n"
+"                           user_allow_other in /etc/fuse.conf)\n"
+"    -o allow_root          allow access by root\n"
+"    -o default_permissions let the kernel check permissions from the\n"
+"                           mode bits shown\n"
+"    -o auto_unmount        unmount when qftfs ends, even killed\n"
+"    -o ro, -o rw           read-only or read-write mount\n"
+"    -o nosuid, suid, nodev, dev, noexec, exec, noatime, atime, sync,\n"
+"       async, dirsync      as in mount(8)\n"
+"    -o fsname=NAME         source shown in /proc/mounts (default SOURCE)\n"
+"    -o subtype=NAME        type shown as fuse.NAME (default qftfs)\n"
+"\n");
+	qc_compat_help();
 }
 
 static int cmdline_proc(void *data, const char *arg, int key,
 			struct fuse_args *outargs)
 {
 	struct cmdline *cl = data;
+	int r;
 
 	switch (key) {
 	case FUSE_OPT_KEY_NONOPT:
@@ -221,6 +275,12 @@ static int cmdline_proc(void *data, const char *arg, int key,
 		fprintf(stderr, "qftfs: unexpected argument '%s'\n", arg);
 		return -1;
 	case FUSE_OPT_KEY_OPT:
+		/* An sshfs or ssh spelling, or an fstab word? */
+		r = qc_compat_option(&cl->compat, arg);
+		if (r < 0)
+			return -1;
+		if (r == QC_COMPAT_DONE)
+			return 0;
 		if (arg[0] == '-') {
 			fprintf(stderr, "qftfs: unknown option '%s'\n", arg);
 			return -1;
@@ -265,6 +325,83 @@ static int cmdline_proc(void *data, const char *arg, int key,
 		return cl->identity[cl->n_identity++] ? 0 : -1;
 	}
 	return 1;
+}
+
+/*
+ * The qftfs options that sshfs and ssh options were mapped to (compat.h)
+ * go through the same table as the user's own, after them.
+ */
+static int apply_compat(struct cmdline *cl)
+{
+	struct fuse_args nargs = FUSE_ARGS_INIT(0, NULL);
+	int r;
+
+	r = qc_compat_finish(&cl->compat);
+	if (r < 0 || cl->compat.n_native == 0)
+		return r;
+	r = fuse_opt_add_arg(&nargs, "qftfs");
+	for (size_t i = 0; r == 0 && i < cl->compat.n_native; i++) {
+		char *opt = NULL;
+
+		/* A comma in a path must not split the option. */
+		r = fuse_opt_add_opt_escaped(&opt, cl->compat.native[i]);
+		if (r == 0)
+			r = fuse_opt_add_arg(&nargs, "-o");
+		if (r == 0)
+			r = fuse_opt_add_arg(&nargs, opt);
+		free(opt);
+	}
+	if (r == 0 && fuse_opt_parse(&nargs, cl, cmdline_opts,
+				     cmdline_proc) == -1)
+		r = -EINVAL;
+	fuse_opt_free_args(&nargs);
+	return r < 0 ? -EINVAL : 0;
+}
+
+/* sshfs's subdir=: DIR below the directory SOURCE names. */
+static char *join_subdir(const char *dir, const char *sub)
+{
+	char *out;
+
+	if (!sub)
+		return strdup(dir);
+	if (strcmp(dir, ".") == 0)
+		return strdup(sub);
+	if (asprintf(&out, "%s%s%s", dir,
+		     dir[strlen(dir) - 1] == '/' ? "" : "/", sub) < 0)
+		return NULL;
+	return out;
+}
+
+/*
+ * What the kernel or fusermount3 would refuse only after qftfs went to
+ * the background (a regular file as the mount point mounts, and then
+ * every access fails): said here, with exit 1.
+ */
+static int check_mountpoint(const char *mnt)
+{
+	struct stat st;
+
+	if (strncmp(mnt, "/dev/fd/", 8) == 0)
+		return 0;
+	if (stat(mnt, &st) < 0) {
+		fprintf(stderr, "qftfs: bad mount point '%s': %s\n", mnt,
+			strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "qftfs: bad mount point '%s': not a "
+			"directory\n", mnt);
+		return -ENOTDIR;
+	}
+	if (access(mnt, R_OK | W_OK | X_OK) < 0) {
+		int e = errno;
+
+		fprintf(stderr, "qftfs: bad mount point '%s': %s (you need "
+			"write access to it)\n", mnt, strerror(e));
+		return -e;
+	}
+	return 0;
 }
 
 static int parse_seconds(const char *name, const char *s, double def,
@@ -726,7 +863,9 @@ int main(int argc, char *argv[])
 		return sync_mount(argv[2]);
 	}
 
-	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1) {
+	qc_compat_init(&cl.compat);
+	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1 ||
+	    apply_compat(&cl) < 0) {
 		fprintf(stderr, "Try 'qftfs --help' for more information.\n");
 		ret = EXIT_USAGE;
 		goto out_free_args;
@@ -734,7 +873,6 @@ int main(int argc, char *argv[])
 	if (cl.help) {
 		usage();
 		fflush(stdout);
-		fuse_lowlevel_help();
 		ret = 0;
 		goto out_free_args;
 	}
@@ -753,6 +891,26 @@ int main(int argc, char *argv[])
 			"Try 'qftfs --help' for more information.\n",
 			cl.source ? "missing MOUNTPOINT" :
 				    "missing SOURCE and MOUNTPOINT");
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	qc_compat_print_notes(&cl.compat);
+	{
+		struct qc_idmap_opts io = {
+			.idmap = cl.idmap, .uidfile = cl.uidfile,
+			.gidfile = cl.gidfile, .nomap = cl.nomap,
+			.uid = cl.uid, .gid = cl.gid, .umask = cl.umask,
+		};
+
+		if (qc_idmap_setup(&io) < 0) {
+			ret = EXIT_USAGE;
+			goto out_free_args;
+		}
+	}
+	if (cl.batch && strcmp(cl.batch, "yes") != 0 &&
+	    strcmp(cl.batch, "no") != 0) {
+		fprintf(stderr, "qftfs: invalid BatchMode '%s': expected yes "
+			"or no\n", cl.batch);
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
@@ -817,10 +975,26 @@ int main(int argc, char *argv[])
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
+	if (remote && !rem.user && cl.ssh_user &&
+	    !(rem.user = strdup(cl.ssh_user))) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		goto out_free_args;
+	}
+	if (remote && cl.subdir) {
+		char *d = join_subdir(rem.dir, cl.subdir);
+
+		if (!d) {
+			fprintf(stderr, "qftfs: out of memory\n");
+			goto out_free_args;
+		}
+		free(rem.dir);
+		rem.dir = d;
+	}
 	if (remote_opts(&cl, remote ? &rem : NULL, &rt.bo) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
+	rt.bo.ssh.batch = cl.batch && strcmp(cl.batch, "yes") == 0;
 	rt.bo.timeout_s = rt.bo.ssh.timeout_s = co.timeout_s;
 	rt.bo.keepalive_s = rt.bo.ssh.keepalive_s = co.keepalive_s;
 	if (remote) {
@@ -831,7 +1005,10 @@ int main(int argc, char *argv[])
 		ssh_inited = true;
 	}
 	if (!remote) {
-		root = realpath(cl.source, NULL);
+		char *src = join_subdir(cl.source, cl.subdir);
+
+		root = src ? realpath(src, NULL) : NULL;
+		free(src);
 		if (!root) {
 			fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
 				cl.source, strerror(errno));
@@ -873,6 +1050,15 @@ int main(int argc, char *argv[])
 		ret = EXIT_USAGE;
 		goto out_free_nodes;
 	}
+	qft_debug("options: timeout %d s, keepalive %d s, reconnect %s, "
+		  "compress %s, readahead %llu, dircache %zu, batch %s",
+		  co.timeout_s, co.keepalive_s, co.reconnect ? "yes" : "no",
+		  cl.compress ? cl.compress : "none",
+		  (unsigned long long)fs.readahead, dircache_max,
+		  rt.bo.ssh.batch ? "yes" : "no");
+	/* After every option is known good, before the server starts. */
+	if (check_mountpoint(mnt) < 0)
+		goto out_destroy_session;
 
 	fs.se = se;
 	/* Leases: the server says when a cached directory changed. */
@@ -897,6 +1083,13 @@ int main(int argc, char *argv[])
 	}
 	if (r < 0)
 		goto out_destroy_session;
+	{
+		uint32_t suid, sgid;
+
+		/* idmap=user maps the ids the server runs as. */
+		qc_conn_server_ids(fs.conn, &suid, &sgid);
+		qc_idmap_set_remote(suid, sgid);
+	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_stop_server;
 	if (fuse_session_mount(se, mnt) != 0)
@@ -1003,6 +1196,18 @@ out_free_args:
 	free(cl.timeout);
 	free(cl.keepalive);
 	free(cl.reconnect);
+	free(cl.ssh_user);
+	free(cl.batch);
+	free(cl.subdir);
+	free(cl.idmap);
+	free(cl.uidfile);
+	free(cl.gidfile);
+	free(cl.nomap);
+	free(cl.uid);
+	free(cl.gid);
+	free(cl.umask);
+	qc_compat_free(&cl.compat);
+	qc_idmap_free();
 	qc_remote_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();
