@@ -316,8 +316,18 @@ static int login_init(struct login *l, const struct qc_ssh_opts *o)
 	memset(l, 0, sizeof(*l));
 	qc_sshconf_init(&l->cfg);
 	getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res);
-	/* $HOME wins over the password database, so that a test (or a user
-	 * with a moved home) can point qftfs at another ~/.ssh. */
+	/*
+	 * $HOME wins over the password database, so that a test (or a user
+	 * with a moved home) can point qftfs at another ~/.ssh -- but only a
+	 * HOME that is ours: mount(8) runs a user's fstab mount with root's
+	 * HOME still set, and root's ~/.ssh is neither readable nor meant.
+	 */
+	if (home && home[0] == '/' && res) {
+		struct stat hst;
+
+		if (stat(home, &hst) < 0 || hst.st_uid != getuid())
+			home = NULL;
+	}
 	if (!home || home[0] != '/')
 		home = res ? res->pw_dir : NULL;
 	if (!home) {
