@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -38,6 +40,8 @@
 #include "fs.h"
 #include "idmap.h"
 #include "protocol.h"
+#include "reqlog.h"
+#include "statcmd.h"
 #include "transport.h"
 
 #define EXIT_USAGE        2
@@ -161,6 +165,10 @@ static void usage(void)
 "usage: qftfs [options] SOURCE MOUNTPOINT\n"
 "       qftfs --sync MOUNTPOINT   wait until everything written to the mount\n"
 "                                 is on the server's disk; report failures\n"
+"       qftfs --stats [--json | --watch] MOUNTPOINT\n"
+"                                 what the mount did and is doing (--watch:\n"
+"                                 refreshed every second, with the files in\n"
+"                                 transfer); SIGUSR1 logs the same\n"
 "\n"
 "SOURCE is a local directory (./dir, /srv/data), or [user@]host:[dir] for a\n"
 "directory on another machine, reached with ssh (dir defaults to the remote\n"
@@ -831,6 +839,49 @@ static bool stop_conn(struct qc_conn *conn, struct remote_tr *rt)
 	       -EINPROGRESS;
 }
 
+/* SIGUSR1 logs the statistics (qc_reqlog_log_stats) instead of ending
+ * the process: a thread of its own waits for it. */
+static pthread_t usr1_thread;
+static bool usr1_running;
+static atomic_bool usr1_quit;
+
+static void *usr1_main(void *arg)
+{
+	sigset_t set;
+	int sig;
+
+	(void)arg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	while (sigwait(&set, &sig) == 0 && !atomic_load(&usr1_quit))
+		qc_reqlog_log_stats();
+	return NULL;
+}
+
+static int usr1_start(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		return -EINVAL;
+	if (pthread_create(&usr1_thread, NULL, usr1_main, NULL) != 0)
+		return -EAGAIN;
+	usr1_running = true;
+	return 0;
+}
+
+static void usr1_stop(void)
+{
+	if (!usr1_running)
+		return;
+	atomic_store(&usr1_quit, true);
+	pthread_kill(usr1_thread, SIGUSR1);
+	pthread_join(usr1_thread, NULL);
+	usr1_running = false;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -855,6 +906,8 @@ int main(int argc, char *argv[])
 	/* A server that died must be an error code, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
 	qft_log_init("qftfs", QFT_LOG_INFO);
+	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
+		return qc_statcmd_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--sync") == 0) {
 		if (argc != 3) {
 			fprintf(stderr, "usage: qftfs --sync MOUNTPOINT\n");
@@ -1044,7 +1097,9 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_nodes;
 	}
-	se = fuse_session_new(&args, &qc_ops, sizeof(qc_ops), &fs);
+	/* Through reqlog: statistics and the -d request log. */
+	se = fuse_session_new(&args, qc_reqlog_ops(&qc_ops, &fs),
+			      sizeof(qc_ops), &fs);
 	if (!se) {
 		/* libfuse said why; nearly always an unknown option. */
 		ret = EXIT_USAGE;
@@ -1099,8 +1154,15 @@ int main(int argc, char *argv[])
 		qc_boot_pause(rt.first);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
-	if (!cl.foreground)
+	if (!cl.foreground) {
+		qft_log_set_tag(mnt);
 		qft_log_to_syslog(true);
+	}
+	/* SIGUSR1 logs the counters; every thread started from here on
+	 * inherits the mask, so only the waiting thread takes it. */
+	if (usr1_start() < 0)
+		qft_warn("SIGUSR1 will not log statistics: cannot start its "
+			 "thread");
 	if (remote) {
 		r = qc_boot_resume(rt.first);
 		if (r < 0) {
@@ -1138,6 +1200,8 @@ int main(int argc, char *argv[])
 	}
 
 	r = run_loop(se, cl.single);
+	if (cl.debug)
+		qc_reqlog_summary();
 	/* Its kernel notices need the session. */
 	qc_dir_stop(&fs);
 	/* A signal ends the loop with its number: a normal unmount. */
@@ -1149,6 +1213,7 @@ int main(int argc, char *argv[])
 		ret = 1;
 
 out_unmount:
+	usr1_stop();
 	fuse_session_unmount(se);
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);
@@ -1172,6 +1237,7 @@ out_destroy_session:
 out_free_nodes:
 	qc_fs_destroy(&fs);
 out_free_args:
+	qft_log_set_tag(NULL);
 	free(mnt);
 	free(root);
 	free(cl.source);
