@@ -260,6 +260,23 @@ static int map_same(struct qc_compat *c, const char *name, const char *val)
 	return -EINVAL;   /* not in the table above: a bug */
 }
 
+/* Options only the OpenSSH client understands: they make qftfs log in
+ * with it (ssh.h) and go on its command line as they are. */
+static int map_openssh(struct qc_compat *c, const char *name,
+		       const char *val)
+{
+	char *kv;
+	int r;
+
+	if (need_value(name, val) < 0)
+		return -EINVAL;
+	if (asprintf(&kv, "%s=%s", name, val) < 0)
+		return -ENOMEM;
+	r = add_native(c, "ssh_option", kv);
+	free(kv);
+	return r;
+}
+
 static int map_port(struct qc_compat *c, const char *name, const char *val)
 {
 	if (need_value(name, val) < 0)
@@ -301,8 +318,6 @@ static const struct entry table[] = {
 	  "through the page cache instead", NULL, false },
 	{ "workaround", K_NOTE, NULL, "they work around SFTP server bugs; "
 	  "qftfs-server has its own protocol", NULL, false },
-	{ "ssh_command", K_NOTE, NULL, "qftfs logs in itself with libssh2, "
-	  "reading ~/.ssh/config", NULL, false },
 	{ "ssh_protocol", K_MAP, NULL, NULL, map_ssh_protocol, false },
 	{ "-1", K_REFUSE, NULL, "ssh protocol 1 is not supported; remove -1",
 	  NULL, false },
@@ -406,15 +421,9 @@ static const struct entry table[] = {
 	{ "ServerAliveCountMax", K_MAP, NULL, NULL, map_alive_count, true },
 	{ "Compression", K_MAP, NULL, NULL, map_compression, true },
 	{ "BatchMode", K_MAP, NULL, NULL, map_batch, true },
-	{ "ProxyJump", K_REFUSE, NULL, "ProxyJump is not supported yet: "
-	  "forward a port through the jump host (ssh -L PORT:HOST:22 JUMP) "
-	  "and mount localhost with -p PORT", NULL, true },
-	{ "ProxyCommand", K_REFUSE, NULL, "ProxyCommand is not supported "
-	  "yet: forward a port through the jump host (ssh -L PORT:HOST:22 "
-	  "JUMP) and mount localhost with -p PORT", NULL, true },
-	{ "CertificateFile", K_REFUSE, NULL, "ssh certificates are not "
-	  "supported yet: log in with a plain key (IdentityFile=)", NULL,
-	  true },
+	{ "ProxyJump", K_MAP, NULL, NULL, map_openssh, true },
+	{ "ProxyCommand", K_MAP, NULL, NULL, map_openssh, true },
+	{ "CertificateFile", K_MAP, NULL, NULL, map_openssh, true },
 	{ "Host", K_REFUSE, NULL, "Host blocks belong in ~/.ssh/config", NULL,
 	  true },
 	{ "Match", K_REFUSE, NULL, "Match blocks belong in ~/.ssh/config",
@@ -656,8 +665,9 @@ void qc_compat_help(void)
 "       StrictHostKeyChecking=, BatchMode=\n"
 "                           as in ssh_config(5)\n"
 "    other sshfs and ssh options are accepted with a note saying why\n"
-"    qftfs does not need them; passive, -1 and ProxyJump/ProxyCommand/\n"
-"    CertificateFile (not yet) are refused with the reason; fstab words\n"
+"    qftfs does not need them; passive and -1 are refused with the\n"
+"    reason; ProxyJump=, ProxyCommand=, CertificateFile= and\n"
+"    -o ssh_command=CMD log in with the OpenSSH client; fstab words\n"
 "    (_netdev, nofail, noauto, user, x-systemd.*) are for mount(8)\n"
 "\n");
 }

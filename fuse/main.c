@@ -78,6 +78,9 @@ struct cmdline {
 	char *keepalive;
 	char *reconnect;
 	char *ssh_user;         /* -o User=, when SOURCE names none */
+	char *ssh_command;      /* -o ssh_command=: the OpenSSH client */
+	char *ssh_extra[MAX_IDENTITY]; /* -o ProxyJump=... for it */
+	int n_ssh_extra;
 	char *batch;            /* -o BatchMode=yes: never prompt */
 	char *subdir;           /* -o subdir=: below SOURCE's directory */
 	/* Owner and mode mapping (idmap.h). */
@@ -109,6 +112,7 @@ enum {
 	KEY_FSNAME,
 	KEY_SUBTYPE,
 	KEY_IDENTITY,
+	KEY_SSH_OPTION,
 };
 
 #define OPT(t, field) { t, offsetof(struct cmdline, field), 0 }
@@ -134,6 +138,8 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("keepalive=%s", keepalive),
 	OPT("reconnect=%s", reconnect),
 	OPT("User=%s", ssh_user),
+	OPT("ssh_command=%s", ssh_command),
+	FUSE_OPT_KEY("ssh_option=", KEY_SSH_OPTION),
 	OPT("BatchMode=%s", batch),
 	OPT("subdir=%s", subdir),
 	OPT("idmap=%s", idmap),
@@ -238,6 +244,12 @@ static void usage(void)
 "    -o port=PORT           same as -p\n"
 "    -o User=NAME           remote user when SOURCE names none\n"
 "    -o BatchMode=yes       never ask for a password or passphrase\n"
+"    -o ssh_command=CMD     log in with the OpenSSH client CMD (e.g. ssh)\n"
+"                           instead of libssh2; automatic with ProxyJump,\n"
+"                           ProxyCommand, CertificateFile, and RSA or FIDO\n"
+"                           keys libssh2 cannot sign with\n"
+"    -o ProxyJump=HOST, -o ProxyCommand=CMD, -o CertificateFile=FILE\n"
+"                           as in ssh_config(5), through the OpenSSH client\n"
 "\n"
 "owners and modes (as with sshfs):\n"
 "    -o idmap=none|user|file\n"
@@ -318,6 +330,14 @@ static int cmdline_proc(void *data, const char *arg, int key,
 	case KEY_SUBTYPE:
 		cl->subtype_given = 1;
 		return 1;
+	case KEY_SSH_OPTION:
+		if (cl->n_ssh_extra == MAX_IDENTITY) {
+			fprintf(stderr, "qftfs: too many ssh options\n");
+			return -1;
+		}
+		cl->ssh_extra[cl->n_ssh_extra] =
+			strdup(arg + strlen("ssh_option="));
+		return cl->ssh_extra[cl->n_ssh_extra++] ? 0 : -1;
 	case KEY_IDENTITY:
 		if (cl->n_identity == MAX_IDENTITY) {
 			fprintf(stderr, "qftfs: at most %d IdentityFile options\n",
@@ -479,6 +499,9 @@ static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	bo->ssh.n_identity = (size_t)cl->n_identity;
 	bo->ssh.known_hosts = cl->known_hosts;
 	bo->ssh.password_stdin = cl->password_stdin;
+	bo->ssh.ssh_command = cl->ssh_command;
+	bo->ssh.ssh_extra = (const char *const *)cl->ssh_extra;
+	bo->ssh.n_ssh_extra = (size_t)cl->n_ssh_extra;
 	bo->server = cl->server;
 	bo->dir = rem->dir;
 	return 0;
@@ -1263,6 +1286,9 @@ out_free_args:
 	free(cl.keepalive);
 	free(cl.reconnect);
 	free(cl.ssh_user);
+	free(cl.ssh_command);
+	for (int i = 0; i < cl.n_ssh_extra; i++)
+		free(cl.ssh_extra[i]);
 	free(cl.batch);
 	free(cl.subdir);
 	free(cl.idmap);

@@ -24,6 +24,7 @@ EFFECTIVE = {
     'compression', 'port', '-p', '-F', '-f', '-s', '-d', '--debug',
     'umask', 'uid', 'gid', 'entry_timeout', 'negative_timeout',
     'attr_timeout', 'allow_other', 'allow_root', 'auto_unmount', 'subdir',
+    'ssh_command',
 }
 # Options that cannot work with qftfs: exit 2 with the reason.
 REFUSED = {'-1', 'passive'}
@@ -161,7 +162,8 @@ SSH_OPTS = [
     ('ControlMaster=auto', 'ControlMaster'), ('MACs=hmac-sha2-256', 'MACs'),
     ('TCPKeepAlive=yes', 'TCPKeepAlive'), ('LogLevel=ERROR', 'LogLevel'),
     ('PasswordAuthentication=no', 'PasswordAuthentication'),
-    ('ssh_command=ssh -x', 'ssh_command'), ('max_conns=4', 'max_conns'),
+    ('ssh_command=ssh -x', None), ('ProxyJump=bastion', None),
+    ('CertificateFile=/k-cert.pub', None), ('max_conns=4', 'max_conns'),
     ('directport=1234', 'directport'), ('sshfs_sync', 'sshfs_sync'),
     ('delay_connect', 'delay_connect'), ('kernel_cache', 'kernel_cache'),
     # fstab words: addressed to mount(8) and systemd
@@ -191,7 +193,6 @@ def test_note_once(build, drytree):
 
 
 @pytest.mark.parametrize('args,words', [
-    (['-o', 'ProxyJump=bastion'], 'ProxyJump'),
     (['-o', 'FooBar=1'], "unknown ssh option 'FooBar'"),
     (['-o', 'passive'], 'passive'),
     (['-1'], 'protocol 1'),
