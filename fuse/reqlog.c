@@ -23,7 +23,8 @@
 #define RATE_SECS   8        /* ring of per-second byte counts */
 #define RATE_OVER   3        /* the rate is over the last full seconds */
 #define XFER_KEEP_NS ((int64_t)3 * 1000000000) /* closed files shown */
-#define XFER_IDLE_NS ((int64_t)10 * 1000000000) /* idle open files */
+#define XFER_IDLE_NS ((int64_t)10 * 1000000000) /* open, shown while
+						 * this recent */
 
 enum op {
 	OP_LOOKUP, OP_GETATTR, OP_SETATTR, OP_READLINK, OP_MKNOD, OP_MKDIR,
@@ -125,42 +126,68 @@ static unsigned bucket(fuse_req_t req)
 	return (unsigned)(((uintptr_t)req >> 4) % BUCKETS);
 }
 
-/* lock held: the transfer of `ino`, made (with its path) when missing
- * and `make`; NULL when missing or out of memory. */
-static struct xfer *xfer_of(uint64_t ino, bool make)
+/* lock held: whether `x` is worth showing: moving, or just closed. */
+static bool xfer_shown(const struct xfer *x, int64_t now)
+{
+	return x->closed_ns || now - x->last_ns <= XFER_IDLE_NS;
+}
+
+/* lock held: the open transfer of `ino`, or NULL. */
+static struct xfer *xfer_of(uint64_t ino)
+{
+	for (struct xfer *x = R.xfers; x; x = x->next)
+		if (x->ino == ino && !x->closed_ns)
+			return x;
+	return NULL;
+}
+
+/*
+ * A read or write of `ino` arrives: makes its transfer if there is none.
+ * The path is taken without our lock (the node table has its own, and an
+ * answer may be given under it), while the file is open and so its node
+ * pinned.
+ */
+static void xfer_note(uint64_t ino)
 {
 	char path[QFT_MAX_PATH + 1];
 	struct xfer *x;
+	bool known;
 
-	for (x = R.xfers; x; x = x->next)
-		if (x->ino == ino && !x->closed_ns)
-			return x;
-	if (!make)
-		return NULL;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return NULL;
-	x->ino = ino;
-	x->first_ns = now_ns();
-	/* Open, so the node is pinned: its path is safe to take now. */
+	pthread_mutex_lock(&R.lock);
+	known = xfer_of(ino) != NULL;
+	pthread_mutex_unlock(&R.lock);
+	if (known)
+		return;
 	if (qn_path(&R.fs->nodes, qc_fs_node(R.fs, ino), NULL, path) < 0)
 		snprintf(path, sizeof(path), "(inode %llu)",
 			 (unsigned long long)ino);
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return;
+	x->ino = ino;
+	x->first_ns = x->last_ns = now_ns();
 	x->path = strdup(path[0] == '/' ? path + 1 : path);
+	pthread_mutex_lock(&R.lock);
+	if (xfer_of(ino)) {
+		/* Another reader made it meanwhile. */
+		pthread_mutex_unlock(&R.lock);
+		free(x->path);
+		free(x);
+		return;
+	}
 	x->next = R.xfers;
 	R.xfers = x;
-	return x;
+	pthread_mutex_unlock(&R.lock);
 }
 
-/* lock held: forgets transfers closed a while ago or idle too long. */
+/* lock held: forgets transfers closed a while ago (an open file's stays,
+ * so that it is counted once however long it rests). */
 static void xfer_prune(int64_t now)
 {
 	for (struct xfer **pp = &R.xfers; *pp;) {
 		struct xfer *x = *pp;
 
-		if ((x->closed_ns && now - x->closed_ns > XFER_KEEP_NS) ||
-		    (!x->closed_ns && now - x->last_ns > XFER_IDLE_NS &&
-		     now - x->first_ns > XFER_IDLE_NS)) {
+		if (x->closed_ns && now - x->closed_ns > XFER_KEEP_NS) {
 			*pp = x->next;
 			free(x->path);
 			free(x);
@@ -248,7 +275,7 @@ static void end(fuse_req_t req, int err, size_t bytes, bool created)
 	if (err) {
 		R.sum[r->op].errors++;
 	} else if (r->op == OP_READ || r->op == OP_WRITE) {
-		struct xfer *x = xfer_of(r->ino, true);
+		struct xfer *x = xfer_of(r->ino);
 		bool rd = r->op == OP_READ;
 
 		R.sum[r->op].bytes += bytes;
@@ -265,7 +292,7 @@ static void end(fuse_req_t req, int err, size_t bytes, bool created)
 			    bytes);
 		qc_stat_inc(st, rd ? QC_STAT_READS : QC_STAT_WRITES);
 	} else if (r->op == OP_RELEASE) {
-		struct xfer *x = xfer_of(r->ino, false);
+		struct xfer *x = xfer_of(r->ino);
 
 		if (x)
 			x->closed_ns = now;
@@ -395,7 +422,7 @@ static void live(struct qc_stats_live *out)
 	out->write_rate /= RATE_OVER;
 	xfer_prune(now);
 	for (struct xfer *x = R.xfers; x; x = x->next)
-		out->transfers += !x->closed_ns;
+		out->transfers += !x->closed_ns && xfer_shown(x, now);
 	pthread_mutex_unlock(&R.lock);
 }
 
@@ -428,10 +455,12 @@ static char *transfers_text(size_t *len)
 	pthread_mutex_lock(&R.lock);
 	xfer_prune(now);
 	for (struct xfer *x = R.xfers; x; x = x->next)
-		fprintf(f, "%llu %llu %lld %d %s\n",
-			(unsigned long long)x->rd, (unsigned long long)x->wr,
-			(long long)((now - x->first_ns) / 1000000),
-			!x->closed_ns, x->path ? x->path : "?");
+		if (xfer_shown(x, now))
+			fprintf(f, "%llu %llu %lld %d %s\n",
+				(unsigned long long)x->rd,
+				(unsigned long long)x->wr,
+				(long long)((now - x->first_ns) / 1000000),
+				!x->closed_ns, x->path ? x->path : "?");
 	pthread_mutex_unlock(&R.lock);
 	if (fclose(f) != 0) {
 		free(text);
@@ -571,6 +600,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
+	xfer_note(ino);
 	begin(req, OP_READ, ino, size);
 	R.real->read(req, ino, size, off, fi);
 }
@@ -578,6 +608,7 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		    size_t size, off_t off, struct fuse_file_info *fi)
 {
+	xfer_note(ino);
 	begin(req, OP_WRITE, ino, size);
 	R.real->write(req, ino, buf, size, off, fi);
 }
