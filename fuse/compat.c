@@ -277,6 +277,16 @@ static int map_openssh(struct qc_compat *c, const char *name,
 	return r;
 }
 
+static int map_identities_only(struct qc_compat *c, const char *name,
+			       const char *val)
+{
+	int y = yes_no(name, val);
+
+	if (y < 0)
+		return y;
+	return add_native(c, "IdentitiesOnly", y ? "yes" : "no");
+}
+
 static int map_port(struct qc_compat *c, const char *name, const char *val)
 {
 	if (need_value(name, val) < 0)
@@ -458,7 +468,7 @@ static const struct entry table[] = {
 	{ "GSSAPIDelegateCredentials", K_NOTE, NULL, WHY_SSH_AUTH, NULL,
 	  true },
 	{ "HostbasedAuthentication", K_NOTE, NULL, WHY_SSH_AUTH, NULL, true },
-	{ "IdentitiesOnly", K_NOTE, NULL, WHY_SSH_AUTH, NULL, true },
+	{ "IdentitiesOnly", K_MAP, NULL, NULL, map_identities_only, true },
 	{ "IdentityAgent", K_NOTE, NULL, "the agent is the one in "
 	  "SSH_AUTH_SOCK", NULL, true },
 	{ "AddKeysToAgent", K_NOTE, NULL, WHY_SSH_PROG, NULL, true },

@@ -82,6 +82,7 @@ struct cmdline {
 	char *ssh_extra[MAX_IDENTITY]; /* -o ProxyJump=... for it */
 	int n_ssh_extra;
 	char *batch;            /* -o BatchMode=yes: never prompt */
+	char *identities_only;  /* -o IdentitiesOnly=yes */
 	char *subdir;           /* -o subdir=: below SOURCE's directory */
 	/* Owner and mode mapping (idmap.h). */
 	char *idmap;
@@ -141,6 +142,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("ssh_command=%s", ssh_command),
 	FUSE_OPT_KEY("ssh_option=", KEY_SSH_OPTION),
 	OPT("BatchMode=%s", batch),
+	OPT("IdentitiesOnly=%s", identities_only),
 	OPT("subdir=%s", subdir),
 	OPT("idmap=%s", idmap),
 	OPT("uidfile=%s", uidfile),
@@ -499,6 +501,8 @@ static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	bo->ssh.n_identity = (size_t)cl->n_identity;
 	bo->ssh.known_hosts = cl->known_hosts;
 	bo->ssh.password_stdin = cl->password_stdin;
+	bo->ssh.identities_only = cl->identities_only &&
+				  strcmp(cl->identities_only, "yes") == 0;
 	bo->ssh.ssh_command = cl->ssh_command;
 	bo->ssh.ssh_extra = (const char *const *)cl->ssh_extra;
 	bo->ssh.n_ssh_extra = (size_t)cl->n_ssh_extra;
@@ -983,10 +987,15 @@ int main(int argc, char *argv[])
 			goto out_free_args;
 		}
 	}
-	if (cl.batch && strcmp(cl.batch, "yes") != 0 &&
-	    strcmp(cl.batch, "no") != 0) {
-		fprintf(stderr, "qftfs: invalid BatchMode '%s': expected yes "
-			"or no\n", cl.batch);
+	if ((cl.batch && strcmp(cl.batch, "yes") != 0 &&
+	     strcmp(cl.batch, "no") != 0) ||
+	    (cl.identities_only && strcmp(cl.identities_only, "yes") != 0 &&
+	     strcmp(cl.identities_only, "no") != 0)) {
+		fprintf(stderr, "qftfs: invalid %s '%s': expected yes or no\n",
+			cl.batch && strcmp(cl.batch, "yes") &&
+			strcmp(cl.batch, "no") ? "BatchMode" : "IdentitiesOnly",
+			cl.batch && strcmp(cl.batch, "yes") &&
+			strcmp(cl.batch, "no") ? cl.batch : cl.identities_only);
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
@@ -1290,6 +1299,7 @@ out_free_args:
 	for (int i = 0; i < cl.n_ssh_extra; i++)
 		free(cl.ssh_extra[i]);
 	free(cl.batch);
+	free(cl.identities_only);
 	free(cl.subdir);
 	free(cl.idmap);
 	free(cl.uidfile);

@@ -1262,6 +1262,8 @@ static int openssh_prepare(struct qc_ssh *s, const struct login *l,
 	if (!r) r = qc_sshproc_arg(a, "-oClearAllForwardings=yes");
 	if (!r && o->batch)
 		r = qc_sshproc_arg(a, "-oBatchMode=yes");
+	if (!r && o->identities_only)
+		r = qc_sshproc_arg(a, "-oIdentitiesOnly=yes");
 	if (!r && o->timeout_s > 0)
 		r = qc_sshproc_arg(a, "-oConnectTimeout=%d", o->timeout_s);
 	if (!r && o->keepalive_s > 0)
@@ -1318,6 +1320,14 @@ bool qc_ssh_proxied(const struct qc_ssh *s)
 	return s->proxied;
 }
 
+static bool identities_only(const struct login *l,
+			    const struct qc_ssh_opts *o)
+{
+	return o->identities_only || (l->cfg.identities_only &&
+				      strcasecmp(l->cfg.identities_only,
+						 "yes") == 0);
+}
+
 static int ssh_login(struct qc_ssh *s, struct login *l,
 		     const struct qc_ssh_opts *o)
 {
@@ -1345,11 +1355,22 @@ static int ssh_login(struct qc_ssh *s, struct login *l,
 
 	r = 1;
 	if (has_method(methods, "publickey")) {
-		r = auth_agent(s, &t);
+		/* IdentitiesOnly: the keys named, not whatever the agent
+		 * holds (their files are tried directly instead), and the
+		 * default files only when none is named. */
+		bool only = identities_only(l, o), named = false;
+
+		for (size_t i = 0; i < l->n_identity; i++)
+			named |= l->identity_explicit[i];
+		if (only)
+			tried_add(&t, "ssh-agent (not used: IdentitiesOnly)");
+		else
+			r = auth_agent(s, &t);
 		for (size_t i = 0; r > 0 && !t.disconnected &&
 		     i < l->n_identity; i++)
-			r = auth_keyfile(s, l->identity[i],
-					 l->identity_explicit[i], &t);
+			if (!only || !named || l->identity_explicit[i])
+				r = auth_keyfile(s, l->identity[i],
+						 l->identity_explicit[i], &t);
 	}
 	if (t.defaults_missing == 3)
 		tried_add(&t, "no key in %s/.ssh (id_ed25519, id_ecdsa, id_rsa)",

@@ -64,6 +64,7 @@ struct qc_ssh_opts {
 	enum qc_strict strict;
 	bool password_stdin;        /* read the password from stdin */
 	bool batch;                 /* never prompt or read stdin (reconnects) */
+	bool identities_only;       /* -o IdentitiesOnly=yes: keys given only */
 	int timeout_s;              /* unacknowledged data this long ends the
 				     * connection (TCP_USER_TIMEOUT); 0: none */
 	int keepalive_s;            /* ssh keepalives this often; 0: none */

@@ -39,6 +39,7 @@ void qc_sshconf_free(struct qc_sshconf *cfg)
 	free(cfg->proxy_jump);
 	free(cfg->proxy_command);
 	free(cfg->certificate);
+	free(cfg->identities_only);
 	for (size_t i = 0; i < cfg->n_identity; i++)
 		free(cfg->identity[i]);
 	for (size_t i = 0; i < cfg->n_known_hosts; i++)
@@ -381,6 +382,7 @@ static int conf_line(struct conf_ctx *c, char *line, bool *active,
 	if (strcasecmp(kw, "hostname") == 0 || strcasecmp(kw, "user") == 0 ||
 	    strcasecmp(kw, "port") == 0 ||
 	    strcasecmp(kw, "stricthostkeychecking") == 0 ||
+	    strcasecmp(kw, "identitiesonly") == 0 ||
 	    strcasecmp(kw, "identityfile") == 0) {
 		if (argc != 1) {
 			qft_err("%s:%d: %s takes one argument", file, lineno,
@@ -397,6 +399,8 @@ static int conf_line(struct conf_ctx *c, char *line, bool *active,
 		return conf_set(&cfg->user, argv[0]);
 	if (strcasecmp(kw, "stricthostkeychecking") == 0)
 		return conf_set(&cfg->strict, argv[0]);
+	if (strcasecmp(kw, "identitiesonly") == 0)
+		return conf_set(&cfg->identities_only, argv[0]);
 	if (strcasecmp(kw, "port") == 0) {
 		int port;
 

@@ -5,7 +5,7 @@
  *
  * For one host alias, from the Host blocks whose patterns match it:
  * HostName, User, Port, IdentityFile, UserKnownHostsFile and
- * StrictHostKeyChecking; and ProxyJump, ProxyCommand and CertificateFile,
+ * StrictHostKeyChecking, IdentitiesOnly; and ProxyJump, ProxyCommand and CertificateFile,
  * which make qftfs log in with the OpenSSH client (ssh.h).  As in ssh, the first value obtained for a keyword
  * wins, so specific blocks go before `Host *`; IdentityFile and
  * UserKnownHostsFile are lists that accumulate.  Host patterns use * and
@@ -44,6 +44,7 @@ struct qc_sshconf {
 	char *proxy_jump;
 	char *proxy_command;            /* its words joined by blanks */
 	char *certificate;              /* CertificateFile */
+	char *identities_only;          /* IdentitiesOnly, as written */
 };
 
 /* What %-tokens and ~ expand to (ssh_config(5) TOKENS). */

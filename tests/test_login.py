@@ -255,3 +255,38 @@ def test_ssh_command_mount(sshd, mounter, tmp_path):
                         extra=['-p', str(sshd.port), '-d'])
     assert 'OpenSSH client' in m.log()
     assert 'data plane: direct' in m.log(), util.tail(m.log())
+
+
+def test_identities_only(sshd, mounter, tmp_path):
+    """IdentitiesOnly=yes: the agent's keys are not offered, only the key
+    named.  The agent holds the authorized key and the named one is not
+    authorized, so the login must fail and say why; without the option
+    the agent's key logs in."""
+    home = sshd.client_home(str(tmp_path / 'home'), key=False)
+    other = P(home, '.ssh', 'other')
+    sshd_mod.keygen(other)
+    agent = sshd_mod.Agent(str(tmp_path / 'agent.sock')).start()
+    try:
+        agent.add(sshd.client_key)
+        env = dict(_env(home), SSH_AUTH_SOCK=agent.sock)
+        served = served_dir(tmp_path)
+        mnt = tmp_path / 'mnt'
+        mnt.mkdir()
+        b = util.build_dir()
+        cmd = [util.client_bin(b), '-p', str(sshd.port), '-o',
+               'server=' + util.server_bin(b), '-o', 'IdentityFile=' + other,
+               '-o', 'BatchMode=yes']
+        r = util.run(cmd + ['-o', 'IdentitiesOnly=yes', sshd.source(served),
+                            str(mnt)], timeout=120, env=env)
+        assert r.returncode == 1, r.stderr
+        assert 'not used: IdentitiesOnly' in r.stderr, r.stderr
+        assert not util.find_mount(str(mnt))
+        r = util.run(cmd + [sshd.source(served), str(mnt)], timeout=120,
+                     env=env)
+        assert r.returncode == 0, r.stderr
+        assert util.find_mount(str(mnt))
+    finally:
+        if util.find_mount(str(tmp_path / 'mnt')):
+            subprocess.run(['fusermount3', '-u', str(tmp_path / 'mnt')],
+                           timeout=30)
+        agent.stop()
