@@ -1720,6 +1720,16 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 	 * channel's own lock is taken without ours. */
 	pthread_mutex_lock(&c->lock);
 	out->links = c->last_gen;
+	out->pending = out->oldest_ms = out->writes_pending = 0;
+	for (unsigned b = 0; b < PENDING_BUCKETS; b++)
+		for (struct pending *p = c->pending[b]; p; p = p->next) {
+			out->pending++;
+			out->writes_pending += p->op == QFT_OP_WRITE;
+			if (p->sent_ns && (uint64_t)(now_ns() - p->sent_ns) /
+			    1000000 > out->oldest_ms)
+				out->oldest_ms = (uint64_t)(now_ns() -
+							    p->sent_ns) / 1000000;
+		}
 	l = c->cur && !c->cur->dead && !c->closing ? c->cur : NULL;
 	if (l)
 		l->users++;

@@ -225,7 +225,11 @@ static void print_text(const char *mnt, const struct snap *s)
 		printf(", lz4 sent %s as %s (%.0f%%)",
 		       human(sent, a, sizeof(a)), human(wire, b, sizeof(b)),
 		       100.0 * (double)wire / (double)sent);
-	printf("\n  backlog   %" PRIu64 " files queued (commit=async), %"
+	printf("\n  server    %" PRIu64 " requests unanswered (oldest %" PRIu64
+	       " ms), %" PRIu64 " of them writes behind\n",
+	       get(s, "server_in_flight"), get(s, "server_oldest_ms"),
+	       get(s, "writes_unacked"));
+	printf("  backlog   %" PRIu64 " files queued (commit=async), %"
 	       PRIu64 " files in transfer\n", get(s, "async_backlog"),
 	       get(s, "transfers"));
 	printf("  errors    ");

@@ -39,8 +39,13 @@ def test_json_counts_a_copy_exactly(mount, build, tmp_path):
 
     before = stats_json(build, mnt)
     for key in ('bytes_read', 'bytes_written', 'files_created', 'rtt_ms',
-                'reconnects', 'errors', 'transfers', 'in_flight'):
+                'reconnects', 'errors', 'transfers', 'in_flight',
+                'server_in_flight', 'writes_unacked', 'async_backlog',
+                'read_rate', 'write_rate', 'compression_ratio'):
         assert key in before, key
+    # Idle: nothing owed by the server, only the stats request itself
+    # in the kernel's.
+    assert before['server_in_flight'] == 0 and before['in_flight'] == 1
     subprocess.run(['cp', local, P(mnt, 'copy.bin')], check=True,
                    timeout=120)
     after = stats_json(build, mnt)
@@ -108,9 +113,11 @@ def test_watch_shows_a_transfer(mount, build, tmp_path):
                 time.sleep(0.1)
 
     t = threading.Thread(target=writer)
+    started = time.monotonic()
     t.start()
     tmux = ['tmux', '-S', sock]
     screen = ''
+    live = None
     try:
         r = util.run(tmux + ['new-session', '-d', '-s', session, '-x', '160',
                              '-y', '40', util.client_bin(build), '--stats',
@@ -123,6 +130,9 @@ def test_watch_shows_a_transfer(mount, build, tmp_path):
                               timeout=30).stdout
             if 'slow-transfer.bin' in screen and 'MiB' in screen:
                 break
+        # The rate covers the last full seconds: give it some.
+        time.sleep(max(0.0, started + 3.5 - time.monotonic()))
+        live = stats_json(build, mnt)
     finally:
         stop.set()
         t.join(timeout=60)
@@ -131,6 +141,10 @@ def test_watch_shows_a_transfer(mount, build, tmp_path):
     assert 'FILE' in screen and 'written' in screen, screen
     line = [ln for ln in screen.splitlines() if 'slow-transfer.bin' in ln][0]
     assert 'MiB' in line, line            # bytes written so far
+    assert live['write_rate'] > 0, live
+    assert live['transfers'] and any(
+        x['path'] == 'slow-transfer.bin' and x['open'] and
+        x['bytes_written'] > 0 for x in live['transfers']), live
 
 
 def test_stats_private_to_the_mounting_user(mounter, need_root):
