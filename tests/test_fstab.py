@@ -30,7 +30,8 @@ import sshd as sshd_mod
 import util
 
 P = os.path.join
-USER = 'qftfs-fstab'
+# Unique per run: two suites on one machine must not share the user.
+USER = 'qftfs-fstab-%d' % os.getpid()
 
 
 def _need(tools):
@@ -99,10 +100,13 @@ def namespace_script(dest, fstab, body, user_dev=False):
     """A shell script that lays the installed tree over the system in the
     current (private) mount namespace, then runs `body`."""
     prefix = prefix_of_install(dest)
+    # Where mount(8) finds helpers: /sbin, which merged-/usr systems make
+    # a link to /usr/sbin.
+    sbin = os.path.realpath('/sbin')
     lines = [
         'set -eu',
-        'mount -t overlay overlay -o lowerdir=%s/sbin:/usr/sbin /usr/sbin'
-        % dest,
+        'mount -t overlay overlay -o lowerdir=%s/sbin:%s %s'
+        % (dest, sbin, sbin),
         'mount --bind %s%s %s' % (dest, prefix, prefix),
         'mount --bind %s /etc/fstab' % fstab,
     ]
