@@ -195,3 +195,20 @@ def test_debug_logs_requests_and_summary(mounter):
     assert writes and 'size 4096' in writes[0] and ' ms' in writes[0], \
         util.tail(log)
     assert 'summary:' in log and 'write' in log.split('summary:', 1)[1]
+
+
+def test_every_reply_passes_through_reqlog():
+    """fuse/reqlog.c counts answers on their way to the kernel through the
+    linker's --wrap of each fuse_reply_* the client calls: a reply
+    function used without its wrap would leave its requests in flight
+    for ever.  Source check: every one used is wrapped."""
+    import glob
+    import re
+    repo = util.REPO
+    used = set()
+    for path in glob.glob(P(repo, 'fuse', '*.c')):
+        with open(path) as f:
+            used |= set(re.findall(r'\b(fuse_reply_[a-z_]+)\s*\(', f.read()))
+    with open(P(repo, 'fuse', 'meson.build')) as f:
+        wrapped = set(re.findall(r'--wrap=(fuse_reply_[a-z_]+)', f.read()))
+    assert used and used <= wrapped, sorted(used - wrapped)
