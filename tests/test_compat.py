@@ -366,3 +366,16 @@ def test_subdir(mounter, tmp_path):
     (src / 'a' / 'b' / 'f').write_text('deep')
     m = mounter(src=str(src), opts=['subdir=a/b'])
     assert os.listdir(m.mnt) == ['f']
+
+
+def test_man_page_lists_every_sshfs_option():
+    """qftfs(1)'s SSHFS COMPATIBILITY table names each option of the
+    installed sshfs's help."""
+    text = open(P(util.REPO, 'docs', 'qftfs.1')).read()
+    sec = text[text.index('.SH "SSHFS COMPATIBILITY"'):
+               text.index('.SH', text.index('.SH "SSHFS COMPATIBILITY"') + 4)]
+    for esc in ('\\-', '\\fB', '\\fP', '\\fI', '\\fR'):
+        sec = sec.replace(esc, '-' if esc == '\\-' else '')
+    missing = [n for n, _ in sshfs_options(sshfs_help())
+               if not re.search(r'(?<![\w-])%s(?!\w)' % re.escape(n), sec)]
+    assert not missing, 'not in the man page table: %s' % missing
