@@ -388,6 +388,38 @@ static int apply_compat(struct cmdline *cl)
 	return r < 0 ? -EINVAL : 0;
 }
 
+/* A local source logs in nowhere: ssh options given for it say so once
+ * rather than being dropped without a word. */
+static void note_ssh_options(const struct cmdline *cl)
+{
+	const struct {
+		bool given;
+		const char *name;
+	} opts[] = {
+		{ cl->port, "port" }, { cl->config_file, "-F" },
+		{ cl->n_identity, "IdentityFile" },
+		{ cl->known_hosts, "UserKnownHostsFile" },
+		{ cl->strict, "StrictHostKeyChecking" },
+		{ cl->password_stdin, "password_stdin" },
+		{ cl->ssh_user, "User" }, { cl->batch, "BatchMode" },
+		{ cl->identities_only, "IdentitiesOnly" },
+		{ cl->ssh_command, "ssh_command" },
+		{ cl->n_ssh_extra, "ProxyJump/ProxyCommand/CertificateFile" },
+		{ cl->cipher, "cipher" }, { cl->transport, "transport" },
+	};
+	char list[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].given && n < sizeof(list))
+			n += (size_t)snprintf(list + n, sizeof(list) - n,
+					      "%s%s", n ? ", " : "",
+					      opts[i].name);
+	if (n)
+		fprintf(stderr, "qftfs: note: %s: ignored: the source is a "
+			"local directory, reached without ssh\n", list);
+}
+
 /* sshfs's subdir=: DIR below the directory SOURCE names. */
 static char *join_subdir(const char *dir, const char *sub)
 {
@@ -1056,6 +1088,8 @@ int main(int argc, char *argv[])
 	}
 
 	remote = qc_boot_is_remote(cl.source);
+	if (!remote)
+		note_ssh_options(&cl);
 	if (remote && qc_boot_parse_source(cl.source, &rem) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;

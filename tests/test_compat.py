@@ -102,10 +102,11 @@ def sample(name, arg, tmp):
     return ['-o', '%s=%s' % (name, values[arg])]
 
 
-def dry_run(client, args, tmp):
+def dry_run(client, args, tmp, remote=False):
     """qftfs with `args`, stopped at the mount point check (a regular
-    file): exit 1 with that message means every option was accepted."""
-    src = P(tmp, 'src')
+    file), which comes before any connection: exit 1 with that message
+    means every option was accepted."""
+    src = 'nobody@host.invalid:/dir' if remote else P(tmp, 'src')
     notdir = P(tmp, 'notdir')
     cmd = [client] + args + [src, notdir]
     return util.run(cmd, timeout=30, input='')
@@ -175,7 +176,7 @@ SSH_OPTS = [
 
 @pytest.mark.parametrize('opt,note', SSH_OPTS, ids=[o for o, _ in SSH_OPTS])
 def test_ssh_and_fstab_options(build, drytree, opt, note):
-    r = dry_run(_client(build), ['-o', opt], drytree)
+    r = dry_run(_client(build), ['-o', opt], drytree, remote=True)
     assert r.returncode == 1 and 'not a directory' in r.stderr, \
         (opt, r.returncode, r.stderr)
     if note:
@@ -183,6 +184,16 @@ def test_ssh_and_fstab_options(build, drytree, opt, note):
         assert len(notes) == 1 and note in notes[0], r.stderr
     else:
         assert 'note:' not in r.stderr, r.stderr
+
+
+def test_ssh_options_on_a_local_source_noted(build, drytree):
+    r = dry_run(_client(build), ['-p', '22', '-o', 'IdentityFile=/k',
+                                 '-o', 'ProxyJump=j'], drytree)
+    assert r.returncode == 1, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if 'note:' in ln]
+    assert len(notes) == 1, r.stderr
+    for word in ('port', 'IdentityFile', 'ProxyJump', 'local directory'):
+        assert word in notes[0], notes
 
 
 def test_note_once(build, drytree):
