@@ -1585,20 +1585,24 @@ int qc_ssh_exec(struct qc_ssh *s, const char *command)
  * The pump
  */
 
-static void pump_emit(struct qc_ssh *s)
+void qc_ssh_log_stderr_line(const char *host, char *line, size_t n)
 {
-	const char *p = s->line;
-	size_t n = s->line_len;
+	const char *p = line;
 
-	while (n && (s->line[n - 1] == '\r' || s->line[n - 1] == '\n'))
+	while (n && (line[n - 1] == '\r' || line[n - 1] == '\n'))
 		n--;
-	s->line[n] = '\0';
-	s->line_len = 0;
+	line[n] = '\0';
 	/* The server names itself; we say where it runs instead. */
 	if (strncmp(p, "qftfs-server: ", 14) == 0)
 		p += 14;
 	if (*p)
-		qft_log(QFT_LOG_WARN, "qftfs-server@%s: %s", s->alias, p);
+		qft_log(QFT_LOG_WARN, "qftfs-server@%s: %s", host, p);
+}
+
+static void pump_emit(struct qc_ssh *s)
+{
+	qc_ssh_log_stderr_line(s->alias, s->line, s->line_len);
+	s->line_len = 0;
 }
 
 static void pump_stderr(struct qc_ssh *s, const char *buf, size_t n)

@@ -395,17 +395,8 @@ out_free:
 
 static void emit(struct qc_sshproc *p)
 {
-	const char *s = p->line;
-	size_t n = p->line_len;
-
-	while (n && (p->line[n - 1] == '\r' || p->line[n - 1] == '\n'))
-		n--;
-	p->line[n] = '\0';
+	qc_ssh_log_stderr_line(p->label, p->line, p->line_len);
 	p->line_len = 0;
-	if (strncmp(s, "qftfs-server: ", 14) == 0)
-		s += 14;
-	if (*s)
-		qft_log(QFT_LOG_WARN, "qftfs-server@%s: %s", p->label, s);
 }
 
 static void *reader_main(void *arg)
