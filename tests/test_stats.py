@@ -212,3 +212,79 @@ def test_every_reply_passes_through_reqlog():
     with open(P(repo, 'fuse', 'meson.build')) as f:
         wrapped = set(re.findall(r'--wrap=(fuse_reply_[a-z_]+)', f.read()))
     assert used and used <= wrapped, sorted(used - wrapped)
+
+
+SYSLOG_PROBE = r'''
+import os, socket, subprocess, sys, time
+client, src, mnt, ov = sys.argv[1:5]
+# A /dev of our own (this mount namespace only) with a /dev/log we read.
+subprocess.run(['mount', '-t', 'tmpfs', 'tmpfs', ov], check=True)
+os.makedirs(ov + '/u'); os.makedirs(ov + '/w')
+subprocess.run(['mount', '-t', 'overlay', 'overlay', '-o',
+                'lowerdir=/dev,upperdir=%s/u,workdir=%s/w' % (ov, ov), '/dev'],
+               check=True)
+log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+log.bind('/dev/log')
+log.settimeout(10)
+pid = None
+try:
+    r = subprocess.run([client, src, mnt], capture_output=True, text=True)
+    print('exit', r.returncode, r.stderr.strip().replace('\n', ' | '))
+    for p in os.listdir('/proc'):
+        try:
+            cmd = open('/proc/%s/cmdline' % p, 'rb').read().split(b'\0')
+        except OSError:
+            continue
+        if cmd[:3] == [client.encode(), src.encode(), mnt.encode()]:
+            pid = int(p)
+    print('pid', pid)
+    os.kill(pid, 10)            # SIGUSR1
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        line = log.recv(65536).decode(errors='replace')
+        print('syslog', line)
+        if 'stats:' in line:
+            break
+    time.sleep(0.2)
+    print('alive', os.path.exists('/proc/%d' % pid))
+finally:
+    subprocess.run(['fusermount3', '-u', mnt])
+    if pid:
+        for _ in range(100):
+            if not os.path.exists('/proc/%d' % pid):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+'''
+
+
+def test_background_syslog_names_the_mount(build, need_root, need_fuse,
+                                           tmp_path):
+    """A background mount logs to syslog, each line starting with its
+    mount point; SIGUSR1 logs the counters there and the daemon lives
+    on.  /dev/log is a socket of the test's, in a mount namespace of its
+    own."""
+    if not shutil.which('unshare'):
+        pytest.skip('unshare is not installed (util-linux)')
+    src = tmp_path / 'src'
+    src.mkdir()
+    mnt = tmp_path / 'mnt'
+    mnt.mkdir()
+    ov = tmp_path / 'ov'
+    ov.mkdir()
+    r = util.run(['unshare', '--mount', '--propagation', 'private',
+                  '/usr/bin/python3', '-c', SYSLOG_PROBE,
+                  util.client_bin(build), str(src), str(mnt), str(ov)],
+                 timeout=120)
+    out = r.stdout
+    if 'overlay' in r.stderr and r.returncode != 0:
+        pytest.skip('cannot lay a /dev of its own over /dev: %s'
+                    % r.stderr.strip()[-200:])
+    assert r.returncode == 0, out + r.stderr
+    assert 'exit 0' in out, out
+    line = [ln for ln in out.splitlines() if 'stats:' in ln]
+    assert line, out
+    assert '%s: stats: ' % mnt in line[0], line[0]
+    assert 'bytes_written 0' in line[0]
+    assert 'alive True' in out, out
