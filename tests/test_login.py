@@ -290,3 +290,27 @@ def test_identities_only(sshd, mounter, tmp_path):
             subprocess.run(['fusermount3', '-u', str(tmp_path / 'mnt')],
                            timeout=30)
         agent.stop()
+
+
+def test_rsa_key_in_agent(sshd, mounter, tmp_path):
+    """An RSA key held by ssh-agent only (as a FIDO key would be): libssh2
+    offers it and is refused, the OpenSSH client signs with the agent's
+    rsa-sha2-512."""
+    home = sshd.client_home(str(tmp_path / 'home'), key=False)
+    key = str(tmp_path / 'agent_rsa')
+    pub = sshd_mod.keygen(key, 'rsa')
+    with open(P(sshd.base, 'authorized_keys'), 'a') as f:
+        f.write(pub + '\n')
+    agent = sshd_mod.Agent(str(tmp_path / 'agent.sock')).start()
+    try:
+        agent.add(key)
+        os.unlink(key)          # only the agent has it now
+        served = served_dir(tmp_path)
+        m = mounter(src=sshd.source(served), mnt=str(tmp_path / 'mnt'),
+                    env=dict(_env(home), SSH_AUTH_SOCK=agent.sock),
+                    extra_args=['-p', str(sshd.port)])
+        with open(P(m.mnt, 'hello')) as f:
+            assert f.read() == 'remote\n'
+        assert 'with the OpenSSH client' in m.log(), util.tail(m.log())
+    finally:
+        agent.stop()
