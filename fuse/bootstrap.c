@@ -17,6 +17,7 @@
 
 #include "bootstrap.h"
 #include "chan.h"
+#include "config.h"
 #include "log.h"
 #include "protocol.h"
 
@@ -151,9 +152,13 @@ int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out)
 static void quote_word(FILE *m, const char *w, size_t n)
 {
 	if (n && w[0] == '~' && (n == 1 || w[1] == '/')) {
-		fputc('~', m);
-		w++;
-		n--;
+		/* The slash too: a shell expands ~ only when the slash that
+		 * ends it is unquoted (~'/x' stays "~/x"). */
+		size_t k = n == 1 ? 1 : 2;
+
+		fwrite(w, 1, k, m);
+		w += k;
+		n -= k;
 		if (!n)
 			return;
 	}
@@ -167,10 +172,16 @@ static void quote_word(FILE *m, const char *w, size_t n)
 	fputc('\'', m);
 }
 
-/* exec <server words> --session --root <dir>: exec, so no shell stays
- * behind the server. */
+/*
+ * The remote command.  With a server: exec <server words> --session
+ * --root <dir> (exec, so no shell stays behind the server).  Without
+ * (NULL): exec sh -c '<install script>' qftfs <protocol> <version> <dir>,
+ * the script that finds or installs the server and execs it the same way
+ * (install.h).
+ */
 static char *build_command(const char *server, const char *dir)
 {
+	const char *script = qc_install_script();
 	size_t len = 0;
 	char *cmd = NULL;
 	FILE *m;
@@ -178,19 +189,25 @@ static char *build_command(const char *server, const char *dir)
 	m = open_memstream(&cmd, &len);
 	if (!m)
 		return NULL;
-	fputs("exec", m);
-	for (const char *p = server; *p;) {
-		size_t w;
+	if (!server) {
+		fputs("exec sh -c ", m);
+		quote_word(m, script, strlen(script));
+		fprintf(m, " qftfs %u %s ", QFT_VERSION, QFT_VERSION_STRING);
+	} else {
+		fputs("exec", m);
+		for (const char *p = server; *p;) {
+			size_t w;
 
-		p += strspn(p, " \t");
-		w = strcspn(p, " \t");
-		if (!w)
-			break;
-		fputc(' ', m);
-		quote_word(m, p, w);
-		p += w;
+			p += strspn(p, " \t");
+			w = strcspn(p, " \t");
+			if (!w)
+				break;
+			fputc(' ', m);
+			quote_word(m, p, w);
+			p += w;
+		}
+		fputs(" --session --root ", m);
 	}
-	fputs(" --session --root ", m);
 	quote_word(m, dir, strlen(dir));
 	if (fclose(m) != 0) {
 		free(cmd);
@@ -199,12 +216,7 @@ static char *build_command(const char *server, const char *dir)
 	return cmd;
 }
 
-/*
- * Reads one line, a byte at a time: nothing after the newline may be
- * consumed, it belongs to the tunnel.  Returns its length (without the
- * newline), -EPIPE at end of stream, -ETIMEDOUT or -EMSGSIZE.
- */
-static int read_line(int fd, char *buf, size_t size, int timeout_ms)
+int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms)
 {
 	struct timespec ts;
 	int64_t deadline;
@@ -282,8 +294,9 @@ static int parse_greeting(const char *line, unsigned *version, unsigned *port)
 
 /* Says why the server ended before its greeting, as precisely as the
  * exit status and its stderr allow. */
-static void explain_exit(struct qc_boot *b, const char *server)
+static void explain_exit(struct qc_boot *b, const struct qc_boot_opts *o)
 {
+	const char *server = o->server;
 	const char *host = qc_ssh_host(b->ssh);
 	struct qc_ssh_exit ex = { .known = false };
 	char head[512];
@@ -295,8 +308,10 @@ static void explain_exit(struct qc_boot *b, const char *server)
 	    (!done && (strstr(head, "command not found") ||
 		       strstr(head, ": not found")))) {
 		qft_err("%s is not installed on %s (or not in PATH); install "
-			"it there or give its path with -o server=PATH",
-			server ? server : SERVER_NAME, host);
+			"it there or give its path with -o server=PATH%s",
+			server ? server : SERVER_NAME, host,
+			!server && !o->install.enabled ? ", or drop -o "
+			"install=no to let qftfs install it" : "");
 	} else if (done && !ex.signal[0] && ex.status == 126) {
 		qft_err("%s on %s is not executable; check -o server=PATH",
 			server ? server : SERVER_NAME, host);
@@ -453,7 +468,10 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	r = qc_ssh_connect(&b->ssh, &o->ssh);
 	if (r < 0)
 		return r;
-	cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir);
+	if (!o->server && o->install.enabled)
+		cmd = build_command(NULL, o->dir);
+	else
+		cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir);
 	if (!cmd) {
 		r = -ENOMEM;
 		goto out_free_ssh;
@@ -466,6 +484,15 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	if (r < 0) {
 		qft_err("cannot start the ssh channel thread: %s", strerror(-r));
 		goto out_free_ssh;
+	}
+	if (!o->server && o->install.enabled) {
+		r = qc_install_run(b->ctl_fd, qc_ssh_host(b->ssh), &o->install);
+		if (r == -EPIPE) {
+			explain_exit(b, o);
+			goto out_free_ssh;
+		}
+		if (r < 0)
+			goto out_free_ssh;
 	}
 
 	/* The secret: fresh for every mount, only ever on the channel. */
@@ -482,12 +509,12 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	r = qft_write_all(b->ctl_fd, hex, sizeof(hex));
 	OPENSSL_cleanse(hex, sizeof(hex));
 	if (r == 0)
-		r = read_line(b->ctl_fd, line, sizeof(line),
+		r = qc_boot_read_line(b->ctl_fd, line, sizeof(line),
 			      GREETING_TIMEOUT_MS);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		if (line[0] && r == -EPIPE)
 			goto out_bad_line;
-		explain_exit(b, o->server);
+		explain_exit(b, o);
 		goto out_wipe;
 	}
 	if (r == -ETIMEDOUT) {
@@ -504,8 +531,10 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 		goto out_bad_line;
 	if (version != QFT_VERSION) {
 		qft_err("qftfs-server on %s speaks protocol version %u, this "
-			"qftfs speaks version %u; install matching versions",
-			qc_ssh_host(b->ssh), version, QFT_VERSION);
+			"qftfs speaks version %u; install matching versions%s",
+			qc_ssh_host(b->ssh), version, QFT_VERSION,
+			o->server ? " (or drop -o server= to let qftfs install "
+			"its own)" : "");
 		r = -EPROTO;
 		goto out_wipe;
 	}

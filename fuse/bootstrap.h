@@ -5,7 +5,9 @@
  *
  *   1. log in with ssh (ssh.h) and run
  *        <server> --session --root '<dir>'
- *      with every word single-quoted for the remote shell;
+ *      with every word single-quoted for the remote shell; without
+ *      -o server=, a script that finds or installs the server first and
+ *      then execs it the same way (install.h);
  *   2. write a fresh 256-bit secret S to the channel as 64 hex digits and
  *      a newline (never argv, never the environment), and read back one
  *      line, "QFTFS <version> <port>";
@@ -27,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "auth.h"
+#include "install.h"
 #include "seal.h"
 #include "ssh.h"
 
@@ -45,7 +48,9 @@ struct qc_remote {
 
 struct qc_boot_opts {
 	struct qc_ssh_opts ssh;
-	const char *server;     /* -o server=; NULL: qftfs-server from PATH */
+	const char *server;     /* -o server=; NULL: qftfs-server from PATH,
+				 * else installed (install.h) */
+	struct qc_install_opts install;
 	const char *dir;
 	enum qft_cipher cipher;
 	enum qc_transport_mode transport;
@@ -90,7 +95,16 @@ int qc_boot_parse_cipher(const char *s, enum qft_cipher *out);
 /* "auto" (default), "direct", "ssh". */
 int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out);
 
-/* Steps 1-3.  On failure everything is released. */
+/*
+ * Reads one line from `fd` a byte at a time (nothing after the newline is
+ * consumed: it belongs to the server).  Its length without the newline,
+ * -EPIPE at end of stream (buf holds what came before it), -ETIMEDOUT, or
+ * -EMSGSIZE when it does not fit.
+ */
+int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);
+
+/* Steps 1-3 (with the install of install.h before step 2 when no
+ * -o server= is given).  On failure everything is released. */
 int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);
 
 /*

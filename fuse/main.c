@@ -77,6 +77,8 @@ struct cmdline {
 	char *timeout;
 	char *keepalive;
 	char *reconnect;
+	char *install;          /* -o install=yes|no (install.h) */
+	char *server_binaries;  /* -o server_binaries=DIR */
 	char *ssh_user;         /* -o User=, when SOURCE names none */
 	char *ssh_command;      /* -o ssh_command=: the OpenSSH client */
 	char *ssh_extra[MAX_IDENTITY]; /* -o ProxyJump=... for it */
@@ -138,6 +140,8 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("timeout=%s", timeout),
 	OPT("keepalive=%s", keepalive),
 	OPT("reconnect=%s", reconnect),
+	OPT("install=%s", install),
+	OPT("server_binaries=%s", server_binaries),
 	OPT("User=%s", ssh_user),
 	OPT("ssh_command=%s", ssh_command),
 	FUSE_OPT_KEY("ssh_option=", KEY_SSH_OPTION),
@@ -197,6 +201,11 @@ static void usage(void)
 "                           default qftfs-server beside qftfs, else PATH;\n"
 "                           remote: each word quoted for the remote shell,\n"
 "                           default qftfs-server from the remote PATH)\n"
+"    -o install=yes|no      without -o server=, upload this qftfs's server\n"
+"                           to the remote host's cache when it has none of\n"
+"                           this protocol (default yes)\n"
+"    -o server_binaries=DIR where to find servers for other architectures\n"
+"                           (DIR/ARCH/qftfs-server)\n"
 "    -o entry_timeout=SECS  cache names for SECS seconds (default: 1)\n"
 "    -o attr_timeout=SECS   cache attributes for SECS seconds (default: 1)\n"
 "    -o negative_timeout=SECS\n"
@@ -540,6 +549,14 @@ static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	bo->ssh.n_ssh_extra = (size_t)cl->n_ssh_extra;
 	bo->server = cl->server;
 	bo->dir = rem->dir;
+	bo->install.enabled = true;
+	if (cl->install && qc_install_parse(cl->install,
+					    &bo->install.enabled) < 0) {
+		fprintf(stderr, "qftfs: invalid install '%s': expected yes or "
+			"no\n", cl->install);
+		return -EINVAL;
+	}
+	bo->install.server_binaries = cl->server_binaries;
 	return 0;
 }
 
@@ -1309,6 +1326,8 @@ out_free_args:
 	free(cl.source);
 	free(cl.mountpoint);
 	free(cl.server);
+	free(cl.install);
+	free(cl.server_binaries);
 	free(cl.entry_timeout);
 	free(cl.attr_timeout);
 	free(cl.negative_timeout);

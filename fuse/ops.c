@@ -312,15 +312,19 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		r = qc_file_call(fs, fi ? file_of(fi) : borrowed, &m, &rep);
 	else
 		r = qc_call(fs->conn, &m, &rep);
-	if (r < 0 && (fi || borrowed))
-		r = qc_file_error(fi ? file_of(fi) : borrowed, r);
-	if (r < 0 && borrowed && qc_file_error(borrowed, 0) < 0 &&
-	    node_path(fs, ino, NULL, path) == 0) {
+	if (r < 0 && fi) {
+		/* fstat of a file whose pipelined CREATE was refused. */
+		r = qc_file_error(file_of(fi), r);
+	} else if (r < 0 && borrowed && qc_file_error(borrowed, 0) < 0) {
 		/* The handle borrowed for the name never opened (its CREATE
-		 * was refused): the name is what the server has there. */
-		qft_msg_init(&m, QFT_OP_LSTAT, 0);
-		qc_set_str(&m.path, path);
-		r = qc_call(fs->conn, &m, &rep);
+		 * was refused, and the node lost the name): the name is what
+		 * the server has there, if anything. */
+		r = node_path(fs, ino, NULL, path);
+		if (r == 0) {
+			qft_msg_init(&m, QFT_OP_LSTAT, 0);
+			qc_set_str(&m.path, path);
+			r = qc_call(fs->conn, &m, &rep);
+		}
 	}
 	qc_file_put(fs, borrowed);
 	if (r < 0)
@@ -420,9 +424,10 @@ static void setattr_fixed(struct qc_fs *fs, void *ctx, int err,
 		parent = NULL;
 	if (err == 0) {
 		/* The server's own, unless a change went out since. */
-		qn_note_fresh(&fs->nodes, sf->n, &rep->msg.attr, sf->gen,
-			      qc_now_ns() +
-			      (uint64_t)(fs->attr_timeout * 1e9));
+		if ((rep->msg.attr.mode & QFT_S_IFMT) != QFT_S_IFDIR)
+			qn_note_fresh(&fs->nodes, sf->n, &rep->msg.attr,
+				      sf->gen, qc_now_ns() +
+				      (uint64_t)(fs->attr_timeout * 1e9));
 		if (parent)
 			qc_dir_note_attr(fs, parent, name, &rep->msg.attr);
 	} else {
@@ -452,11 +457,13 @@ static int setattr_async(struct qc_fs *fs, struct qn_node *n,
 		return -ENOMEM;
 	qn_ref(&fs->nodes, n);
 	sf->n = n;
-	/* The prediction answers getattr until the reply replaces it. */
+	/* The prediction answers getattr until the reply replaces it; not
+	 * a directory's (whatever is made in it changes its times). */
 	qn_attr_stale(&fs->nodes, n);
 	sf->gen = qn_attr_gen(&fs->nodes, n);
-	qn_note_fresh(&fs->nodes, n, a, sf->gen,
-		      qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9));
+	if ((a->mode & QFT_S_IFMT) != QFT_S_IFDIR)
+		qn_note_fresh(&fs->nodes, n, a, sf->gen, qc_now_ns() +
+			      (uint64_t)(fs->attr_timeout * 1e9));
 	if (qn_parent_ref(&fs->nodes, n, &parent, name) == 0) {
 		qc_dir_note_attr(fs, parent, name, a);
 		qn_unref(&fs->nodes, parent);
@@ -580,8 +587,10 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		goto out_err;
 	/* The server's attributes as they are now: what rsync's lstat and
 	 * open right after are answered from (unless something changed
-	 * meanwhile). */
-	if (fs->attr_timeout > 0 && !hf)
+	 * meanwhile).  Not a directory's: whatever is made in it changes
+	 * its times, and nothing here would make them stale. */
+	if (fs->attr_timeout > 0 && !hf &&
+	    (rep.msg.attr.mode & QFT_S_IFMT) != QFT_S_IFDIR)
 		qn_note_fresh(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr,
 			      agen, qc_now_ns() +
 			      (uint64_t)(fs->attr_timeout * 1e9));

@@ -82,10 +82,12 @@ void srv_path_init(struct srv_root *r, int root_fd, bool force_walk)
 		qft_debug("path resolution: openat2 RESOLVE_BENEATH");
 		return;
 	}
-	/* ENOSYS on old kernels; seccomp filters in containers often say
-	 * EPERM for system calls they do not know. */
-	qft_debug("path resolution: component walk (openat2: %s)",
-		  strerror(-fd));
+	/* ENOSYS on kernels before 5.6 and under qemu-user; seccomp filters
+	 * in containers often say EPERM for system calls they do not know.
+	 * Said once per server (this runs once), since the walk costs a
+	 * system call per path component. */
+	qft_info("openat2 unavailable (%s): confining paths with a "
+		 "component-by-component walk", strerror(-fd));
 }
 
 /*

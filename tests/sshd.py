@@ -56,8 +56,12 @@ def keygen(path, kind='ed25519', comment='qftfs-test'):
 class Sshd:
     """One sshd; start() it, stop() it (also on failure)."""
 
-    def __init__(self, base, user='root', addr='127.0.0.1', wrapper=()):
+    def __init__(self, base, user='root', addr='127.0.0.1', wrapper=(),
+                 env=None):
         self.base = base
+        # More of the remote command's environment (SetEnv), e.g. PATH
+        # or XDG_CACHE_HOME for the install tests.
+        self.extra_env = dict(env or {})
         self.user = user
         # The address to listen on, and a command prefix that runs sshd
         # elsewhere (tests/netns.py: inside a network namespace).
@@ -97,6 +101,18 @@ class Sshd:
                                               for kv in sorted(env.items())))
         return '\n'.join(lines) + '\n'
 
+    def remote_env(self):
+        """Sanitizer settings for a sanitizer-built server, and the
+        test's own `env`, and nothing else: the remote side must not
+        depend on the test's environment."""
+        env = {k: v for k, v in util.sanitizer_env({}).items()
+               if k.endswith('SAN_OPTIONS')}
+        for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
+            if os.environ.get(k):
+                env[k] = os.environ[k]
+        env.update(self.extra_env)
+        return env
+
     def start(self, timeout=20):
         os.makedirs(self.base, exist_ok=True)
         os.makedirs(os.path.dirname(self.client_key), exist_ok=True)
@@ -109,13 +125,7 @@ class Sshd:
         client_pub = keygen(self.client_key)
         with open(os.path.join(self.base, 'authorized_keys'), 'w') as f:
             f.write(client_pub + '\n')
-        # Sanitizer settings for a sanitizer-built server, and nothing
-        # else: the remote side must not depend on the test's environment.
-        env = {k: v for k, v in util.sanitizer_env({}).items()
-               if k.endswith('SAN_OPTIONS')}
-        for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
-            if os.environ.get(k):
-                env[k] = os.environ[k]
+        env = self.remote_env()
         last = None
         for _ in range(3):
             self.port = free_port()
@@ -231,3 +241,93 @@ class Agent:
             except ProcessLookupError:
                 pass
             self.pid = None
+
+
+# ---------------------------------------------------------------------------
+# dropbear: the sshd of small boards (Debian's dropbear-bin)
+
+DROPBEAR = '/usr/sbin/dropbear'
+
+
+def dropbear_unavailable_reason():
+    """Why a private dropbear cannot run here, or None."""
+    for prog, pkg in ((DROPBEAR, 'dropbear-bin'),
+                      ('/usr/bin/dropbearkey', 'dropbear-bin'),
+                      ('/usr/bin/unshare', 'util-linux')):
+        if not os.access(prog, os.X_OK):
+            return '%s is missing (install %s)' % (prog, pkg)
+    if shutil.which('ssh-keygen') is None:
+        return 'ssh-keygen is missing (install openssh-client)'
+    if os.geteuid() != 0:
+        return 'dropbear needs root to log in as root'
+    return None
+
+
+class Dropbear(Sshd):
+    """One dropbear on 127.0.0.1, with the same API as Sshd.
+
+    dropbear has no AuthorizedKeysFile and no SetEnv: it runs in a mount
+    namespace of its own where a temp dir (self.remote_home) is bind-mounted
+    over the user's home, holding .ssh/authorized_keys; the remote
+    commands see that home (and only they: the machine's is untouched).
+    `env` (and the sanitizer options) reach them through a .bashrc there,
+    which Debian's bash reads for commands run by an ssh server; `-e`
+    passes dropbear's own environment on too (it resets PATH itself).
+    """
+
+    def __init__(self, base, user='root', addr='127.0.0.1', env=None):
+        super().__init__(base, user=user, addr=addr, env=env)
+        self.remote_home = os.path.join(base, 'remote-home')
+
+    def _dropbear_key(self, path, kind):
+        args = ['-t', kind] + (['-s', '256'] if kind == 'ecdsa' else [])
+        util.run(['dropbearkey'] + args + ['-f', path], timeout=60,
+                 check=True)
+        out = util.run(['dropbearkey', '-y', '-f', path], timeout=60,
+                       check=True).stdout
+        for line in out.splitlines():
+            if line.startswith(('ssh-', 'ecdsa-')):
+                return line.strip()
+        raise RuntimeError('dropbearkey -y printed no key: %r' % out)
+
+    def start(self, timeout=20):
+        import pwd
+        os.makedirs(self.base, exist_ok=True)
+        os.makedirs(os.path.dirname(self.client_key), exist_ok=True)
+        ssh = os.path.join(self.remote_home, '.ssh')
+        os.makedirs(ssh, mode=0o700, exist_ok=True)
+        os.chmod(self.remote_home, 0o700)
+        keys = []
+        for kind in ('ed25519', 'ecdsa'):
+            path = os.path.join(self.base, 'host_' + kind)
+            pub = self._dropbear_key(path, kind)
+            self.host_keys[pub.split()[0]] = pub
+            keys += ['-r', path]
+        client_pub = keygen(self.client_key)
+        with open(os.path.join(ssh, 'authorized_keys'), 'w') as f:
+            f.write(client_pub + '\n')
+        env = self.remote_env()
+        with open(os.path.join(self.remote_home, '.bashrc'), 'w') as f:
+            f.write('# written by tests/sshd.py\n')
+            for k, v in sorted(env.items()):
+                f.write("export %s='%s'\n" % (k, v.replace("'", "'\\''")))
+        real_home = pwd.getpwnam(self.user).pw_dir
+        last = None
+        for _ in range(3):
+            self.port = free_port()
+            logf = open(self.log_path, 'ab')
+            self.proc = subprocess.Popen(
+                ['unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+                 'mount --bind "$0" "$1" && shift && exec "$@"', self.remote_home,
+                 real_home, DROPBEAR, '-F', '-E', '-e', '-s', '-j', '-k',
+                 '-p', '%s:%d' % (self.addr, self.port),
+                 '-P', os.path.join(self.base, 'dropbear.pid')] + keys,
+                stdin=subprocess.DEVNULL, stdout=logf,
+                stderr=subprocess.STDOUT, env=dict(os.environ, **env))
+            logf.close()
+            if self._wait_listening(timeout):
+                return self
+            last = util.read_log(self.log_path)
+            self.stop()
+        raise RuntimeError('dropbear did not start; log:\n%s'
+                           % util.tail(last))

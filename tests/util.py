@@ -644,3 +644,64 @@ def fault_injection_reason(build):
     return ('qftfs-server in %s was built without fault injection (its '
             '--version does not say "fault-injection"); configure with '
             'meson -Dfault_injection=true' % build)
+
+
+# ---------------------------------------------------------------------------
+# Cross-built servers (scripts/cross-server.sh; tests/test_cross.py,
+# tests/test_install.py)
+
+CROSS_ARCHES = ('aarch64', 'armhf', 'armel', 'x86_64')
+# The qemu-user emulator and a CPU of the boards each build is for: armel
+# runs on the ARMv6 of a Raspberry Pi Zero, armhf on a Cortex-A7.
+CROSS_QEMU = {
+    'aarch64': ('qemu-aarch64-static', 'cortex-a53'),
+    'armhf': ('qemu-arm-static', 'cortex-a7'),
+    'armel': ('qemu-arm-static', 'arm1176'),
+}
+
+
+def cross_out():
+    return os.environ.get('QFTFS_CROSS_OUT') or os.path.join(REPO, 'build-cross')
+
+
+_cross_built = {}
+
+
+def cross_server(arch):
+    """Builds (or finds up to date) the self-contained server for `arch`
+    with scripts/cross-server.sh: (path, None), or (None, reason) when the
+    toolchain cannot be installed here (its exit status 77).  A failed
+    build raises."""
+    if arch not in _cross_built:
+        r = run(['bash', os.path.join(REPO, 'scripts', 'cross-server.sh'), arch],
+                timeout=1800, env=dict(os.environ, QFTFS_CROSS_OUT=cross_out()))
+        if r.returncode == 77:
+            _cross_built[arch] = (None, tail(r.stderr, 5).strip())
+        elif r.returncode != 0:
+            raise AssertionError('cross-server.sh %s failed (%d):\n%s'
+                                 % (arch, r.returncode, tail(r.stderr)))
+        else:
+            _cross_built[arch] = (r.stdout.strip().splitlines()[-1], None)
+    return _cross_built[arch]
+
+
+def qemu_command(arch):
+    """The words that run an `arch` binary here: [] for the machine's own,
+    else qemu-user with a board's CPU; None when qemu-user is missing."""
+    if arch == os.uname().machine:
+        return []
+    emu, cpu = CROSS_QEMU[arch]
+    path = shutil.which(emu)
+    return [path, '-cpu', cpu] if path else None
+
+
+def busybox_dir(path):
+    """A directory of links to every busybox applet (sh, dd, od, ...), for
+    a PATH with busybox's tools alone: `path`, or None when busybox is
+    missing."""
+    bb = shutil.which('busybox')
+    if not bb:
+        return None
+    os.makedirs(path)
+    run([bb, '--install', '-s', path], timeout=60, check=True)
+    return path

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit test of fuse/install.c's decisions without a remote host: which
+ * build a board reporting `uname -m`, its /bin/sh's ELF flags and its ARM
+ * dynamic linker gets, and where the client finds the binary to upload.
+ * The exchange with the remote script is tested end to end by
+ * tests/test_install.py.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "install.h"
+
+/* install.c reads lines through the bootstrap's reader; not reached. */
+int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);
+int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms)
+{
+	(void)fd, (void)buf, (void)size, (void)timeout_ms;
+	return -ENOSYS;
+}
+
+static void test_pick(void)
+{
+	static const struct {
+		const char *m, *e, *ld, *want;
+	} cases[] = {
+		{ "x86_64", "-", "-", "x86_64" },
+		{ "aarch64", "00000000", "-", "aarch64" },
+		{ "arm64", "-", "-", "aarch64" },
+		/* ARMv7 with a hard-float userland (flags 0x05000400). */
+		{ "armv7l", "00040005", "hf", "armhf" },
+		/* ARMv7 running Debian armel (0x05000200): soft float. */
+		{ "armv7l", "00020005", "el", "armel" },
+		/* No od on the board: the dynamic linker decides. */
+		{ "armv7l", "-", "el", "armel" },
+		{ "armv7l", "-", "hf", "armhf" },
+		{ "armv7l", "-", "-", "armhf" },
+		/* A 64-bit CPU in 32-bit mode. */
+		{ "armv8l", "00040005", "hf", "armhf" },
+		/* Pi Zero / Pi 1 with Raspbian's hard-float ARMv6 userland:
+		 * Debian's armhf is ARMv7 code, armel runs. */
+		{ "armv6l", "00040005", "hf", "armel" },
+		{ "armv5tejl", "-", "-", "armel" },
+		{ "mips", "-", "-", NULL },
+		{ "armv", "-", "-", NULL },
+		{ "riscv64", "-", "-", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = qc_install_pick_arch(cases[i].m, cases[i].e,
+						       cases[i].ld);
+
+		check_ctx("%s %s %s", cases[i].m, cases[i].e, cases[i].ld);
+		if (!cases[i].want)
+			CHECK(got == NULL);
+		else
+			CHECK(got && strcmp(got, cases[i].want) == 0);
+	}
+	check_ctx("%s", "");
+}
+
+static void touch(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	CHECK(f != NULL);
+	if (f) {
+		fputs("binary", f);
+		fclose(f);
+	}
+}
+
+static void test_find(void)
+{
+	char dir[] = "/tmp/qftfs-test-install-XXXXXX", path[PATH_MAX];
+	char looked[4096], *found;
+	struct qc_install_opts o = { .enabled = true };
+	int err;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	o.server_binaries = dir;
+	/* Nothing there: -ENOENT, and the message lists where it looked. */
+	found = qc_install_find(&o, "armel", looked, sizeof(looked), &err);
+	CHECK(found == NULL);
+	CHECK_EQ(err, -ENOENT);
+	snprintf(path, sizeof(path), "%s/armel/qftfs-server", dir);
+	CHECK(strstr(looked, path) != NULL);
+	snprintf(path, sizeof(path), "%s/qftfs-server-armel", dir);
+	CHECK(strstr(looked, path) != NULL);
+
+	/* DIR/qftfs-server-ARCH */
+	touch(path);
+	found = qc_install_find(&o, "armel", looked, sizeof(looked), &err);
+	CHECK(found && strcmp(found, path) == 0);
+	CHECK_EQ(err, 0);
+	free(found);
+
+	/* DIR/ARCH/qftfs-server comes first; a directory is no binary. */
+	snprintf(path, sizeof(path), "%s/armel", dir);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/armel/qftfs-server", dir);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	found = qc_install_find(&o, "armel", looked, sizeof(looked), &err);
+	CHECK(found && strstr(found, "qftfs-server-armel") != NULL);
+	free(found);
+	CHECK_EQ(rmdir(path), 0);
+	touch(path);
+	found = qc_install_find(&o, "armel", looked, sizeof(looked), &err);
+	CHECK(found && strcmp(found, path) == 0);
+	free(found);
+	/* Another architecture does not take it. */
+	found = qc_install_find(&o, "aarch64", looked, sizeof(looked), &err);
+	if (found && strstr(found, dir))
+		CHECK(!"aarch64 found the armel binary");
+	free(found);
+
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/armel", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/qftfs-server-armel", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_parse(void)
+{
+	bool on = false;
+
+	CHECK_EQ(qc_install_parse("yes", &on), 0);
+	CHECK(on);
+	CHECK_EQ(qc_install_parse("no", &on), 0);
+	CHECK(!on);
+	CHECK_EQ(qc_install_parse("maybe", &on), -EINVAL);
+	CHECK_EQ(qc_install_parse("", &on), -EINVAL);
+	/* The script goes inside single quotes: it must hold none. */
+	CHECK(strchr(qc_install_script(), '\'') == NULL);
+}
+
+int main(void)
+{
+	test_pick();
+	test_find();
+	test_parse();
+	return check_exit("install");
+}
