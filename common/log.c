@@ -9,6 +9,7 @@
 static const char *log_ident = "qftfs";
 static enum qft_log_level log_max = QFT_LOG_INFO;
 static bool log_syslog;
+static const char *log_tag;
 
 void qft_log_init(const char *ident, enum qft_log_level max)
 {
@@ -33,6 +34,11 @@ void qft_log_to_syslog(bool on)
 	log_syslog = on;
 }
 
+void qft_log_set_tag(const char *tag)
+{
+	log_tag = tag;
+}
+
 void qft_log(enum qft_log_level lvl, const char *fmt, ...)
 {
 	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
@@ -44,7 +50,9 @@ void qft_log(enum qft_log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (log_syslog)
+	if (log_syslog && log_tag)
+		syslog(prio[lvl], "%s: %s", log_tag, line);
+	else if (log_syslog)
 		syslog(prio[lvl], "%s", line);
 	else
 		/* One fprintf per line keeps lines from threads whole. */

@@ -16,6 +16,10 @@ void qft_log_set_level(enum qft_log_level max);
 enum qft_log_level qft_log_level(void);
 /* Switch from stderr to syslog (after daemonizing). */
 void qft_log_to_syslog(bool on);
+/* Starts every syslog line with "tag: " (the client's mount point, so
+ * that the lines of several mounts can be told apart); NULL: none.  The
+ * string must outlive the logging. */
+void qft_log_set_tag(const char *tag);
 
 void qft_log(enum qft_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

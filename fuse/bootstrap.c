@@ -540,7 +540,8 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	}
 
 	r = 1;
-	if (o->transport != QC_TRANSPORT_SSH) {
+	/* Behind a ProxyJump or ProxyCommand only ssh reaches the host. */
+	if (o->transport != QC_TRANSPORT_SSH && !qc_ssh_proxied(b->ssh)) {
 		if (port != 0) {
 			r = boot_direct(b, o, port, secret);
 		} else if (o->transport == QC_TRANSPORT_DIRECT) {

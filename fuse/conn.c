@@ -1710,9 +1710,40 @@ int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 {
+	struct qft_chan_lz4_stats z;
+	struct link *l;
+
 	out->waited = atomic_load(&c->n_waited);
 	out->async = atomic_load(&c->n_async);
 	out->noreply = atomic_load(&c->n_noreply);
+	/* The live link, held as a user so that its lanes stay while the
+	 * channel's own lock is taken without ours. */
+	pthread_mutex_lock(&c->lock);
+	out->links = c->last_gen;
+	out->pending = out->oldest_ms = out->writes_pending = 0;
+	for (unsigned b = 0; b < PENDING_BUCKETS; b++)
+		for (struct pending *p = c->pending[b]; p; p = p->next) {
+			out->pending++;
+			out->writes_pending += p->op == QFT_OP_WRITE;
+			if (p->sent_ns && (uint64_t)(now_ns() - p->sent_ns) /
+			    1000000 > out->oldest_ms)
+				out->oldest_ms = (uint64_t)(now_ns() -
+							    p->sent_ns) / 1000000;
+		}
+	l = c->cur && !c->cur->dead && !c->closing ? c->cur : NULL;
+	if (l)
+		l->users++;
+	pthread_mutex_unlock(&c->lock);
+	if (!l)
+		return;
+	qft_chan_lz4_stats(&l->lane[LANE_BULK].chan, &z);
+	out->tx_bytes = z.tx_bytes;
+	out->tx_wire = z.tx_wire;
+	out->rx_bytes = z.rx_bytes;
+	out->rx_wire = z.rx_wire;
+	pthread_mutex_lock(&c->lock);
+	link_put(c, l);
+	pthread_mutex_unlock(&c->lock);
 }
 
 int qc_conn_wait(struct qc_conn *c, uint64_t *gen)

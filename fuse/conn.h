@@ -328,6 +328,14 @@ struct qc_conn_counts {
 	uint64_t waited;
 	uint64_t async;
 	uint64_t noreply;
+	/* Links made so far (the first, then one per reconnect). */
+	uint64_t links;
+	/* Requests sent and not answered yet, the age of the oldest (ms),
+	 * and how many of them are WRITEs: the write-behind backlog. */
+	uint64_t pending, oldest_ms, writes_pending;
+	/* The live link's file data lane: payload bytes and as they went
+	 * over the wire (lz4), each way. */
+	uint64_t tx_bytes, tx_wire, rx_bytes, rx_wire;
 };
 
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out);

@@ -12,6 +12,7 @@
 #include "dircache.h"
 #include "file.h"
 #include "fs.h"
+#include "idmap.h"
 #include "log.h"
 #include "msg.h"
 #include "node.h"
@@ -28,6 +29,8 @@ void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
 	 * each write(2) is one round trip.
 	 */
 	st->st_blksize = QFT_MAX_DATA;
+	/* -o idmap=, uid=, gid=, umask= (idmap.h) */
+	qc_idmap_to_local(st);
 }
 
 void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,

@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include <fuse_lowlevel.h>
 
 #include "bootstrap.h"
+#include "compat.h"
 #include "config.h"
 #include "commit.h"
 #include "conn.h"
@@ -35,7 +38,10 @@
 #include "node.h"
 #include "ops.h"
 #include "fs.h"
+#include "idmap.h"
 #include "protocol.h"
+#include "reqlog.h"
+#include "statcmd.h"
 #include "transport.h"
 
 #define EXIT_USAGE        2
@@ -73,6 +79,23 @@ struct cmdline {
 	char *reconnect;
 	char *install;          /* -o install=yes|no (install.h) */
 	char *server_binaries;  /* -o server_binaries=DIR */
+	char *ssh_user;         /* -o User=, when SOURCE names none */
+	char *ssh_command;      /* -o ssh_command=: the OpenSSH client */
+	char *ssh_extra[MAX_IDENTITY]; /* -o ProxyJump=... for it */
+	int n_ssh_extra;
+	char *batch;            /* -o BatchMode=yes: never prompt */
+	char *identities_only;  /* -o IdentitiesOnly=yes */
+	char *subdir;           /* -o subdir=: below SOURCE's directory */
+	/* Owner and mode mapping (idmap.h). */
+	char *idmap;
+	char *uidfile;
+	char *gidfile;
+	char *nomap;
+	char *uid;
+	char *gid;
+	char *umask;
+	/* sshfs and ssh options, mapped (compat.h). */
+	struct qc_compat compat;
 	int password_stdin;
 	int foreground;
 	int debug;
@@ -92,6 +115,7 @@ enum {
 	KEY_FSNAME,
 	KEY_SUBTYPE,
 	KEY_IDENTITY,
+	KEY_SSH_OPTION,
 };
 
 #define OPT(t, field) { t, offsetof(struct cmdline, field), 0 }
@@ -118,6 +142,19 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("reconnect=%s", reconnect),
 	OPT("install=%s", install),
 	OPT("server_binaries=%s", server_binaries),
+	OPT("User=%s", ssh_user),
+	OPT("ssh_command=%s", ssh_command),
+	FUSE_OPT_KEY("ssh_option=", KEY_SSH_OPTION),
+	OPT("BatchMode=%s", batch),
+	OPT("IdentitiesOnly=%s", identities_only),
+	OPT("subdir=%s", subdir),
+	OPT("idmap=%s", idmap),
+	OPT("uidfile=%s", uidfile),
+	OPT("gidfile=%s", gidfile),
+	OPT("nomap=%s", nomap),
+	OPT("uid=%s", uid),
+	OPT("gid=%s", gid),
+	OPT("umask=%s", umask),
 	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -140,6 +177,10 @@ static void usage(void)
 "usage: qftfs [options] SOURCE MOUNTPOINT\n"
 "       qftfs --sync MOUNTPOINT   wait until everything written to the mount\n"
 "                                 is on the server's disk; report failures\n"
+"       qftfs --stats [--json | --watch] MOUNTPOINT\n"
+"                                 what the mount did and is doing (--watch:\n"
+"                                 refreshed every second, with the files in\n"
+"                                 transfer); SIGUSR1 logs the same\n"
 "\n"
 "SOURCE is a local directory (./dir, /srv/data), or [user@]host:[dir] for a\n"
 "directory on another machine, reached with ssh (dir defaults to the remote\n"
@@ -212,14 +253,49 @@ static void usage(void)
 "                           ssh channel (auto, default), direct only, or\n"
 "                           the ssh channel only\n"
 "    -o port=PORT           same as -p\n"
+"    -o User=NAME           remote user when SOURCE names none\n"
+"    -o BatchMode=yes       never ask for a password or passphrase\n"
+"    -o ssh_command=CMD     log in with the OpenSSH client CMD (e.g. ssh)\n"
+"                           instead of libssh2; automatic with ProxyJump,\n"
+"                           ProxyCommand, CertificateFile, and RSA or FIDO\n"
+"                           keys libssh2 cannot sign with\n"
+"    -o ProxyJump=HOST, -o ProxyCommand=CMD, -o CertificateFile=FILE\n"
+"                           as in ssh_config(5), through the OpenSSH client\n"
 "\n"
-"FUSE options:\n");
+"owners and modes (as with sshfs):\n"
+"    -o idmap=none|user|file\n"
+"                           user: the remote user (and group) the server\n"
+"                           runs as appear as you; file: as listed in\n"
+"                           uidfile=/gidfile= (name:remote_id lines)\n"
+"    -o uidfile=FILE, -o gidfile=FILE\n"
+"    -o nomap=ignore|error  idmap=file: ids without a line are shown as\n"
+"                           they are (ignore) or as nobody, and chown to\n"
+"                           them fails (error, default)\n"
+"    -o uid=N, -o gid=N     show every file as owned by N\n"
+"    -o umask=M             show every file with mode 0777 & ~M\n"
+"    -o subdir=DIR          mount DIR below SOURCE's directory\n"
+"\n"
+"FUSE options (passed to the kernel):\n"
+"    -o allow_other         allow access by all users (non-root users need\n"
+"                           user_allow_other in /etc/fuse.conf)\n"
+"    -o allow_root          allow access by root\n"
+"    -o default_permissions let the kernel check permissions from the\n"
+"                           mode bits shown\n"
+"    -o auto_unmount        unmount when qftfs ends, even killed\n"
+"    -o ro, -o rw           read-only or read-write mount\n"
+"    -o nosuid, suid, nodev, dev, noexec, exec, noatime, atime, sync,\n"
+"       async, dirsync      as in mount(8)\n"
+"    -o fsname=NAME         source shown in /proc/mounts (default SOURCE)\n"
+"    -o subtype=NAME        type shown as fuse.NAME (default qftfs)\n"
+"\n");
+	qc_compat_help();
 }
 
 static int cmdline_proc(void *data, const char *arg, int key,
 			struct fuse_args *outargs)
 {
 	struct cmdline *cl = data;
+	int r;
 
 	switch (key) {
 	case FUSE_OPT_KEY_NONOPT:
@@ -230,6 +306,12 @@ static int cmdline_proc(void *data, const char *arg, int key,
 		fprintf(stderr, "qftfs: unexpected argument '%s'\n", arg);
 		return -1;
 	case FUSE_OPT_KEY_OPT:
+		/* An sshfs or ssh spelling, or an fstab word? */
+		r = qc_compat_option(&cl->compat, arg);
+		if (r < 0)
+			return -1;
+		if (r == QC_COMPAT_DONE)
+			return 0;
 		if (arg[0] == '-') {
 			fprintf(stderr, "qftfs: unknown option '%s'\n", arg);
 			return -1;
@@ -259,6 +341,14 @@ static int cmdline_proc(void *data, const char *arg, int key,
 	case KEY_SUBTYPE:
 		cl->subtype_given = 1;
 		return 1;
+	case KEY_SSH_OPTION:
+		if (cl->n_ssh_extra == MAX_IDENTITY) {
+			fprintf(stderr, "qftfs: too many ssh options\n");
+			return -1;
+		}
+		cl->ssh_extra[cl->n_ssh_extra] =
+			strdup(arg + strlen("ssh_option="));
+		return cl->ssh_extra[cl->n_ssh_extra++] ? 0 : -1;
 	case KEY_IDENTITY:
 		if (cl->n_identity == MAX_IDENTITY) {
 			fprintf(stderr, "qftfs: at most %d IdentityFile options\n",
@@ -274,6 +364,115 @@ static int cmdline_proc(void *data, const char *arg, int key,
 		return cl->identity[cl->n_identity++] ? 0 : -1;
 	}
 	return 1;
+}
+
+/*
+ * The qftfs options that sshfs and ssh options were mapped to (compat.h)
+ * go through the same table as the user's own, after them.
+ */
+static int apply_compat(struct cmdline *cl)
+{
+	struct fuse_args nargs = FUSE_ARGS_INIT(0, NULL);
+	int r;
+
+	r = qc_compat_finish(&cl->compat);
+	if (r < 0 || cl->compat.n_native == 0)
+		return r;
+	r = fuse_opt_add_arg(&nargs, "qftfs");
+	for (size_t i = 0; r == 0 && i < cl->compat.n_native; i++) {
+		char *opt = NULL;
+
+		/* A comma in a path must not split the option. */
+		r = fuse_opt_add_opt_escaped(&opt, cl->compat.native[i]);
+		if (r == 0)
+			r = fuse_opt_add_arg(&nargs, "-o");
+		if (r == 0)
+			r = fuse_opt_add_arg(&nargs, opt);
+		free(opt);
+	}
+	if (r == 0 && fuse_opt_parse(&nargs, cl, cmdline_opts,
+				     cmdline_proc) == -1)
+		r = -EINVAL;
+	fuse_opt_free_args(&nargs);
+	return r < 0 ? -EINVAL : 0;
+}
+
+/* A local source logs in nowhere: ssh options given for it say so once
+ * rather than being dropped without a word. */
+static void note_ssh_options(const struct cmdline *cl)
+{
+	const struct {
+		bool given;
+		const char *name;
+	} opts[] = {
+		{ cl->port, "port" }, { cl->config_file, "-F" },
+		{ cl->n_identity, "IdentityFile" },
+		{ cl->known_hosts, "UserKnownHostsFile" },
+		{ cl->strict, "StrictHostKeyChecking" },
+		{ cl->password_stdin, "password_stdin" },
+		{ cl->ssh_user, "User" }, { cl->batch, "BatchMode" },
+		{ cl->identities_only, "IdentitiesOnly" },
+		{ cl->ssh_command, "ssh_command" },
+		{ cl->n_ssh_extra, "ProxyJump/ProxyCommand/CertificateFile" },
+		{ cl->cipher, "cipher" }, { cl->transport, "transport" },
+	};
+	char list[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].given && n < sizeof(list))
+			n += (size_t)snprintf(list + n, sizeof(list) - n,
+					      "%s%s", n ? ", " : "",
+					      opts[i].name);
+	if (n)
+		fprintf(stderr, "qftfs: note: %s: ignored: the source is a "
+			"local directory, reached without ssh\n", list);
+}
+
+/* sshfs's subdir=: DIR below the directory SOURCE names. */
+static char *join_subdir(const char *dir, const char *sub)
+{
+	char *out;
+
+	if (!sub)
+		return strdup(dir);
+	if (strcmp(dir, ".") == 0)
+		return strdup(sub);
+	if (asprintf(&out, "%s%s%s", dir,
+		     dir[strlen(dir) - 1] == '/' ? "" : "/", sub) < 0)
+		return NULL;
+	return out;
+}
+
+/*
+ * What the kernel or fusermount3 would refuse only after qftfs went to
+ * the background (a regular file as the mount point mounts, and then
+ * every access fails): said here, with exit 1.
+ */
+static int check_mountpoint(const char *mnt)
+{
+	struct stat st;
+
+	if (strncmp(mnt, "/dev/fd/", 8) == 0)
+		return 0;
+	if (stat(mnt, &st) < 0) {
+		fprintf(stderr, "qftfs: bad mount point '%s': %s\n", mnt,
+			strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "qftfs: bad mount point '%s': not a "
+			"directory\n", mnt);
+		return -ENOTDIR;
+	}
+	if (access(mnt, R_OK | W_OK | X_OK) < 0) {
+		int e = errno;
+
+		fprintf(stderr, "qftfs: bad mount point '%s': %s (you need "
+			"write access to it)\n", mnt, strerror(e));
+		return -e;
+	}
+	return 0;
 }
 
 static int parse_seconds(const char *name, const char *s, double def,
@@ -343,6 +542,11 @@ static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	bo->ssh.n_identity = (size_t)cl->n_identity;
 	bo->ssh.known_hosts = cl->known_hosts;
 	bo->ssh.password_stdin = cl->password_stdin;
+	bo->ssh.identities_only = cl->identities_only &&
+				  strcmp(cl->identities_only, "yes") == 0;
+	bo->ssh.ssh_command = cl->ssh_command;
+	bo->ssh.ssh_extra = (const char *const *)cl->ssh_extra;
+	bo->ssh.n_ssh_extra = (size_t)cl->n_ssh_extra;
 	bo->server = cl->server;
 	bo->dir = rem->dir;
 	bo->install.enabled = true;
@@ -711,6 +915,49 @@ static bool stop_conn(struct qc_conn *conn, struct remote_tr *rt)
 	       -EINPROGRESS;
 }
 
+/* SIGUSR1 logs the statistics (qc_reqlog_log_stats) instead of ending
+ * the process: a thread of its own waits for it. */
+static pthread_t usr1_thread;
+static bool usr1_running;
+static atomic_bool usr1_quit;
+
+static void *usr1_main(void *arg)
+{
+	sigset_t set;
+	int sig;
+
+	(void)arg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	while (sigwait(&set, &sig) == 0 && !atomic_load(&usr1_quit))
+		qc_reqlog_log_stats();
+	return NULL;
+}
+
+static int usr1_start(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		return -EINVAL;
+	if (pthread_create(&usr1_thread, NULL, usr1_main, NULL) != 0)
+		return -EAGAIN;
+	usr1_running = true;
+	return 0;
+}
+
+static void usr1_stop(void)
+{
+	if (!usr1_running)
+		return;
+	atomic_store(&usr1_quit, true);
+	pthread_kill(usr1_thread, SIGUSR1);
+	pthread_join(usr1_thread, NULL);
+	usr1_running = false;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -735,6 +982,8 @@ int main(int argc, char *argv[])
 	/* A server that died must be an error code, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
 	qft_log_init("qftfs", QFT_LOG_INFO);
+	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
+		return qc_statcmd_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--sync") == 0) {
 		if (argc != 3) {
 			fprintf(stderr, "usage: qftfs --sync MOUNTPOINT\n");
@@ -743,7 +992,9 @@ int main(int argc, char *argv[])
 		return sync_mount(argv[2]);
 	}
 
-	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1) {
+	qc_compat_init(&cl.compat);
+	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1 ||
+	    apply_compat(&cl) < 0) {
 		fprintf(stderr, "Try 'qftfs --help' for more information.\n");
 		ret = EXIT_USAGE;
 		goto out_free_args;
@@ -751,7 +1002,6 @@ int main(int argc, char *argv[])
 	if (cl.help) {
 		usage();
 		fflush(stdout);
-		fuse_lowlevel_help();
 		ret = 0;
 		goto out_free_args;
 	}
@@ -770,6 +1020,31 @@ int main(int argc, char *argv[])
 			"Try 'qftfs --help' for more information.\n",
 			cl.source ? "missing MOUNTPOINT" :
 				    "missing SOURCE and MOUNTPOINT");
+		ret = EXIT_USAGE;
+		goto out_free_args;
+	}
+	qc_compat_print_notes(&cl.compat);
+	{
+		struct qc_idmap_opts io = {
+			.idmap = cl.idmap, .uidfile = cl.uidfile,
+			.gidfile = cl.gidfile, .nomap = cl.nomap,
+			.uid = cl.uid, .gid = cl.gid, .umask = cl.umask,
+		};
+
+		if (qc_idmap_setup(&io) < 0) {
+			ret = EXIT_USAGE;
+			goto out_free_args;
+		}
+	}
+	if ((cl.batch && strcmp(cl.batch, "yes") != 0 &&
+	     strcmp(cl.batch, "no") != 0) ||
+	    (cl.identities_only && strcmp(cl.identities_only, "yes") != 0 &&
+	     strcmp(cl.identities_only, "no") != 0)) {
+		fprintf(stderr, "qftfs: invalid %s '%s': expected yes or no\n",
+			cl.batch && strcmp(cl.batch, "yes") &&
+			strcmp(cl.batch, "no") ? "BatchMode" : "IdentitiesOnly",
+			cl.batch && strcmp(cl.batch, "yes") &&
+			strcmp(cl.batch, "no") ? cl.batch : cl.identities_only);
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
@@ -830,14 +1105,32 @@ int main(int argc, char *argv[])
 	}
 
 	remote = qc_boot_is_remote(cl.source);
+	if (!remote)
+		note_ssh_options(&cl);
 	if (remote && qc_boot_parse_source(cl.source, &rem) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
+	}
+	if (remote && !rem.user && cl.ssh_user &&
+	    !(rem.user = strdup(cl.ssh_user))) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		goto out_free_args;
+	}
+	if (remote && cl.subdir) {
+		char *d = join_subdir(rem.dir, cl.subdir);
+
+		if (!d) {
+			fprintf(stderr, "qftfs: out of memory\n");
+			goto out_free_args;
+		}
+		free(rem.dir);
+		rem.dir = d;
 	}
 	if (remote_opts(&cl, remote ? &rem : NULL, &rt.bo) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
+	rt.bo.ssh.batch = cl.batch && strcmp(cl.batch, "yes") == 0;
 	rt.bo.timeout_s = rt.bo.ssh.timeout_s = co.timeout_s;
 	rt.bo.keepalive_s = rt.bo.ssh.keepalive_s = co.keepalive_s;
 	if (remote) {
@@ -848,7 +1141,10 @@ int main(int argc, char *argv[])
 		ssh_inited = true;
 	}
 	if (!remote) {
-		root = realpath(cl.source, NULL);
+		char *src = join_subdir(cl.source, cl.subdir);
+
+		root = src ? realpath(src, NULL) : NULL;
+		free(src);
 		if (!root) {
 			fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
 				cl.source, strerror(errno));
@@ -884,12 +1180,23 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_nodes;
 	}
-	se = fuse_session_new(&args, &qc_ops, sizeof(qc_ops), &fs);
+	/* Through reqlog: statistics and the -d request log. */
+	se = fuse_session_new(&args, qc_reqlog_ops(&qc_ops, &fs),
+			      sizeof(qc_ops), &fs);
 	if (!se) {
 		/* libfuse said why; nearly always an unknown option. */
 		ret = EXIT_USAGE;
 		goto out_free_nodes;
 	}
+	qft_debug("options: timeout %d s, keepalive %d s, reconnect %s, "
+		  "compress %s, readahead %llu, dircache %zu, batch %s",
+		  co.timeout_s, co.keepalive_s, co.reconnect ? "yes" : "no",
+		  cl.compress ? cl.compress : "none",
+		  (unsigned long long)fs.readahead, dircache_max,
+		  rt.bo.ssh.batch ? "yes" : "no");
+	/* After every option is known good, before the server starts. */
+	if (check_mountpoint(mnt) < 0)
+		goto out_destroy_session;
 
 	fs.se = se;
 	/* Leases: the server says when a cached directory changed. */
@@ -914,6 +1221,13 @@ int main(int argc, char *argv[])
 	}
 	if (r < 0)
 		goto out_destroy_session;
+	{
+		uint32_t suid, sgid;
+
+		/* idmap=user maps the ids the server runs as. */
+		qc_conn_server_ids(fs.conn, &suid, &sgid);
+		qc_idmap_set_remote(suid, sgid);
+	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_stop_server;
 	if (fuse_session_mount(se, mnt) != 0)
@@ -923,8 +1237,15 @@ int main(int argc, char *argv[])
 		qc_boot_pause(rt.first);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
-	if (!cl.foreground)
+	if (!cl.foreground) {
+		qft_log_set_tag(mnt);
 		qft_log_to_syslog(true);
+	}
+	/* SIGUSR1 logs the counters; every thread started from here on
+	 * inherits the mask, so only the waiting thread takes it. */
+	if (usr1_start() < 0)
+		qft_warn("SIGUSR1 will not log statistics: cannot start its "
+			 "thread");
 	if (remote) {
 		r = qc_boot_resume(rt.first);
 		if (r < 0) {
@@ -962,6 +1283,8 @@ int main(int argc, char *argv[])
 	}
 
 	r = run_loop(se, cl.single);
+	if (cl.debug)
+		qc_reqlog_summary();
 	/* Its kernel notices need the session. */
 	qc_dir_stop(&fs);
 	/* A signal ends the loop with its number: a normal unmount. */
@@ -973,6 +1296,7 @@ int main(int argc, char *argv[])
 		ret = 1;
 
 out_unmount:
+	usr1_stop();
 	fuse_session_unmount(se);
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);
@@ -996,6 +1320,7 @@ out_destroy_session:
 out_free_nodes:
 	qc_fs_destroy(&fs);
 out_free_args:
+	qft_log_set_tag(NULL);
 	free(mnt);
 	free(root);
 	free(cl.source);
@@ -1022,6 +1347,22 @@ out_free_args:
 	free(cl.timeout);
 	free(cl.keepalive);
 	free(cl.reconnect);
+	free(cl.ssh_user);
+	free(cl.ssh_command);
+	for (int i = 0; i < cl.n_ssh_extra; i++)
+		free(cl.ssh_extra[i]);
+	free(cl.batch);
+	free(cl.identities_only);
+	free(cl.subdir);
+	free(cl.idmap);
+	free(cl.uidfile);
+	free(cl.gidfile);
+	free(cl.nomap);
+	free(cl.uid);
+	free(cl.gid);
+	free(cl.umask);
+	qc_compat_free(&cl.compat);
+	qc_idmap_free();
 	qc_remote_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();

@@ -23,6 +23,7 @@
 #include "errmap.h"
 #include "file.h"
 #include "hints.h"
+#include "idmap.h"
 #include "msg.h"
 #include "node.h"
 #include "ops.h"
@@ -502,6 +503,11 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		m.valid |= QFT_SET_GID;
 		m.gid = attr->st_gid;
 	}
+	/* -o idmap=: the owner as the server knows it. */
+	r = qc_idmap_to_remote(m.valid & QFT_SET_UID ? &m.uid : NULL,
+			       m.valid & QFT_SET_GID ? &m.gid : NULL);
+	if (r < 0)
+		goto out_err;
 	if (valid & FUSE_SET_ATTR_SIZE) {
 		if (attr->st_size < 0) {
 			r = -EINVAL;

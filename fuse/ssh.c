@@ -35,6 +35,7 @@
 #include "thread.h"
 #include "ssh.h"
 #include "sshconf.h"
+#include "sshproc.h"
 
 #define SSH_CONNECT_TIMEOUT_MS 15000
 /* Each blocking libssh2 call during login (not the user's typing). */
@@ -66,6 +67,14 @@ enum pump_op {
 };
 
 struct qc_ssh {
+	/* The OpenSSH client instead of libssh2 (ssh.h, "When OpenSSH"):
+	 * its command line until qc_ssh_exec runs it, then the process. */
+	bool openssh;
+	bool proxied;           /* behind ProxyJump or ProxyCommand */
+	struct qc_sshproc_args pargs;
+	struct qc_sshproc *proc;
+	int login_timeout_s;
+
 	LIBSSH2_SESSION *session;
 	LIBSSH2_CHANNEL *channel;
 	int sock;
@@ -133,6 +142,8 @@ struct tried {
 	char text[TRIED_MAX];
 	size_t len;
 	bool rsa_refused;
+	bool other_refused;     /* an agent key libssh2 1.10 cannot sign
+				 * with well: FIDO (sk-) or a certificate */
 	bool disconnected;      /* the server gave up on us */
 	int defaults_missing;   /* of ~/.ssh/id_ed25519, id_ecdsa, id_rsa */
 };
@@ -316,8 +327,18 @@ static int login_init(struct login *l, const struct qc_ssh_opts *o)
 	memset(l, 0, sizeof(*l));
 	qc_sshconf_init(&l->cfg);
 	getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res);
-	/* $HOME wins over the password database, so that a test (or a user
-	 * with a moved home) can point qftfs at another ~/.ssh. */
+	/*
+	 * $HOME wins over the password database, so that a test (or a user
+	 * with a moved home) can point qftfs at another ~/.ssh -- but only a
+	 * HOME that is ours: mount(8) runs a user's fstab mount with root's
+	 * HOME still set, and root's ~/.ssh is neither readable nor meant.
+	 */
+	if (home && home[0] == '/' && res) {
+		struct stat hst;
+
+		if (stat(home, &hst) < 0 || hst.st_uid != getuid())
+			home = NULL;
+	}
 	if (!home || home[0] != '/')
 		home = res ? res->pw_dir : NULL;
 	if (!home) {
@@ -777,6 +798,28 @@ static bool auth_fatal(int r)
 	       r == LIBSSH2_ERROR_TIMEOUT || r == LIBSSH2_ERROR_SOCKET_TIMEOUT;
 }
 
+/* Notes a refused agent key of a kind the OpenSSH client signs better:
+ * RSA (rsa-sha2-256/512), FIDO (sk-*), certificates (*-cert-v01). */
+static void agent_key_kind(const struct libssh2_agent_publickey *id,
+			   struct tried *t)
+{
+	char type[64];
+	uint32_t n;
+
+	if (!id->blob || id->blob_len < 4)
+		return;
+	n = (uint32_t)id->blob[0] << 24 | (uint32_t)id->blob[1] << 16 |
+	    (uint32_t)id->blob[2] << 8 | id->blob[3];
+	if (n >= sizeof(type) || n > id->blob_len - 4)
+		return;
+	memcpy(type, id->blob + 4, n);
+	type[n] = '\0';
+	if (strcmp(type, "ssh-rsa") == 0)
+		t->rsa_refused = true;
+	else if (strncmp(type, "sk-", 3) == 0 || strstr(type, "-cert-v01"))
+		t->other_refused = true;
+}
+
 static int auth_agent(struct qc_ssh *s, struct tried *t)
 {
 	struct libssh2_agent_publickey *id = NULL, *prev = NULL;
@@ -813,6 +856,7 @@ static int auth_agent(struct qc_ssh *s, struct tried *t)
 			t->disconnected = true;
 			break;
 		}
+		agent_key_kind(id, t);
 		prev = id;
 	}
 	tried_add(t, "ssh-agent (%d key%s, none accepted)", n,
@@ -1107,6 +1151,183 @@ static int read_password_stdin(struct qc_ssh *s)
 	return s->password ? 0 : -ENOMEM;
 }
 
+/* -------------------------------------------------------------------------
+ * The OpenSSH client (ssh.h, "When OpenSSH"; sshproc.h)
+ */
+
+/* `ssh` in PATH, for the automatic hand-over. */
+static bool openssh_available(void)
+{
+	const char *path = getenv("PATH");
+	char *copy, *save = NULL, buf[PATH_MAX];
+	bool found = false;
+
+	copy = strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	if (!copy)
+		return false;
+	for (char *d = strtok_r(copy, ":", &save); d && !found;
+	     d = strtok_r(NULL, ":", &save)) {
+		snprintf(buf, sizeof(buf), "%s/ssh", *d ? d : ".");
+		found = access(buf, X_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+/* The keyword of an "-o Keyword=value" option, compared ignoring case. */
+static bool extra_is(const struct qc_ssh_opts *o, const char *kw)
+{
+	size_t n = strlen(kw);
+
+	for (size_t i = 0; i < o->n_ssh_extra; i++)
+		if (strncasecmp(o->ssh_extra[i], kw, n) == 0 &&
+		    o->ssh_extra[i][n] == '=')
+			return true;
+	return false;
+}
+
+/* Why this login needs the OpenSSH client from the start, or NULL. */
+static const char *openssh_needed(const struct login *l,
+				  const struct qc_ssh_opts *o)
+{
+	if (o->ssh_command)
+		return "-o ssh_command";
+	if (extra_is(o, "ProxyJump") || (l->cfg.proxy_jump &&
+					 l->cfg.proxy_jump[0]))
+		return "ProxyJump";
+	if (extra_is(o, "ProxyCommand") || (l->cfg.proxy_command &&
+					    l->cfg.proxy_command[0]))
+		return "ProxyCommand";
+	if (extra_is(o, "CertificateFile") || l->cfg.certificate)
+		return "CertificateFile";
+	return NULL;
+}
+
+/* The program and its own words: -o ssh_command= split on blanks. */
+static int openssh_program(struct qc_sshproc_args *a, const char *cmd)
+{
+	char *copy, *save = NULL;
+	int r = 0;
+
+	if (!cmd)
+		return qc_sshproc_arg(a, "ssh");
+	copy = strdup(cmd);
+	if (!copy)
+		return -ENOMEM;
+	for (char *w = strtok_r(copy, " \t", &save); w && r == 0;
+	     w = strtok_r(NULL, " \t", &save))
+		r = qc_sshproc_arg(a, "%s", w);
+	free(copy);
+	if (r == 0 && a->argc == 0) {
+		qft_err("empty ssh_command");
+		r = -EINVAL;
+	}
+	return r;
+}
+
+/*
+ * The ssh command line for this login, run by qc_ssh_exec.  What qftfs
+ * decided from its own options goes on it; what ~/.ssh/config says, ssh
+ * reads itself -- from the home directory qftfs uses, which ssh would
+ * otherwise take from the password database.
+ */
+static int openssh_prepare(struct qc_ssh *s, const struct login *l,
+			   const struct qc_ssh_opts *o)
+{
+	struct qc_sshproc_args *a = &s->pargs;
+	struct passwd pw, *res = NULL;
+	char buf[4096], *path;
+	bool other_home;
+	int r;
+
+	if (o->password_stdin) {
+		qft_err("-o password_stdin works with qftfs's own ssh login "
+			"only, not with the OpenSSH client that %s needs; use a "
+			"key or ssh-agent", s->alias);
+		return -EINVAL;
+	}
+	getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res);
+	other_home = !res || strcmp(res->pw_dir, l->home) != 0;
+	s->openssh = true;
+	s->proxied = extra_is(o, "ProxyJump") || extra_is(o, "ProxyCommand") ||
+		     (l->cfg.proxy_jump && l->cfg.proxy_jump[0]) ||
+		     (l->cfg.proxy_command && l->cfg.proxy_command[0]);
+	s->login_timeout_s = o->timeout_s > 0 ? o->timeout_s + 30 : 0;
+	if ((r = openssh_program(a, o->ssh_command)) < 0)
+		return r;
+	/* No terminal, no forwarding of anything: a pipe for one command. */
+	r = qc_sshproc_arg(a, "-T");
+	if (!r) r = qc_sshproc_arg(a, "-x");
+	if (!r) r = qc_sshproc_arg(a, "-a");
+	if (!r) r = qc_sshproc_arg(a, "-oClearAllForwardings=yes");
+	if (!r && o->batch)
+		r = qc_sshproc_arg(a, "-oBatchMode=yes");
+	if (!r && o->identities_only)
+		r = qc_sshproc_arg(a, "-oIdentitiesOnly=yes");
+	if (!r && o->timeout_s > 0)
+		r = qc_sshproc_arg(a, "-oConnectTimeout=%d", o->timeout_s);
+	if (!r && o->keepalive_s > 0)
+		r = qc_sshproc_arg(a, "-oServerAliveInterval=%d",
+				   o->keepalive_s);
+	if (!r && o->port)
+		r = qc_sshproc_arg(a, "-p%d", o->port);
+	if (!r && o->user)
+		r = qc_sshproc_arg(a, "-l%s", o->user);
+	if (!r && o->config_file) {
+		r = qc_sshproc_arg(a, "-F%s", o->config_file);
+	} else if (!r && other_home) {
+		if (asprintf(&path, "%s/.ssh/config", l->home) < 0)
+			return -ENOMEM;
+		if (access(path, R_OK) == 0)
+			r = qc_sshproc_arg(a, "-F%s", path);
+		free(path);
+	}
+	/* Keys qftfs would have tried: explicit ones always, the default
+	 * ones when ssh would look for them elsewhere. */
+	for (size_t i = 0; !r && i < l->n_identity; i++)
+		if ((l->identity_explicit[i] || other_home) &&
+		    access(l->identity[i], R_OK) == 0)
+			r = qc_sshproc_arg(a, "-i%s", l->identity[i]);
+	if (!r && (o->known_hosts || (other_home && !l->cfg.known_hosts_set)))
+		r = qc_sshproc_arg(a, "-oUserKnownHostsFile=%s",
+				   l->known_hosts[0]);
+	/* qftfs refuses unknown hosts unless told otherwise; ssh would ask. */
+	if (!r && (o->strict != QC_STRICT_DEFAULT || !l->cfg.strict))
+		r = qc_sshproc_arg(a, "-oStrictHostKeyChecking=%s",
+				   l->strict == QC_STRICT_ACCEPT_NEW ?
+				   "accept-new" : "yes");
+	for (size_t i = 0; !r && i < o->n_ssh_extra; i++)
+		r = qc_sshproc_arg(a, "-o%s", o->ssh_extra[i]);
+	return r;
+}
+
+/* Leaves libssh2 for the OpenSSH client after its login failed. */
+static void libssh2_drop(struct qc_ssh *s)
+{
+	if (s->session) {
+		libssh2_session_disconnect(s->session, "trying OpenSSH");
+		libssh2_session_free(s->session);
+		s->session = NULL;
+	}
+	if (s->sock >= 0) {
+		close(s->sock);
+		s->sock = -1;
+	}
+}
+
+bool qc_ssh_proxied(const struct qc_ssh *s)
+{
+	return s->proxied;
+}
+
+static bool identities_only(const struct login *l,
+			    const struct qc_ssh_opts *o)
+{
+	return o->identities_only || (l->cfg.identities_only &&
+				      strcasecmp(l->cfg.identities_only,
+						 "yes") == 0);
+}
+
 static int ssh_login(struct qc_ssh *s, struct login *l,
 		     const struct qc_ssh_opts *o)
 {
@@ -1134,11 +1355,22 @@ static int ssh_login(struct qc_ssh *s, struct login *l,
 
 	r = 1;
 	if (has_method(methods, "publickey")) {
-		r = auth_agent(s, &t);
+		/* IdentitiesOnly: the keys named, not whatever the agent
+		 * holds (their files are tried directly instead), and the
+		 * default files only when none is named. */
+		bool only = identities_only(l, o), named = false;
+
+		for (size_t i = 0; i < l->n_identity; i++)
+			named |= l->identity_explicit[i];
+		if (only)
+			tried_add(&t, "ssh-agent (not used: IdentitiesOnly)");
+		else
+			r = auth_agent(s, &t);
 		for (size_t i = 0; r > 0 && !t.disconnected &&
 		     i < l->n_identity; i++)
-			r = auth_keyfile(s, l->identity[i],
-					 l->identity_explicit[i], &t);
+			if (!only || !named || l->identity_explicit[i])
+				r = auth_keyfile(s, l->identity[i],
+						 l->identity_explicit[i], &t);
 	}
 	if (t.defaults_missing == 3)
 		tried_add(&t, "no key in %s/.ssh (id_ed25519, id_ecdsa, id_rsa)",
@@ -1153,14 +1385,24 @@ static int ssh_login(struct qc_ssh *s, struct login *l,
 		free((char *)methods);
 		return r;
 	}
+	if ((t.rsa_refused || t.other_refused) && openssh_available()) {
+		/* The OpenSSH client can: qc_ssh_connect hands over. */
+		qft_debug("libssh2 login to %s failed (tried: %s)", s->name,
+			  t.len ? t.text : "nothing");
+		free((char *)methods);
+		return t.rsa_refused ? -EKEYREJECTED : -EKEYEXPIRED;
+	}
 	qft_err("cannot log in to %s (the server accepts: %s). Tried: %s%s",
 		s->name, methods, t.len ? t.text : "nothing usable",
 		t.disconnected ? "; then the server closed the connection "
 		"(too many attempts?)" : "");
-	if (t.rsa_refused)
+	if (t.rsa_refused || t.other_refused)
 		qft_err("note: this libssh2 (%s) signs RSA keys only with SHA-1 "
-			"(ssh-rsa), which OpenSSH 8.8 and later refuse; use an "
-			"ed25519 or ecdsa key", libssh2_version(0));
+			"(ssh-rsa), which OpenSSH 8.8 and later refuse, and "
+			"cannot use FIDO or certificate keys; install the "
+			"OpenSSH client (openssh-client), which qftfs then "
+			"uses, or use an ed25519 or ecdsa key",
+			libssh2_version(0));
 	free((char *)methods);
 	return -EACCES;
 }
@@ -1168,6 +1410,7 @@ static int ssh_login(struct qc_ssh *s, struct login *l,
 int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 {
 	LIBSSH2_KNOWNHOSTS *kh = NULL;
+	const char *why;
 	struct qc_ssh *s;
 	struct login l;
 	char khname[1100];
@@ -1194,6 +1437,16 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 		r = login_resolve(&l, s, o);
 	if (r < 0)
 		goto out_free_login;
+	why = openssh_needed(&l, o);
+	if (why) {
+		qft_debug("logging in with the OpenSSH client (%s)", why);
+		r = openssh_prepare(s, &l, o);
+		if (r < 0)
+			goto out_free_login;
+		login_free(&l);
+		*out = s;
+		return 0;
+	}
 	qft_debug("connecting to %s@%s port %d", s->user, s->hostname,
 		  s->port);
 	if ((r = ssh_tcp(s, o->timeout_s)) < 0)
@@ -1227,7 +1480,24 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 	}
 	if ((r = ssh_hostkey(s, &l, kh, khname)) < 0)
 		goto out_free_kh;
-	if ((r = ssh_login(s, &l, o)) < 0)
+	r = ssh_login(s, &l, o);
+	if (r == -EKEYREJECTED || r == -EKEYEXPIRED) {
+		qft_info("logging in to %s with the OpenSSH client: %s",
+			 s->name, r == -EKEYREJECTED ?
+			 "libssh2 signs RSA keys with SHA-1 only, which the "
+			 "server refuses (rsa-sha2-256/512 needed)" :
+			 "libssh2 cannot use the FIDO or certificate key "
+			 "offered");
+		libssh2_knownhost_free(kh);
+		libssh2_drop(s);
+		r = openssh_prepare(s, &l, o);
+		if (r < 0)
+			goto out_free_login;
+		login_free(&l);
+		*out = s;
+		return 0;
+	}
+	if (r < 0)
 		goto out_free_kh;
 	/* The server answers each (want_reply), which keeps traffic -- and
 	 * so TCP_USER_TIMEOUT -- going on an idle session; sent by the pump. */
@@ -1263,6 +1533,24 @@ const char *qc_ssh_host(const struct qc_ssh *s)
 int qc_ssh_peer(const struct qc_ssh *s, struct sockaddr_storage *ss,
 		socklen_t *len)
 {
+	if (s->openssh) {
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+		char port[16];
+		int r;
+
+		/* ssh connected to the host the config names, as we read it
+		 * (HostName); behind a proxy there is no direct address. */
+		if (s->proxied)
+			return -EHOSTUNREACH;
+		snprintf(port, sizeof(port), "%d", s->port);
+		r = getaddrinfo(s->hostname, port, &hints, &ai);
+		if (r != 0)
+			return -EHOSTUNREACH;
+		memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+		*len = ai->ai_addrlen;
+		freeaddrinfo(ai);
+		return 0;
+	}
 	*len = sizeof(*ss);
 	return getpeername(s->sock, (struct sockaddr *)ss, len) < 0 ? -errno
 								     : 0;
@@ -1270,6 +1558,11 @@ int qc_ssh_peer(const struct qc_ssh *s, struct sockaddr_storage *ss,
 
 int qc_ssh_exec(struct qc_ssh *s, const char *command)
 {
+	if (s->openssh) {
+		qft_debug("running on %s: %s", s->alias, command);
+		return qc_sshproc_start(&s->proc, &s->pargs, s->alias, command,
+					s->alias, s->login_timeout_s);
+	}
 	s->channel = libssh2_channel_open_ex(s->session, "session",
 					     sizeof("session") - 1, SSH_WINDOW,
 					     LIBSSH2_CHANNEL_PACKET_DEFAULT,
@@ -1292,20 +1585,24 @@ int qc_ssh_exec(struct qc_ssh *s, const char *command)
  * The pump
  */
 
-static void pump_emit(struct qc_ssh *s)
+void qc_ssh_log_stderr_line(const char *host, char *line, size_t n)
 {
-	const char *p = s->line;
-	size_t n = s->line_len;
+	const char *p = line;
 
-	while (n && (s->line[n - 1] == '\r' || s->line[n - 1] == '\n'))
+	while (n && (line[n - 1] == '\r' || line[n - 1] == '\n'))
 		n--;
-	s->line[n] = '\0';
-	s->line_len = 0;
+	line[n] = '\0';
 	/* The server names itself; we say where it runs instead. */
 	if (strncmp(p, "qftfs-server: ", 14) == 0)
 		p += 14;
 	if (*p)
-		qft_log(QFT_LOG_WARN, "qftfs-server@%s: %s", s->alias, p);
+		qft_log(QFT_LOG_WARN, "qftfs-server@%s: %s", host, p);
+}
+
+static void pump_emit(struct qc_ssh *s)
+{
+	qc_ssh_log_stderr_line(s->alias, s->line, s->line_len);
+	s->line_len = 0;
 }
 
 static void pump_stderr(struct qc_ssh *s, const char *buf, size_t n)
@@ -1625,6 +1922,8 @@ int qc_ssh_pump_start(struct qc_ssh *s, int *fd)
 {
 	int sv[2], r;
 
+	if (s->openssh)
+		return s->proc ? qc_sshproc_pump_start(s->proc, fd) : -EINVAL;
 	if (s->running)
 		return 0;
 	if (s->fd < 0) {
@@ -1659,6 +1958,8 @@ int qc_ssh_pump_start(struct qc_ssh *s, int *fd)
 
 void qc_ssh_pump_pause(struct qc_ssh *s)
 {
+	if (s->proc)
+		qc_sshproc_pump_pause(s->proc);
 	if (!s->running)
 		return;
 	pthread_mutex_lock(&s->lock);
@@ -1674,6 +1975,16 @@ int qc_ssh_wait(struct qc_ssh *s, int timeout_ms, struct qc_ssh_exit *exit)
 	struct timespec deadline;
 	int r = 0;
 
+	if (s->openssh) {
+		struct qc_ssh_exit ex;
+
+		if (!s->proc)
+			return -EINVAL;
+		r = qc_sshproc_wait(s->proc, timeout_ms, &ex);
+		if (r == 0 && exit)
+			*exit = ex;
+		return r;
+	}
 	qft_deadline_in(&deadline, timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	while (!s->finished && r == 0)
@@ -1695,6 +2006,10 @@ void qc_ssh_stderr_head(struct qc_ssh *s, char *buf, size_t size)
 
 	if (!size)
 		return;
+	if (s->proc) {
+		qc_sshproc_stderr_head(s->proc, buf, size);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	n = s->err_head_len < size - 1 ? s->err_head_len : size - 1;
 	memcpy(buf, s->err_head, n);
@@ -1728,6 +2043,8 @@ void qc_ssh_free(struct qc_ssh *s)
 	if (!s)
 		return;
 	qc_ssh_pump_pause(s);
+	qc_sshproc_free(s->proc);
+	qc_sshproc_args_free(&s->pargs);
 	if (s->session) {
 		libssh2_session_set_blocking(s->session, 0);
 		if (s->channel) {

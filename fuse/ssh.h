@@ -22,6 +22,16 @@
  * ssh connection breaks) the pump finishes and qc_ssh_wait() reports the
  * command's exit status.
  *
+ * When OpenSSH: the login goes through the system's OpenSSH client
+ * (sshproc.h) instead of libssh2 when -o ssh_command= is given, when the
+ * ssh config or an -o option for this host has ProxyJump, ProxyCommand or
+ * CertificateFile, and, after one line saying why, when libssh2's login
+ * failed with a key it cannot sign with (an RSA key: libssh2 1.10 signs
+ * with SHA-1 only, which OpenSSH 8.8 and later refuse; a FIDO or
+ * certificate key in the agent).  The same API then drives an `ssh`
+ * process; behind a ProxyJump or ProxyCommand the host is reachable
+ * through ssh only, so qc_ssh_proxied() tells the bootstrap to tunnel.
+ *
  * fuse_daemonize() forks, and threads do not survive a fork: pause the
  * pump before it and start it again after.  Its state lives in the struct,
  * so nothing in flight is lost.
@@ -54,9 +64,16 @@ struct qc_ssh_opts {
 	enum qc_strict strict;
 	bool password_stdin;        /* read the password from stdin */
 	bool batch;                 /* never prompt or read stdin (reconnects) */
+	bool identities_only;       /* -o IdentitiesOnly=yes: keys given only */
 	int timeout_s;              /* unacknowledged data this long ends the
 				     * connection (TCP_USER_TIMEOUT); 0: none */
 	int keepalive_s;            /* ssh keepalives this often; 0: none */
+	/* The OpenSSH client (see "When OpenSSH" above): -o ssh_command=
+	 * (split on blanks), or NULL for `ssh` when needed. */
+	const char *ssh_command;
+	/* -o Keyword=value options for it (ProxyJump=, ...), in order. */
+	const char *const *ssh_extra;
+	size_t n_ssh_extra;
 };
 
 /* How the remote command ended; `known` is false when the channel closed
@@ -92,6 +109,9 @@ const char *qc_ssh_host(const struct qc_ssh *s);
 int qc_ssh_peer(const struct qc_ssh *s, struct sockaddr_storage *ss,
 		socklen_t *len);
 
+/* True when the host is reached through a ProxyJump or ProxyCommand. */
+bool qc_ssh_proxied(const struct qc_ssh *s);
+
 /* Opens a session channel and runs `command` through the remote shell. */
 int qc_ssh_exec(struct qc_ssh *s, const char *command);
 
@@ -110,6 +130,10 @@ void qc_ssh_pump_pause(struct qc_ssh *s);
  * the connection broke).  0 with *exit filled, or -ETIMEDOUT.
  */
 int qc_ssh_wait(struct qc_ssh *s, int timeout_ms, struct qc_ssh_exit *exit);
+
+/* Logs one line (of `n` bytes; `line` has room for a NUL after them) the
+ * remote command wrote to its stderr, as "qftfs-server@HOST: ...". */
+void qc_ssh_log_stderr_line(const char *host, char *line, size_t n);
 
 /* Copies the first bytes the command wrote to its stderr (NUL-terminated;
  * for recognising "command not found"). */

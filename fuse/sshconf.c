@@ -36,6 +36,10 @@ void qc_sshconf_free(struct qc_sshconf *cfg)
 	free(cfg->hostname);
 	free(cfg->user);
 	free(cfg->strict);
+	free(cfg->proxy_jump);
+	free(cfg->proxy_command);
+	free(cfg->certificate);
+	free(cfg->identities_only);
 	for (size_t i = 0; i < cfg->n_identity; i++)
 		free(cfg->identity[i]);
 	for (size_t i = 0; i < cfg->n_known_hosts; i++)
@@ -306,6 +310,41 @@ static int conf_port(const char *v, int *port)
 	return 0;
 }
 
+/* ProxyJump, ProxyCommand, CertificateFile: noted, for ssh.c to hand the
+ * login to the OpenSSH client, which reads them itself. */
+static int conf_openssh(struct qc_sshconf *cfg, const char *kw, char **argv,
+			int argc, const char *file, int lineno)
+{
+	char **slot = strcasecmp(kw, "proxyjump") == 0 ? &cfg->proxy_jump :
+		      strcasecmp(kw, "proxycommand") == 0 ?
+		      &cfg->proxy_command : &cfg->certificate;
+	size_t len = 0;
+	char *v;
+
+	if (argc < 1) {
+		qft_err("%s:%d: %s needs an argument", file, lineno, kw);
+		return -EINVAL;
+	}
+	if (*slot)
+		return 0;               /* the first value wins */
+	for (int i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	v = malloc(len);
+	if (!v)
+		return -ENOMEM;
+	v[0] = '\0';
+	for (int i = 0; i < argc; i++) {
+		if (i)
+			strcat(v, " ");
+		strcat(v, argv[i]);
+	}
+	/* "none" switches the proxy off, as in ssh. */
+	if (strcasecmp(v, "none") == 0)
+		v[0] = '\0';
+	*slot = v;
+	return 0;
+}
+
 /* One line with its keyword; `active` says whether the block applies. */
 static int conf_line(struct conf_ctx *c, char *line, bool *active,
 		     bool never_match, const char *file, int lineno)
@@ -336,9 +375,14 @@ static int conf_line(struct conf_ctx *c, char *line, bool *active,
 	if (strcasecmp(kw, "include") == 0)
 		return conf_include(c, argv, argc, file, lineno);
 
+	if (strcasecmp(kw, "proxyjump") == 0 ||
+	    strcasecmp(kw, "proxycommand") == 0 ||
+	    strcasecmp(kw, "certificatefile") == 0)
+		return conf_openssh(cfg, kw, argv, argc, file, lineno);
 	if (strcasecmp(kw, "hostname") == 0 || strcasecmp(kw, "user") == 0 ||
 	    strcasecmp(kw, "port") == 0 ||
 	    strcasecmp(kw, "stricthostkeychecking") == 0 ||
+	    strcasecmp(kw, "identitiesonly") == 0 ||
 	    strcasecmp(kw, "identityfile") == 0) {
 		if (argc != 1) {
 			qft_err("%s:%d: %s takes one argument", file, lineno,
@@ -355,6 +399,8 @@ static int conf_line(struct conf_ctx *c, char *line, bool *active,
 		return conf_set(&cfg->user, argv[0]);
 	if (strcasecmp(kw, "stricthostkeychecking") == 0)
 		return conf_set(&cfg->strict, argv[0]);
+	if (strcasecmp(kw, "identitiesonly") == 0)
+		return conf_set(&cfg->identities_only, argv[0]);
 	if (strcasecmp(kw, "port") == 0) {
 		int port;
 

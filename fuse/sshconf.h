@@ -5,7 +5,8 @@
  *
  * For one host alias, from the Host blocks whose patterns match it:
  * HostName, User, Port, IdentityFile, UserKnownHostsFile and
- * StrictHostKeyChecking.  As in ssh, the first value obtained for a keyword
+ * StrictHostKeyChecking, IdentitiesOnly; and ProxyJump, ProxyCommand and CertificateFile,
+ * which make qftfs log in with the OpenSSH client (ssh.h).  As in ssh, the first value obtained for a keyword
  * wins, so specific blocks go before `Host *`; IdentityFile and
  * UserKnownHostsFile are lists that accumulate.  Host patterns use * and
  * ?, several per line, and !pattern negates.  `Match all`, `Match host`
@@ -38,6 +39,12 @@ struct qc_sshconf {
 	size_t n_known_hosts;
 	bool known_hosts_set;           /* "UserKnownHostsFile none" too */
 	char *strict;                   /* StrictHostKeyChecking, as written */
+	/* What only the OpenSSH client can do (ssh.h, "When OpenSSH"):
+	 * the first value of each, as written. */
+	char *proxy_jump;
+	char *proxy_command;            /* its words joined by blanks */
+	char *certificate;              /* CertificateFile */
+	char *identities_only;          /* IdentitiesOnly, as written */
 };
 
 /* What %-tokens and ~ expand to (ssh_config(5) TOKENS). */

@@ -15,11 +15,13 @@ build_pkgs=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liburing-dev
 # qemu-user-static runs the servers cross-built for the boards
 # (scripts/cross-server.sh installs its own compilers), file checks their
 # ELF headers, dropbear-bin and busybox are the small systems' sshd and
-# shell the bootstrap must work with.
+# shell the bootstrap must work with.  sshfs's help lists the options
+# qftfs must accept (test_compat); tmux gives `qftfs --stats --watch` a
+# terminal (test_stats).
 test_pkgs=(python3-pytest python3-cryptography iproute2 rsync sqlite3 git
 	attr acl openssh-server openssh-client util-linux diffutils tar mount
 	strace tcpdump clang libclang-rt-14-dev qemu-user-static file
-	dropbear-bin busybox)
+	dropbear-bin busybox sshfs tmux)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-build}" = test ] && pkgs+=("${test_pkgs[@]}")
