@@ -13,6 +13,9 @@
  *   hints.c    qc_hint_: what the client may answer about xattrs itself
  *   node.c     qn_: the inode table
  *   fs.c       qc_fs_: options, entry replies, teardown
+ *   commit.c   qc_commit_: -o commit=async
+ *   reqlog.c   qc_reqlog_: every request to its answer (stats, -d log)
+ *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
  *
  * Error convention: 0 or a negative errno.
  */
