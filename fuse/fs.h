@@ -46,6 +46,10 @@ struct qc_fs {
 	double attr_timeout;     /* ... attributes */
 	double negative_timeout; /* ... a missing name; 0: not cached */
 	bool commit_none;        /* -o commit=none: FLUSH without fdatasync */
+	/* -o allow_other: other local users use the mount, and with a
+	 * server running as root what they make is theirs (ops.c,
+	 * owner_for).  Immutable once mounted. */
+	bool multi_user;
 	/*
 	 * Bulk streams.  window: most bytes of WRITEs per handle sent and
 	 * not yet acknowledged (-o window=SIZE; 0 = every write waits for

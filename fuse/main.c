@@ -97,6 +97,7 @@ struct cmdline {
 	/* sshfs and ssh options, mapped (compat.h). */
 	struct qc_compat compat;
 	int password_stdin;
+	int allow_other;        /* seen, and passed on to libfuse */
 	int foreground;
 	int debug;
 	int single;
@@ -316,6 +317,8 @@ static int cmdline_proc(void *data, const char *arg, int key,
 			fprintf(stderr, "qftfs: unknown option '%s'\n", arg);
 			return -1;
 		}
+		if (strcmp(arg, "allow_other") == 0)
+			cl->allow_other = 1;
 		/* A mount option: fuse_session_new knows it or refuses it. */
 		return 1;
 	case KEY_HELP:
@@ -1071,6 +1074,7 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 	fs.commit.on = cl.commit && strcmp(cl.commit, "async") == 0;
+	fs.multi_user = cl.allow_other;
 	if (qc_fs_set_sizes(&fs, cl.window, cl.readahead) < 0) {
 		ret = EXIT_USAGE;
 		goto out_free_args;

@@ -24,6 +24,7 @@
 #include "file.h"
 #include "hints.h"
 #include "idmap.h"
+#include "log.h"
 #include "msg.h"
 #include "node.h"
 #include "ops.h"
@@ -630,6 +631,76 @@ out_err:
  * empty.  A failure drops the parent's listing: the name exists after all
  * (EEXIST), or the request may have taken effect (a lost reply).
  */
+/*
+ * The owner an object made by the caller of `req` in `parent` must be
+ * given: on a mount other local users may use (allow_other) and served
+ * by root, what a user makes is theirs, as on a local filesystem (a
+ * set-group-ID directory's group wins).  1 with *uid and *gid set (as the
+ * server knows them, idmap.h), 0 when the server's own user is right, or
+ * -EPERM when idmap cannot map the caller.
+ */
+static int owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
+		     uint32_t *uid, uint32_t *gid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint32_t su, sg;
+	struct qft_attr pa;
+	int r;
+
+	if (!fs->multi_user)
+		return 0;
+	qc_conn_server_ids(fs->conn, &su, &sg);
+	if (su != 0)
+		return 0;
+	*uid = ctx->uid;
+	*gid = ctx->gid;
+	r = qc_idmap_to_remote(uid, gid);
+	if (r < 0)
+		return r;
+	if (qn_get_attr(&fs->nodes, parent, &pa) && (pa.mode & S_ISGID))
+		*gid = pa.gid;
+	return *uid != su || *gid != sg;
+}
+
+/*
+ * Gives the object just made at `path` (through `handle` when not 0, on
+ * link `gen`) the owner from owner_for; *rep is then its attributes.  On
+ * failure the object is removed again (remove_op), so that nothing is
+ * left that its maker does not own.
+ */
+static int give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
+		      const char *dir, const char *name, uint16_t remove_op,
+		      uint32_t uid, uint32_t gid, struct qc_reply *rep)
+{
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rrep;
+	struct qft_msg m;
+	int r;
+
+	if (snprintf(path, sizeof(path), "%s%s%s", dir, *dir ? "/" : "",
+		     name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	qft_msg_init(&m, QFT_OP_SETATTR, 0);
+	m.handle = handle;
+	if (!handle)
+		qc_set_str(&m.path, path);
+	m.valid = QFT_SET_UID | QFT_SET_GID;
+	m.uid = uid;
+	m.gid = gid;
+	r = handle ? qc_call_gen(fs->conn, gen, &m, rep) :
+		     qc_call(fs->conn, &m, rep);
+	if (r == 0)
+		return 0;
+	qft_warn("/%s: made, but giving it to uid %u gid %u failed: %s; "
+		 "removing it", path, uid, gid, strerror(-r));
+	qft_msg_init(&m, remove_op, 0);
+	qc_set_str(&m.path, dir);
+	qc_set_str(&m.name, name);
+	if (qc_call(fs->conn, &m, &rrep) == 0)
+		qc_reply_free(&rrep);
+	return qc_conn_user_err(r);
+}
+
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       struct qft_msg *m)
 {
@@ -638,7 +709,8 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char path[QFT_MAX_PATH + 1];
 	struct qc_dir_fetch fb;
 	struct qc_reply rep;
-	int r;
+	uint32_t uid, gid;
+	int r, owned;
 
 	r = check_name(name);
 	if (r < 0)
@@ -648,11 +720,29 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_err;
 	qc_set_str(&m->path, path);
 	qc_set_str(&m->name, name);
+	owned = owner_for(req, fs, dir, &uid, &gid);
+	if (owned < 0) {
+		r = owned;
+		goto out_err;
+	}
 	qc_dir_fetch_begin(fs, &fb);
 	r = qc_call(fs->conn, m, &rep);
 	if (r < 0) {
 		qc_dir_drop(fs, dir);
 		goto out_err;
+	}
+	if (owned) {
+		struct qc_reply orep;
+
+		r = give_owner(fs, 0, 0, path, name,
+			       m->op == QFT_OP_MKDIR ? QFT_OP_RMDIR :
+			       QFT_OP_UNLINK, uid, gid, &orep);
+		qc_reply_free(&rep);
+		if (r < 0) {
+			qc_dir_drop(fs, dir);
+			goto out_err;
+		}
+		rep = orep;
 	}
 	if (m->op == QFT_OP_MKDIR)
 		qc_dir_note_mkdir(fs, dir, name, &rep.msg.attr, &fb);
@@ -1203,7 +1293,8 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct qn_node *n;
 	struct qft_msg m;
 	uint64_t handle, gen;
-	int r;
+	uint32_t uid, gid;
+	int r, owned;
 
 	if ((r = check_name(name)) < 0 ||
 	    (r = node_path(fs, parent, NULL, path)) < 0)
@@ -1213,7 +1304,15 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m.name, name);
 	m.opflags = qft_oflags_from_host(fi->flags & ~O_CREAT);
 	m.mode = mode & 07777;
-	if (create_may_pipeline(fs, qc_fs_node(fs, parent), name, fi->flags) &&
+	owned = owner_for(req, fs, qc_fs_node(fs, parent), &uid, &gid);
+	if (owned < 0) {
+		r = owned;
+		goto out_err;
+	}
+	/* A file given to its maker is answered with its owner: no
+	 * prediction (multi-user mounts are not the tree-copy path). */
+	if (!owned &&
+	    create_may_pipeline(fs, qc_fs_node(fs, parent), name, fi->flags) &&
 	    predict_create(fs, qc_fs_node(fs, parent), &m, &a)) {
 		create_pipelined(req, fs, parent, name, &m, &a, fi);
 		return;
@@ -1231,6 +1330,20 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_free_file;
 	}
 	f->gen = gen;
+	if (owned) {
+		struct qc_reply orep;
+
+		r = give_owner(fs, gen, handle, path, name, QFT_OP_UNLINK, uid,
+			       gid, &orep);
+		qc_reply_free(&rep);
+		if (r < 0) {
+			qc_dir_drop(fs, qc_fs_node(fs, parent));
+			f->nf.handle = handle;
+			qc_file_close(fs, f);
+			goto out_err;
+		}
+		rep = orep;
+	}
 	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, &rep.msg.attr);
 
 	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, &rep.msg.attr);
