@@ -150,8 +150,7 @@ static void flush_done(void *ctx, int err, struct qc_reply *rep)
 	 * the CREATE predicted (table lock before the file's). */
 	if (err == 0 && only && fs->attr_timeout > 0)
 		qn_file_note_fresh(&fs->nodes, &f->nf, &rep->msg.attr, agen,
-				   qc_now_ns() +
-				   (uint64_t)(fs->attr_timeout * 1e9));
+				   qc_fs_attr_until(fs));
 	pthread_mutex_lock(&f->lock);
 	/* The FLUSH is answered after every WRITE and step before it, so
 	 * their first error is final now; it is reported here, not by a

@@ -431,8 +431,7 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 		 * fstat) is answered from them, unless a WRITE went out. */
 		if (fs->attr_timeout > 0)
 			qn_file_note_fresh(&fs->nodes, &f->nf, &rep->msg.attr,
-					   agen, qc_now_ns() +
-					   (uint64_t)(fs->attr_timeout * 1e9));
+					   agen, qc_fs_attr_until(fs));
 	} else {
 		qc_stat_inc(&fs->stats, QC_STAT_PIPE_ERROR);
 		qft_debug("a pipelined %s failed: %s; reported at close",
@@ -699,8 +698,7 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 		 * close). */
 		if (fs->attr_timeout > 0)
 			qn_note_fresh(&fs->nodes, n, &rep.msg.attr, agen,
-				      qc_now_ns() +
-				      (uint64_t)(fs->attr_timeout * 1e9));
+				      qc_fs_attr_until(fs));
 		qc_reply_free(&rep);
 	}
 	/* Reported here, so cleared, as the server's FLUSH clears its own. */

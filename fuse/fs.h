@@ -125,6 +125,12 @@ static inline uint64_t qc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Until when attributes fetched now may answer getattr (attr_timeout). */
+static inline uint64_t qc_fs_attr_until(const struct qc_fs *fs)
+{
+	return qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9);
+}
+
 static inline void qc_set_str(struct qft_str *s, const char *p)
 {
 	s->s = p;

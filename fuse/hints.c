@@ -29,7 +29,7 @@ void qc_hint_noxattr_note(struct qc_fs *fs, struct qn_node *n,
 
 	if ((a->flags & QFT_ATTR_NOXATTR) && fs->attr_timeout > 0 &&
 	    atomic_load(&fs->hints.xattr_gen) == xgen)
-		until = qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9);
+		until = qc_fs_attr_until(fs);
 	qn_set_noxattr_until(&fs->nodes, n, until);
 }
 

@@ -427,8 +427,7 @@ static void setattr_fixed(struct qc_fs *fs, void *ctx, int err,
 		/* The server's own, unless a change went out since. */
 		if ((rep->msg.attr.mode & QFT_S_IFMT) != QFT_S_IFDIR)
 			qn_note_fresh(&fs->nodes, sf->n, &rep->msg.attr,
-				      sf->gen, qc_now_ns() +
-				      (uint64_t)(fs->attr_timeout * 1e9));
+				      sf->gen, qc_fs_attr_until(fs));
 		if (parent)
 			qc_dir_note_attr(fs, parent, name, &rep->msg.attr);
 	} else {
@@ -463,8 +462,7 @@ static int setattr_async(struct qc_fs *fs, struct qn_node *n,
 	qn_attr_stale(&fs->nodes, n);
 	sf->gen = qn_attr_gen(&fs->nodes, n);
 	if ((a->mode & QFT_S_IFMT) != QFT_S_IFDIR)
-		qn_note_fresh(&fs->nodes, n, a, sf->gen, qc_now_ns() +
-			      (uint64_t)(fs->attr_timeout * 1e9));
+		qn_note_fresh(&fs->nodes, n, a, sf->gen, qc_fs_attr_until(fs));
 	if (qn_parent_ref(&fs->nodes, n, &parent, name) == 0) {
 		qc_dir_note_attr(fs, parent, name, a);
 		qn_unref(&fs->nodes, parent);
@@ -593,8 +591,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (fs->attr_timeout > 0 && !hf &&
 	    (rep.msg.attr.mode & QFT_S_IFMT) != QFT_S_IFDIR)
 		qn_note_fresh(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr,
-			      agen, qc_now_ns() +
-			      (uint64_t)(fs->attr_timeout * 1e9));
+			      agen, qc_fs_attr_until(fs));
 	reply_attr(req, fs, qc_fs_node(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "sshproc.h"
 #include "thread.h"
+#include "transport.h"
 
 /* What the remote shell prints once logged in, before the command. */
 #define MARKER        "qftfs-ssh-login-ok"
@@ -94,8 +95,6 @@ static void __attribute__((noreturn)) exec_ssh(int sock, int err,
 					       char **argv, bool detach)
 {
 	sigset_t none;
-	char msg[512];
-	int n, e;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -111,21 +110,8 @@ static void __attribute__((noreturn)) exec_ssh(int sock, int err,
 	if (sock < 0 || err < 0 || dup2(sock, STDIN_FILENO) < 0 ||
 	    dup2(sock, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)
 		_exit(127);
-	if (close_range(STDERR_FILENO + 1, ~0u, 0) < 0) {
-		long max = sysconf(_SC_OPEN_MAX);
-
-		for (int fd = STDERR_FILENO + 1; fd < max; fd++)
-			close(fd);
-	}
-	execvp(argv[0], argv);
-	e = errno;
-	n = snprintf(msg, sizeof(msg), "qftfs-exec-failed: %s: %s\n", argv[0],
-		     strerror(e));
-	if (n > 0)
-		(void)!write(STDERR_FILENO, msg,
-			     (size_t)n < sizeof(msg) ? (size_t)n
-						     : sizeof(msg) - 1);
-	_exit(127);
+	qc_transport_exec(argv, STDERR_FILENO + 1, "qftfs-exec-failed: ", ": ",
+			  "\n");
 }
 
 /* Appends what ssh said on stderr during login. */

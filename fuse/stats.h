@@ -40,9 +40,9 @@ enum qc_stat {
 	QC_STAT_CLOSE_WAIT,     /* close()s that waited for the server */
 	QC_STAT_PIPE_ERROR,     /* pipelined steps that failed (reported at
 				 * close or the next write/fsync) */
-	QC_STAT_STAT_WAIT,      /* stats that waited for a pipelined CREATE's
-				 * answer (its inode number): a round trip
-				 * like requests_waited */
+	QC_STAT_STAT_WAIT,      /* kept for readers of the name; 0 since a
+				 * stat of a pipelined create is answered
+				 * with its provisional inode (node.h) */
 	/* What applications did (reqlog.c). */
 	QC_STAT_BYTES_READ,     /* bytes read(2) returned */
 	QC_STAT_BYTES_WRITTEN,  /* bytes write(2) accepted */

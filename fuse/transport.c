@@ -114,8 +114,6 @@ static void __attribute__((noreturn)) exec_server(int sock, int meta,
 						  int errfd, char **argv)
 {
 	sigset_t none;
-	char msg[512];
-	int err, n;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -148,18 +146,25 @@ static void __attribute__((noreturn)) exec_server(int sock, int meta,
 		_exit(127);
 	if (errfd >= 0 && dup2(errfd, STDERR_FILENO) < 0)
 		_exit(127);
-	if (close_range(QC_META_FD + 1, ~0u, 0) < 0) {
+	qc_transport_exec(argv, QC_META_FD + 1, "qftfs: cannot run server '",
+			  "': ", "; set -o server=PATH\n");
+}
+
+void qc_transport_exec(char **argv, int first, const char *before,
+		       const char *between, const char *after)
+{
+	char msg[512];
+	int n;
+
+	if (close_range((unsigned)first, ~0u, 0) < 0) {
 		long max = sysconf(_SC_OPEN_MAX);
 
-		for (int fd = QC_META_FD + 1; fd < max; fd++)
+		for (int fd = first; fd < max; fd++)
 			close(fd);
 	}
-
 	execvp(argv[0], argv);
-	err = errno;
-	n = snprintf(msg, sizeof(msg),
-		     "qftfs: cannot run server '%s': %s; set -o server=PATH\n",
-		     argv[0], strerror(err));
+	n = snprintf(msg, sizeof(msg), "%s%s%s%s%s", before, argv[0], between,
+		     strerror(errno), after);
 	if (n > 0)
 		(void)!write(STDERR_FILENO, msg,
 			     (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
