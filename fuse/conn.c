@@ -547,7 +547,8 @@ static struct pending *find_pending(struct qc_conn *c, uint64_t id)
 	return NULL;
 }
 
-/* A reply nobody waits for: the answer to a fire-and-forget CLOSE. */
+/* A reply nobody waits for: the answer to a fire-and-forget CLOSE or
+ * UNWATCH (qc_send_noreply). */
 static void drop_unclaimed(struct qc_conn *c, const struct qft_hdr *h,
 			   const struct qbuf *in)
 {
@@ -555,9 +556,10 @@ static void drop_unclaimed(struct qc_conn *c, const struct qft_hdr *h,
 
 	if (in->len >= QFT_HDR_SIZE + 4)
 		status = qft_load32(in->data + QFT_HDR_SIZE);
-	if (h->op == QFT_OP_CLOSE) {
+	if (h->op == QFT_OP_CLOSE || h->op == QFT_OP_UNWATCH) {
 		if (status != QFT_OK)
-			qft_debug("CLOSE of a released handle failed: %s",
+			qft_debug("%s without a waiter failed: %s",
+				  qft_op_name(h->op),
 				  strerror(qft_errno_from_status(status)));
 		return;
 	}

@@ -2553,8 +2553,9 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 	if (scan_announce(&sc, 0, NULL, NULL) < 0)
 		goto out_free;
 	sc.d[0].node = top;
-	qc_file_settle(fs);
+	/* Begun before settling, as a LOOKUP is (ops.c, qc_lookup). */
 	qc_dir_fetch_begin(fs, &fb);
+	qc_file_settle(fs);
 	atomic_fetch_add(&dc->scans, 1);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
@@ -2685,10 +2686,11 @@ static void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 	    qc_conn_wait(fs->conn, &gen) < 0 ||
 	    qc_handle_alloc(fs->conn, gen, &h) < 0)
 		return;
-	qc_file_settle(fs);
+	/* Begun before settling, as a LOOKUP is (ops.c, qc_lookup). */
 	b = build_new(fs);
 	if (!b)
 		goto out_free_handle;
+	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);

@@ -180,6 +180,9 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
  * queued on the bulk stream and not find the name.  Free when none is
  * in flight, which is the rule: creates are answered within a round
  * trip, and a tree copy closes each file before the next rename.
+ * A fetch that feeds the directory cache (qc_dir_fetch_begin) begins
+ * before it settles, never after: a create counted after the settle
+ * then spoils the fetch, which may overtake that CREATE.
  */
 void qc_file_settle(struct qc_fs *fs);
 

@@ -205,9 +205,14 @@ static void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	qft_msg_init(&m, QFT_OP_LSTAT, 0);
 	qc_set_str(&m.path, path);
-	/* A pipelined CREATE of the name must be seen (file.h). */
-	qc_file_settle(fs);
+	/*
+	 * A pipelined CREATE of the name must be seen (file.h).  The fetch
+	 * begins first: a create counted after the settle is then recorded
+	 * after it and spoils this answer, which may have overtaken its
+	 * CREATE on the other stream.
+	 */
 	qc_dir_fetch_begin(fs, &fb);
+	qc_file_settle(fs);
 	sent = true;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)

@@ -289,6 +289,23 @@ def tail(text, n=60):
     return '\n'.join(lines[-n:])
 
 
+def thread_stacks(pid):
+    """Every thread's stack of a stuck process, for the failure report
+    (gdb from Debian's package; a note when it cannot attach)."""
+    if not shutil.which('gdb'):
+        return 'no gdb: no stacks of the stuck process'
+    try:
+        r = subprocess.run(['gdb', '-p', str(pid), '-batch', '-nx',
+                            '-ex', 'thread apply all bt'],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 'gdb failed on %d: %s' % (pid, e)
+    lines = [l for l in r.stdout.splitlines()
+             if l.startswith(('Thread ', '#'))]
+    return 'stacks of %d:\n  ' % pid + '\n  '.join(lines[:200])
+
+
 class Mount:
     """One running `qftfs -f` and its mount.
 
@@ -439,6 +456,7 @@ class Mount:
                 rc = self.proc.wait(timeout=30 * timeout_scale())
             except subprocess.TimeoutExpired:
                 problems.append('qftfs did not exit within 30s of the unmount')
+                problems.append(thread_stacks(self.proc.pid))
                 self.abort()
                 rc = self.proc.wait(timeout=30)
             if rc < 0 and self.aborted:
