@@ -63,6 +63,17 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 {
 	struct stat st;
 
+	/*
+	 * The path led to an object of another type than the kernel's
+	 * inode (another thread replaced the name between the kernel's
+	 * lookup and this request): the kernel would take those attributes
+	 * as corruption and fail the inode with EIO for good.  ESTALE makes
+	 * stat(2) look the name up again instead.
+	 */
+	if (qn_replaced(&fs->nodes, n, a, false)) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	qn_note_attr(&fs->nodes, n, a, NULL);
 	qc_hint_noxattr_note(fs, n, a, xgen);
 	qc_fs_attr_to_stat(fs, n, a, &st);
@@ -929,6 +940,32 @@ static int rename_async(struct qc_fs *fs, struct qn_node *dir,
 	return r;
 }
 
+/*
+ * Whether two names are, as far as this client knows, links of one
+ * server inode: rename(2) then does nothing and both names stay, while
+ * the kernel, which sees two inodes (nodes are names here), moves its
+ * dentry as for any rename.
+ */
+static bool same_object(struct qc_fs *fs, fuse_ino_t parent, const char *name,
+			fuse_ino_t newparent, const char *newname)
+{
+	struct qn_node *a, *b = NULL;
+	bool same = false;
+
+	a = qn_find_ref(&fs->nodes, qc_fs_node(fs, parent), name);
+	if (a)
+		b = qn_find_ref(&fs->nodes, qc_fs_node(fs, newparent),
+				newname);
+	if (a && b)
+		same = qn_rino(&fs->nodes, a) &&
+		       qn_rino(&fs->nodes, a) == qn_rino(&fs->nodes, b);
+	if (b)
+		qn_unref(&fs->nodes, b);
+	if (a)
+		qn_unref(&fs->nodes, a);
+	return same;
+}
+
 static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -938,6 +975,7 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char shown[QFT_MAX_PATH + QFT_MAX_NAME + 2];
 	struct qc_reply rep;
 	struct qft_msg m;
+	bool same;
 	int r;
 
 	qft_msg_init(&m, QFT_OP_RENAME, 0);
@@ -957,7 +995,10 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m.name, name);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
-	if (rename_predicted(fs, qc_fs_node(fs, parent), name,
+	/* A file whose CREATE is unanswered has no server inode yet, and
+	 * is nobody's other link. */
+	same = !flags && same_object(fs, parent, name, newparent, newname);
+	if (!same && rename_predicted(fs, qc_fs_node(fs, parent), name,
 			     qc_fs_node(fs, newparent), newname, flags) &&
 	    snprintf(shown, sizeof(shown), "%s%s%s", path, *path ? "/" : "",
 		     name) > 0 &&
@@ -970,12 +1011,22 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	qc_file_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
-	if (r < 0) {
+	if (r < 0 || same) {
+		/* After a same-object rename the listings are what they
+		 * were, if the client knew right; asked for again in case
+		 * it did not. */
 		qc_dir_drop(fs, qc_fs_node(fs, parent));
 		qc_dir_drop(fs, qc_fs_node(fs, newparent));
+	}
+	if (r < 0)
+		goto out;
+	qc_reply_free(&rep);
+	if (same) {
+		/* Only the kernel's dentry moves: the node follows it. */
+		qn_rename(&fs->nodes, qc_fs_node(fs, parent), name,
+			  qc_fs_node(fs, newparent), newname, false);
 		goto out;
 	}
-	qc_reply_free(&rep);
 out_renamed:
 	if (!(flags & RENAME_EXCHANGE))
 		others_lose_a_link(fs, newparent, newname);

@@ -815,6 +815,16 @@ static int op_close(struct srv *s, const struct qft_msg *req,
 	return r;
 }
 
+/* Whether two names are links of one inode (neither followed). */
+static bool same_inode(int d1, const char *n1, int d2, const char *n2)
+{
+	struct stat a, b;
+
+	return fstatat(d1, n1, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fstatat(d2, n2, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int op_rename(struct srv *s, const struct qft_msg *req,
 		     struct qft_msg *rep)
 {
@@ -835,6 +845,13 @@ static int op_rename(struct srv *s, const struct qft_msg *req,
 		r = d2;
 		goto out_close_d1;
 	}
+	/*
+	 * Two links of one inode: rename(2) succeeds and changes nothing,
+	 * so no event will come to meet an expectation, and no writer
+	 * registration moves.
+	 */
+	if (!flags && same_inode(d1, req->name.s, d2, req->name2.s))
+		goto out_close_d2;
 	/* An exchange moves each name both ways. */
 	srv_watch_begin(s->watch, &wop);
 	srv_watch_expect(s->watch, &wop, d1, req->name.s,
@@ -850,6 +867,7 @@ static int op_rename(struct srv *s, const struct qft_msg *req,
 	if (r == 0)
 		srv_watch_renamed(s->watch, d1, req->name.s, d2, req->name2.s,
 				  xchg);
+out_close_d2:
 	close(d2);
 out_close_d1:
 	close(d1);

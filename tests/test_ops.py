@@ -444,6 +444,34 @@ def test_hardlink(mount):
     assert stat.S_ISLNK(os.lstat(P(src, 'sl2')).st_mode)
 
 
+@pytest.mark.parametrize('where', ['made_here', 'on_server'])
+def test_rename_onto_own_hard_link(mount, where):
+    """rename(2) of one link of an inode onto another does nothing: both
+    names stay (POSIX), though the kernel sees two inodes and moves its
+    dentry.  A directory made by the mount is listed from its lease,
+    which must not lose the first name (found by the metadata storm)."""
+    src, mnt = mount
+    if where == 'made_here':
+        os.mkdir(P(mnt, 'd'))
+        _write(P(mnt, 'd', 'a'), b'one')
+        os.link(P(mnt, 'd', 'a'), P(mnt, 'd', 'b'))
+    else:
+        os.mkdir(P(src, 'd'))
+        _write(P(src, 'd', 'a'), b'one')
+        os.link(P(src, 'd', 'a'), P(src, 'd', 'b'))
+        assert sorted(os.listdir(P(mnt, 'd'))) == ['a', 'b']
+    os.rename(P(mnt, 'd', 'a'), P(mnt, 'd', 'b'))
+    assert sorted(os.listdir(P(src, 'd'))) == ['a', 'b']
+    assert sorted(os.listdir(P(mnt, 'd'))) == ['a', 'b']
+    assert os.stat(P(mnt, 'd', 'a')).st_nlink == 2
+    assert _read(P(mnt, 'd', 'b')) == b'one'
+    # Each name still works on its own.
+    os.unlink(P(mnt, 'd', 'a'))
+    assert os.listdir(P(src, 'd')) == ['b']
+    assert os.listdir(P(mnt, 'd')) == ['b']
+    assert os.stat(P(mnt, 'd', 'b')).st_nlink == 1
+
+
 # ---------------------------------------------------------------------------
 # statfs, fallocate, xattrs, mknod
 
