@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dircache.h"
 #include "file.h"
@@ -17,6 +18,7 @@
 #include "msg.h"
 #include "node.h"
 #include "protocol.h"
+#include "stream.h"
 
 void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
 			const struct qft_attr *a, struct stat *st)
@@ -42,6 +44,9 @@ void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
 	e->entry_timeout = fs->entry_timeout;
 	qc_fs_attr_to_stat(fs, n, a, &e->attr);
 }
+
+/* The ceiling of a measured window or read-ahead. */
+#define QC_AUTO_SIZE_MAX ((uint64_t)256 << 20)
 
 static int parse_size(const char *name, const char *s, uint64_t *out)
 {
@@ -82,10 +87,28 @@ int qc_fs_init(struct qc_fs *fs)
 	return qc_commit_init(&fs->commit, fs->commit.on);
 }
 
+/*
+ * The most a measured window or read-ahead may grow to: 1/64 of the
+ * memory per direction (a window's data waits in the send queue, a
+ * read-ahead's in replies), between the fixed default and 256 MiB.  A
+ * 10 GbE link with a 40 ms round trip wants 100 MB.
+ */
+static uint64_t auto_ceiling(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t v = QC_WINDOW_DEFAULT;
+
+	if (pages > 0 && psize > 0)
+		v = (uint64_t)pages * (uint64_t)psize / 64;
+	if (v < QC_WINDOW_DEFAULT)
+		v = QC_WINDOW_DEFAULT;
+	return v < QC_AUTO_SIZE_MAX ? v : QC_AUTO_SIZE_MAX;
+}
+
 int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 		    const char *readahead)
 {
-	uint64_t w = QC_WINDOW_DEFAULT, ra = QC_READAHEAD_DEFAULT;
+	uint64_t w = auto_ceiling(), ra = auto_ceiling();
 
 	if (parse_size("window", window, &w) < 0 ||
 	    parse_size("readahead", readahead, &ra) < 0)
@@ -93,6 +116,8 @@ int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 	fs->window = w;
 	fs->readahead = ra;
 	fs->sizes_set = true;
+	/* Sizes not given are measured, up to the ceiling above. */
+	qc_stream_set_auto(!window, !readahead);
 	return 0;
 }
 

@@ -21,6 +21,107 @@
 #include "protocol.h"
 #include "stream.h"
 
+/*
+ * One estimate per direction for the whole process: a client process
+ * serves one mount, whose files all share its link.
+ */
+struct qc_bdp qc_bdp_up = { .lock = PTHREAD_MUTEX_INITIALIZER };
+struct qc_bdp qc_bdp_down = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* Set once before the mount serves anything (qc_stream_set_auto). */
+static bool window_auto, ra_auto;
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void qc_bdp_reset(struct qc_bdp *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->gen = b->rtt_us = b->bw = b->bw_at = 0;
+	b->bytes = b->mark_us = b->mark_bytes = 0;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void qc_bdp_sample(struct qc_bdp *b, uint64_t gen, uint64_t sent_us,
+		   uint64_t now_us, uint32_t len)
+{
+	uint64_t rtt = now_us > sent_us ? now_us - sent_us : 1;
+	uint64_t span;
+
+	pthread_mutex_lock(&b->lock);
+	if (gen != b->gen) {
+		/* Another link: what was measured was another path. */
+		b->gen = gen;
+		b->rtt_us = b->bw = b->bw_at = 0;
+		b->mark_us = 0;
+	}
+	if (b->rtt_us == 0 || rtt < b->rtt_us)
+		b->rtt_us = rtt;
+	b->bytes += len;
+	if (b->mark_us == 0 || now_us < b->mark_us) {
+		b->mark_us = now_us;
+		b->mark_bytes = b->bytes;
+		goto out;
+	}
+	span = now_us - b->mark_us;
+	if (span >= QC_BDP_INTERVAL_US && span >= b->rtt_us) {
+		uint64_t rate = (b->bytes - b->mark_bytes) * 1000000u / span;
+
+		if (rate >= b->bw || now_us - b->bw_at > QC_BDP_FORGET_US) {
+			b->bw = rate;
+			b->bw_at = now_us;
+		}
+		b->mark_us = now_us;
+		b->mark_bytes = b->bytes;
+	}
+out:
+	pthread_mutex_unlock(&b->lock);
+}
+
+uint64_t qc_bdp_size(struct qc_bdp *b, uint64_t dflt, uint64_t max)
+{
+	uint64_t v = dflt;
+
+	pthread_mutex_lock(&b->lock);
+	/* rtt_us is at most seconds and bw at most some GB/s: no overflow */
+	if (b->rtt_us && b->bw)
+		v = QC_BDP_GAIN * (b->bw * b->rtt_us / 1000000u);
+	pthread_mutex_unlock(&b->lock);
+	if (v < QC_BDP_MIN)
+		v = QC_BDP_MIN;
+	return v < max ? v : max;
+}
+
+void qc_stream_set_auto(bool window, bool readahead)
+{
+	window_auto = window;
+	ra_auto = readahead;
+}
+
+uint64_t qc_wb_window(const struct qc_fs *fs)
+{
+	uint64_t dflt = QC_WINDOW_DEFAULT < fs->window ? QC_WINDOW_DEFAULT :
+		fs->window;
+
+	if (!window_auto || fs->window == 0)
+		return fs->window;
+	return qc_bdp_size(&qc_bdp_up, dflt, fs->window);
+}
+
+uint64_t qc_ra_limit(const struct qc_fs *fs)
+{
+	uint64_t dflt = QC_READAHEAD_DEFAULT < fs->readahead ?
+		QC_READAHEAD_DEFAULT : fs->readahead;
+
+	if (!ra_auto || fs->readahead == 0)
+		return fs->readahead;
+	return qc_bdp_size(&qc_bdp_down, dflt, fs->readahead);
+}
+
 void qc_ra_init(struct qc_ra *ra)
 {
 	memset(ra, 0, sizeof(*ra));
@@ -179,8 +280,8 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		f->ra.eof = false;
 		f->ra.end = off;
 		f->ra.pos = off;
-		if (f->ra.credit > fs->readahead)
-			f->ra.credit = fs->readahead;
+		if (f->ra.credit > qc_ra_limit(fs))
+			f->ra.credit = qc_ra_limit(fs);
 		f->ra.eaten = 0;
 	}
 	if (end > f->ra.pos)
@@ -199,9 +300,10 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
  */
 struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
 {
+	uint64_t limit = qc_ra_limit(fs);
 	uint64_t want = f->ra.pos + f->ra.credit;
-	uint64_t budget = 2 * fs->readahead > QC_RA_TOTAL_MIN ?
-		2 * fs->readahead : QC_RA_TOTAL_MIN;
+	uint64_t budget = 2 * limit > QC_RA_TOTAL_MIN ?
+		2 * limit : QC_RA_TOTAL_MIN;
 	struct qc_ra_chunk *first = NULL, **tail = &first;
 
 	while (!f->ra.eof && f->ra.end < want) {
@@ -294,8 +396,8 @@ void qc_ra_prime(struct qc_fs *fs, struct qc_file *f, uint32_t asked,
 	f->ra.end = asked;
 	f->ra.pos = 0;
 	f->ra.eaten = 0;
-	if (f->ra.credit > fs->readahead)
-		f->ra.credit = fs->readahead;
+	if (f->ra.credit > qc_ra_limit(fs))
+		f->ra.credit = qc_ra_limit(fs);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -304,6 +406,10 @@ static void ra_done(void *ctx, int err, struct qc_reply *rep)
 	struct qc_ra_chunk *c = ctx;
 	struct qc_file *f = c->f;
 
+	/* Only full chunks: a short one ends the file, not the link's rate. */
+	if (err == 0 && rep->msg.data.len == c->len)
+		qc_bdp_sample(&qc_bdp_down, c->sent_gen, c->sent_us, mono_us(),
+			      c->len);
 	pthread_mutex_lock(&f->lock);
 	qc_ra_complete(c, err, rep);
 	qc_file_async_done(f);
@@ -323,6 +429,8 @@ void qc_ra_send(struct qc_fs *fs, uint64_t gen, uint64_t handle,
 		m.handle = handle;
 		m.offset = c->off;
 		m.length = c->len;
+		c->sent_us = mono_us();
+		c->sent_gen = gen;
 		(void)qc_call_async(fs->conn, gen, &m, ra_done, c);
 		c = next;
 	}
@@ -366,7 +474,7 @@ ssize_t qc_ra_collect(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		      uint64_t end, struct qc_ra_chunk **pinned, int npin,
 		      struct iovec *iov, int *niov)
 {
-	uint64_t pos = off;
+	uint64_t pos = off, limit;
 
 	*niov = 0;
 	for (int i = 0; i < npin && pos < end; i++) {
@@ -394,10 +502,9 @@ ssize_t qc_ra_collect(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		f->ra.eaten += f->ra.head->len;
 		ra_unlink_head(f);
 	}
-	if (f->ra.on && f->ra.eaten >= f->ra.credit &&
-	    f->ra.credit < fs->readahead) {
-		f->ra.credit = 2 * f->ra.credit < fs->readahead ?
-			2 * f->ra.credit : fs->readahead;
+	limit = qc_ra_limit(fs);
+	if (f->ra.on && f->ra.eaten >= f->ra.credit && f->ra.credit < limit) {
+		f->ra.credit = 2 * f->ra.credit < limit ? 2 * f->ra.credit : limit;
 		f->ra.eaten = 0;
 	}
 	return (ssize_t)(pos - off);
@@ -514,6 +621,8 @@ void qc_wb_complete(struct qc_file *f, uint32_t len, int err)
 struct wb_write {
 	struct qc_file *f;
 	uint32_t len;
+	uint64_t gen;
+	uint64_t sent_us;
 };
 
 static void wb_done(void *ctx, int err, struct qc_reply *rep)
@@ -527,6 +636,9 @@ static void wb_done(void *ctx, int err, struct qc_reply *rep)
 			(unsigned long long)rep->msg.count, w->len);
 		err = -EIO;
 	}
+	if (err == 0)
+		qc_bdp_sample(&qc_bdp_up, w->gen, w->sent_us, mono_us(),
+			      w->len);
 	/* Lost with its link: whether it was written nobody knows. */
 	err = qc_conn_user_err(err);
 	pthread_mutex_lock(&f->lock);
@@ -540,7 +652,7 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 {
 	struct wb_write *w;
 	struct qft_msg m;
-	uint64_t gen, handle;
+	uint64_t gen, handle, window = qc_wb_window(fs);
 	int r;
 
 	r = qc_file_handle(fs, f, &gen, &handle);
@@ -553,7 +665,7 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 	w->len = len;
 
 	pthread_mutex_lock(&f->lock);
-	while (qc_wb_must_wait(&f->wb, fs->window, len))
+	while (qc_wb_must_wait(&f->wb, window, len))
 		pthread_cond_wait(&f->cond, &f->lock);
 	r = qc_wb_account(f, len);
 	if (r == 0 && (uint64_t)off + len > f->wend)
@@ -584,6 +696,8 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 	m.offset = (uint64_t)off;
 	m.data.p = (const uint8_t *)buf;
 	m.data.len = len;
+	w->gen = gen;
+	w->sent_us = mono_us();
 	/* On failure wb_done has run and made the error sticky. */
 	r = qc_conn_user_err(qc_call_async(fs->conn, gen, &m, wb_done, w));
 	qc_ra_invalidate_file(fs, f);

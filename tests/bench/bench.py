@@ -81,6 +81,9 @@ QFTFS_DEFAULT_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-urin
 # the variants that run the tree workloads (the others are about bulk data)
 TREE_VARIANTS = ["qftfs", "qftfs-async"]
 TOOLS = ["iperf3", "sshfs", "scp", "rsync", "qftfs"]
+# --profile: the tools whose big-file copies get a "prof" pass (perf
+# record of the whole machine during the copy; see Profiler)
+PROFILE_TOOLS = ["qftfs", "sshfs"]
 SSH_CIPHER = "aes128-gcm@openssh.com"
 IPERF_SECONDS = 10
 
@@ -247,6 +250,33 @@ def read_hwm(pid):
         return None
 
 
+def machine_cpu_s():
+    """Busy CPU seconds of the whole machine so far (every CPU, every
+    process, interrupts included): /proc/stat's cpu line without idle and
+    iowait.  Other users of the machine are in it too."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal (guest is in user)
+    busy = sum(v[:8]) - v[3] - v[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def procs_cpu_s(pids):
+    """CPU seconds (user+system, all threads) the processes used so far."""
+    tck, total = os.sysconf("SC_CLK_TCK"), 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / tck
+
+
 class RssSampler(threading.Thread):
     """Samples VmHWM of every process in some cgroups every 100 ms, so that
     processes which exit during a run are still counted at their peak.
@@ -331,6 +361,11 @@ class Lab:
             self.identity = os.environ.get(
                 "QFTFS_BENCH_IDENTITY",
                 os.path.expanduser("~root/.ssh/id_ed25519"))
+        # where an external emulator runs its forwarding process (netlab.sh:
+        # linkem in netns "emu"); netem is the kernel's, charged to whoever
+        # sends
+        self.emu_netns = (None if backend == "netem" else
+                          os.environ.get("QFTFS_BENCH_EMU_NETNS", "emu") or None)
         self.is_up = False
 
     def up(self, rtt, rate):
@@ -344,9 +379,12 @@ class Lab:
             sh(self.cmd + ["down"], timeout=60, check=False)
             self.is_up = False
 
-    def netns_pids(self):
-        r = sh(["ip", "netns", "pids", self.netns], check=False)
+    def netns_pids(self, netns=None):
+        r = sh(["ip", "netns", "pids", netns or self.netns], check=False)
         return [int(x) for x in r.stdout.split()]
+
+    def emu_pids(self):
+        return self.netns_pids(self.emu_netns) if self.emu_netns else []
 
 
 # --- data -------------------------------------------------------------------
@@ -884,6 +922,87 @@ class LsProbe(threading.Thread):
         return self.res
 
 
+# cgroup (as perf names it, below the cgroup2 root) -> what it holds
+PROFILE_GROUPS = {"client": "client", "server": "server", "app": "cp (the application)"}
+PROFILE_TOP = 12  # symbols kept per group
+
+
+class Profiler:
+    """`perf record -a -e cpu-clock -g --all-cgroups` around one pass (the
+    "prof" pass, with --profile): hardware counters need not exist, and
+    the cgroups tell the client's, the server's and cp's samples apart from
+    the rest of the machine (the link emulator, kernel threads, other
+    users).  stop() puts the top symbols by self time into rec["profile"];
+    perf.data stays beside the logs."""
+
+    def __init__(self, ctx, rec, logpath):
+        self.ctx, self.rec = ctx, rec
+        self.data = os.path.splitext(logpath)[0] + ".perf.data"
+        self.log = logpath
+        with open(logpath, "ab") as lf:
+            self.p = subprocess.Popen(
+                ["perf", "record", "-q", "-a", "--all-cgroups", "-e", "cpu-clock", "-g",
+                 "-o", self.data], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL,
+                preexec_fn=ctx.cg_aux.enter)
+        # perf opens its events before it samples: give it that long
+        time.sleep(0.5)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.rec["perf_data"] = os.path.relpath(self.data, self.ctx.outdir)
+        try:
+            r = sh(["perf", "report", "-i", self.data, "--stdio", "--no-children",
+                    "-g", "none", "--sort", "cgroup,comm,dso,sym", "-t", "|"],
+                   timeout=600, check=False)
+        except subprocess.TimeoutExpired:
+            self.rec["profile"] = {"error": "perf report took more than 600 s"}
+            return
+        self.rec["profile"] = profile_summary(r.stdout, self.ctx.cg_tag)
+
+
+def profile_summary(text, tag):
+    """perf report's lines (self %, cgroup, comm, dso, symbol) grouped by
+    who ran them: {groups: [{group, pct, kernel_pct, top: [[pct, comm,
+    symbol]]}], samples_pct}.  A symbol marked [k] ran in the kernel on
+    that group's behalf (system calls, TCP, FUSE, page cache, softirqs it
+    happened to run)."""
+    groups = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "|" not in line:
+            continue
+        parts = [x.strip() for x in line.split("|")]
+        if len(parts) < 5 or not parts[0].endswith("%"):
+            continue
+        try:
+            pct = float(parts[0].rstrip("%"))
+        except ValueError:
+            continue
+        cg, comm, sym = parts[1], parts[2], parts[4]
+        name = cg.rsplit("/", 1)[-1]
+        group = "other (link emulator, kernel threads, the rest of the machine)"
+        if name.startswith(tag + "-"):
+            group = PROFILE_GROUPS.get(name[len(tag) + 1:], group)
+        g = groups.setdefault(group, {"group": group, "pct": 0.0, "kernel_pct": 0.0,
+                                      "syms": {}})
+        g["pct"] += pct
+        if sym.startswith("[k]"):
+            g["kernel_pct"] += pct
+        key = (comm, sym)
+        g["syms"][key] = g["syms"].get(key, 0.0) + pct
+    out = []
+    for g in sorted(groups.values(), key=lambda g: -g["pct"]):
+        top = sorted(g.pop("syms").items(), key=lambda kv: -kv[1])[:PROFILE_TOP]
+        g["pct"], g["kernel_pct"] = round(g["pct"], 2), round(g["kernel_pct"], 2)
+        g["top"] = [[round(p, 2), c, s] for (c, s), p in top]
+        out.append(g)
+    return {"groups": out}
+
+
 def measure_pass(ctx, rec, tool, data, workload, pname, mount):
     direction = WORKLOAD_DIRECTION[workload]
     dst_name = f"{data['name']}.{tool}.{workload}.{pname}"
@@ -895,6 +1014,8 @@ def measure_pass(ctx, rec, tool, data, workload, pname, mount):
         rm_rf(dst)
     app_cg = ctx.cg_app if mount else ctx.cg_client
     ctx.sampler.reset()
+    emu = ctx.lab.emu_pids()
+    m0, e0 = machine_cpu_s(), procs_cpu_s(emu)
     c0, s0, a0 = ctx.cg_client.cpu_s(), ctx.cg_server.cpu_s(), ctx.cg_app.cpu_s()
     logpath = os.path.join(ctx.logdir, f"{rec['id']:04d}-{rec['link']}-{data['name']}-"
                            f"{tool}-{workload}-{pname}.log")
@@ -903,9 +1024,12 @@ def measure_pass(ctx, rec, tool, data, workload, pname, mount):
     if pname == "ls":
         probe = LsProbe(os.path.join(ctx.mnt, LSDIR), ctx.timeout)
         probe.start()
+    perf = Profiler(ctx, rec, logpath) if pname == "prof" else None
     status, secs, rc, tail = run_measured(
         ctx, argv, app_cg, ctx.timeout, logpath,
         on_timeout=(mount.abort if mount else None), stdout_path=w["stdout"])
+    if perf:
+        perf.stop()
     if status == "ok" and data["kind"] == "file" and direction == "up":
         # not part of the figure: what the copy left unflushed (qftfs
         # fdatasyncs at close, the others do not)
@@ -928,6 +1052,11 @@ def measure_pass(ctx, rec, tool, data, workload, pname, mount):
     else:
         time.sleep(0.2)
     c1, s1, a1 = ctx.cg_client.cpu_s(), ctx.cg_server.cpu_s(), ctx.cg_app.cpu_s()
+    m1, e1 = machine_cpu_s(), procs_cpu_s(emu)
+    if m0 is not None and m1 is not None:
+        rec["machine_cpu_s"] = round(m1 - m0, 3)
+    if emu:
+        rec["emu_cpu_s"] = round(e1 - e0, 3)
     crss, cprocs = ctx.sampler.result("client")
     srss, sprocs = ctx.sampler.result("server")
     rec.update(status=status, exit_code=rc, seconds=round(secs, 3))
@@ -1082,6 +1211,9 @@ def run_tool(ctx, res, link, data, tool):
         if is_mount and ctx.ls_probe and data["name"].startswith("big-") and \
                 workload != "randread":
             passes = passes + ["ls"]
+        if ctx.profile and tool in PROFILE_TOOLS and data["kind"] == "file" and \
+                workload in ("copy-up", "copy-down"):
+            passes = passes + ["prof"]
         mount = None
         # why the remaining passes of this workload cannot run
         broken = None
@@ -1108,7 +1240,7 @@ def run_tool(ctx, res, link, data, tool):
                     mount.umount()
                     mount = None
                 drop_caches()
-            elif pname == "ls":
+            elif pname in ("ls", "prof"):
                 # the data cold again (else a download is a page-cache
                 # read that ends before ls starts), the mount as it is
                 drop_caches()
@@ -1259,6 +1391,10 @@ def main():
                     "as TIMEOUT (default 300 with --quick, else 3600)")
     ap.add_argument("--no-ls-probe", action="store_true",
                     help="skip the 'ls' pass (ls -l during a big copy on each mount)")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more pass of each big-file copy of " + " and ".join(PROFILE_TOOLS) +
+                    " under `perf record -a -e cpu-clock -g`: the top symbols by self time, "
+                    "per client, server, cp and the rest, in the results")
     ap.add_argument("--out", help="results directory (default tests/bench/results/<timestamp>)")
     ap.add_argument("--argv0", default="bash tests/bench/run.sh", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1324,6 +1460,9 @@ def main():
     ctx.workloads = workloads
     ctx.quick_passes = args.quick and not args.passes
     ctx.ls_probe = not args.no_ls_probe
+    ctx.profile = args.profile
+    if args.profile and not shutil.which("perf"):
+        sys.exit("bench: --profile needs perf (apt-get install linux-perf)")
     ctx.lab = Lab(backend)
     ctx.known_hosts = os.path.join(work, "known_hosts")
 
@@ -1368,6 +1507,7 @@ def main():
     if not kind:
         notes.append("no usable cgroup hierarchy: CPU seconds are not measured")
     tag = f"qftfs-bench-{os.getpid()}"
+    ctx.cg_tag = tag
     ctx.cg_client = CGroup(kind, croot, tag + "-client")
     ctx.cg_server = CGroup(kind, croot, tag + "-server")
     ctx.cg_app = CGroup(kind, croot, tag + "-app")
@@ -1379,7 +1519,8 @@ def main():
         "netns": ctx.lab.netns, "quick": args.quick, "links": links,
         "tools": run_tools, "data": datas, "passes": passes, "directions": directions,
         "workloads": workloads,
-        "timeout_s": timeout, "cgroup": kind, "ssh_cipher": SSH_CIPHER,
+        "timeout_s": timeout, "cgroup": kind, "profile": args.profile,
+        "emu_netns": ctx.lab.emu_netns, "ssh_cipher": SSH_CIPHER,
         "build": build, "workdir": work, "qftfs_binaries": {
             os.path.basename(p): {"sha256": sha256_file(p)[:16], "mtime": datetime.datetime.
                                   fromtimestamp(os.path.getmtime(p)).isoformat(timespec="seconds")}

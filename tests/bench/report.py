@@ -36,6 +36,10 @@ WORKLOAD_TEXT = {
 }
 
 
+# the direction of the workloads a chart can set against iperf3
+WORKLOAD_DIR = {"copy-up": "up", "copy-down": "down"}
+
+
 def workload(r):
     """A run's workload; results.json files older than the tree workloads
     have only a direction."""
@@ -81,6 +85,20 @@ def add_ratios(doc):
         s = sshfs.get((r["link"], r["data"], workload(r), r["pass"]))
         if s and timed(r):
             r["vs_sshfs"] = round(s / timed(r), 2)
+
+
+def per_gb(r, *keys):
+    """CPU seconds per 10^9 bytes of file data of the named figures (all of
+    them present), or None."""
+    vals = [r.get(k) for k in keys]
+    if any(v is None for v in vals) or not r.get("data_bytes") or r.get("status") != "ok":
+        return None
+    return round(sum(vals) / (r["data_bytes"] / 1e9), 2)
+
+
+def client_keys(r):
+    """A mount's client side includes the cp that drives it."""
+    return ("client_cpu_s", "app_cpu_s") if "app_cpu_s" in r else ("client_cpu_s",)
 
 
 def fmt(v, nd=1):
@@ -232,6 +250,34 @@ def trees_md(doc):
     return L
 
 
+def profiles_md(doc):
+    """The "prof" passes (--profile): where the CPU went during one copy."""
+    runs = [r for r in doc["runs"] if r.get("profile")]
+    if not runs:
+        return []
+    L = ["## Profiles\n",
+         "`perf record -a --all-cgroups -e cpu-clock -g` of the whole machine during "
+         "one more cold copy on the same mount (pass `prof`); self time per symbol, "
+         "as % of all samples of both CPUs (idle included), grouped by the cgroup "
+         "that ran it; [k] = kernel code run on that group's behalf (system calls, "
+         "FUSE, TCP, page cache, softirqs), [.] = its own code and libraries.  "
+         "perf.data is beside the logs (`perf report -i FILE`).\n"]
+    for r in runs:
+        p = r["profile"]
+        L.append(f"### {r['link']} / {r['data']} / {r['tool']} {r['direction']} "
+                 f"({fmt(r.get('mb_s'))} MB/s, {fmt(r.get('seconds'), 2)} s)\n")
+        if p.get("error"):
+            L.append(f"{p['error']}\n")
+            continue
+        L.append("| group | % of samples | of it kernel % | top symbols (self %, thread: symbol) |")
+        L.append("|---|---:|---:|---|")
+        for g in p["groups"]:
+            top = "; ".join(f"{pct:.1f} {comm}: {sym}" for pct, comm, sym in g["top"][:8])
+            L.append(f"| {g['group']} | {g['pct']:.1f} | {g['kernel_pct']:.1f} | {top} |")
+        L.append("")
+    return L
+
+
 def write_md(doc, path):
     runs = doc["runs"]
     h = doc.get("host", {})
@@ -255,10 +301,14 @@ def write_md(doc, path):
     L.append("Columns: s = wall seconds of the copy command; MB/s = 10^6 bytes/s of "
              "file data; % link = that rate over iperf3's goodput on the same link and "
              "direction; x sshfs = sshfs seconds / these seconds (> 1: faster than "
-             "sshfs); CPU = CPU seconds (user+system) of the client tool's process tree "
-             "and of the server-side processes; RSS = sum of the peak resident set "
-             "(VmHWM) of those processes, MiB.  Mount tools (sshfs, qftfs) are driven "
-             "with `cp`, whose own CPU is in results.json as app_cpu_s.\n")
+             "sshfs); CPU s/GB = CPU seconds (user+system) per 10^9 bytes of file "
+             "data: client = the client tool's process tree (for a mount: the "
+             "mount's processes plus the `cp` that drives it), server = the "
+             "server-side processes, machine = every CPU of the machine busy "
+             "(/proc/stat; other users of the machine are in it too), emu = the "
+             "link emulator's forwarding process (netlab.sh's linkem; none with "
+             "netem); RSS = sum of the peak resident set (VmHWM) of those "
+             "processes, MiB.  Raw CPU seconds are in results.json.\n")
     L += trees_md(doc)
     for link in ordered(r["link"] for r in runs):
         lr = [r for r in runs if r["link"] == link]
@@ -286,8 +336,8 @@ def write_md(doc, path):
             cols = ["tool", "workload" if tree else "dir", "pass", "status", "s"]
             if tree:
                 cols += ["files/s", "RT/file"]
-            cols += ["MB/s", "% link", "x sshfs", "client CPU s", "server CPU s",
-                     "client RSS MiB", "server RSS MiB"]
+            cols += ["MB/s", "% link", "x sshfs", "client CPU s/GB", "server CPU s/GB",
+                     "machine CPU s/GB", "emu CPU s/GB", "client RSS MiB", "server RSS MiB"]
             L.append("| " + " | ".join(cols) + " |")
             L.append("|" + "|".join("---" if i < 4 else "---:" for i in range(len(cols))) + "|")
             for r in dr:
@@ -298,7 +348,9 @@ def write_md(doc, path):
                     row += [fmt(r.get("files_s"), 0), fmt(r.get("rtt_per_file"), 2)]
                 row += [fmt(r.get("mb_s"), 2 if tree or workload(r) == "randread" else 1)]
                 row += [fmt(r.get("link_pct")), fmt(r.get("vs_sshfs"), 2),
-                        fmt(r.get("client_cpu_s"), 2), fmt(r.get("server_cpu_s"), 2),
+                        fmt(per_gb(r, *client_keys(r)), 2),
+                        fmt(per_gb(r, "server_cpu_s"), 2),
+                        fmt(per_gb(r, "machine_cpu_s"), 2), fmt(per_gb(r, "emu_cpu_s"), 2),
                         fmt(mib(r.get("client_rss_kib"))), fmt(mib(r.get("server_rss_kib")))]
                 L.append("| " + " | ".join(row) + " |")
             lsr = [r for r in dr if r.get("ls_during_copy")]
@@ -331,6 +383,7 @@ def write_md(doc, path):
                     L.append(f"- {r['tool']} {workload(r) if tree else r['direction']} "
                              f"{r['pass']}: {st} — {err}")
             L.append("")
+    L += profiles_md(doc)
     L.append("## Commands\n")
     L.append("One example per tool, data kind and direction (paths as in the run; "
              "`.cold`/`.warm` name the pass):\n")
@@ -350,7 +403,23 @@ def write_md(doc, path):
         f.write("\n".join(L))
 
 
+def chart_panels(runs, link, data):
+    """The panels of one link and data set: the first passes (cold, and ls
+    / prof when run) and, apart, the warm re-reads, whose page-cache rates
+    would flatten every cold bar on a shared axis.  [(title, [(workload,
+    pass)])]"""
+    groups = ordered((workload(r), r["pass"]) for r in runs
+                     if r["link"] == link and r["data"] == data)
+    first = [g for g in groups if g[1] != "warm"]
+    warm = [g for g in groups if g[1] == "warm"]
+    return [(t, g) for t, g in (("", first), ("warm", warm)) if g]
+
+
 def write_chart(doc, path):
+    """One row per link; per data set a panel of the first passes and one
+    of the warm passes.  Big files are drawn as % of iperf3's goodput on
+    the same link and direction when iperf3 ran (100 % = the link), else,
+    like trees (files/s) and warm re-reads, on a log axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -361,21 +430,26 @@ def write_chart(doc, path):
     tools = ordered(r["tool"] for r in runs if r["tool"] != "iperf3")
     if not datas or not tools:
         return False
-    fig, axes = plt.subplots(len(links), len(datas), squeeze=False,
-                             figsize=(max(8.0, 5.5 * len(datas)), 3.6 * len(links) + 0.6))
+    cells = [[(data, t, g) for data in datas for t, g in chart_panels(runs, link, data)]
+             for link in links]
+    ncol = max(1, max(len(c) for c in cells))
+    fig, axes = plt.subplots(len(links), ncol, squeeze=False,
+                             figsize=(max(8.0, 4.6 * ncol), 3.8 * len(links) + 0.6))
     width = 0.8 / len(tools)
     cmap = plt.get_cmap("tab10")
     for i, link in enumerate(links):
         ip = {r["direction"]: r.get("mb_s") for r in runs
               if r["link"] == link and r["tool"] == "iperf3" and r.get("status") == "ok"}
-        for j, data in enumerate(datas):
+        for j in range(ncol):
             ax = axes[i][j]
-            # (workload, pass) bars of this link and data set, as run
-            groups = ordered((workload(r), r["pass"]) for r in runs
-                             if r["link"] == link and r["data"] == data)
+            if j >= len(cells[i]):
+                ax.axis("off")
+                continue
+            data, title, groups = cells[i][j]
             tree = any(r.get("data_kind") == "tree" for r in runs if r["data"] == data)
-            # a tree is about files per second; the link rate means little there
-            key = "files_s" if tree else "mb_s"
+            rel = not tree and title != "warm" and all(
+                ip.get(WORKLOAD_DIR.get(d, "")) for d, _p in groups
+                if d != "randread")
             for k, tool in enumerate(tools):
                 for g, (d, p) in enumerate(groups):
                     r = next((r for r in runs if r["link"] == link and r["data"] == data
@@ -384,23 +458,34 @@ def write_chart(doc, path):
                     if not r:
                         continue
                     x = g - 0.4 + width * (k + 0.5)
-                    if r.get("status") == "ok" and r.get(key) is not None:
-                        ax.bar(x, r[key], width, color=cmap(k % 10),
+                    v = r.get("files_s" if tree else "mb_s")
+                    if rel and v is not None and d != "randread":
+                        v = v / ip[WORKLOAD_DIR[d]] * 100
+                    if r.get("status") == "ok" and v:
+                        ax.bar(x, v, width, color=cmap(k % 10),
                                label=tool if g == 0 else None)
+                        if rel:
+                            ax.annotate(f"{v:.0f}", (x, v), ha="center", va="bottom",
+                                        fontsize=6)
                     else:
-                        ax.bar(x, 0, width, color=cmap(k % 10),
-                               label=tool if g == 0 else None)
-                        ax.annotate("X" if r.get("status") in STATUS_BAD else "–", (x, 0),
+                        ax.annotate("X" if r.get("status") in STATUS_BAD else "–",
+                                    (x, 0), xycoords=("data", "axes fraction"),
                                     ha="center", va="bottom", color="red", fontsize=8)
-            for g, (d, p) in enumerate(groups):
-                d = d.replace("copy-", "")
-                if ip.get(d) and not tree:
-                    ax.hlines(ip[d], g - 0.45, g + 0.45, colors="black", linestyles="dashed",
-                              label="iperf3" if g == 0 else None)
+            if rel:
+                ax.axhline(100, color="black", linestyle="dashed", linewidth=0.8,
+                           label="iperf3")
+                ax.set_ylabel("% of iperf3 goodput", fontsize=8)
+            else:
+                ax.set_yscale("log")
+                ax.set_ylabel("files/s (log)" if tree else "MB/s (log)", fontsize=8)
+                for g, (d, p) in enumerate(groups):
+                    if ip.get(WORKLOAD_DIR.get(d, "")) and not tree and d != "randread":
+                        ax.hlines(ip[WORKLOAD_DIR[d]], g - 0.45, g + 0.45, colors="black",
+                                  linestyles="dashed", label="iperf3" if g == 0 else None)
             ax.set_xticks(range(len(groups)))
             ax.set_xticklabels([f"{d}\n{p}" for d, p in groups], fontsize=8)
-            ax.set_title(f"{link} / {data}", fontsize=9)
-            ax.set_ylabel("files/s" if tree else "MB/s", fontsize=8)
+            ax.set_title(f"{link} / {data}" + (" / warm re-runs" if title else ""),
+                         fontsize=9)
             ax.tick_params(axis="y", labelsize=8)
             if i == 0 and j == 0:
                 ax.legend(fontsize=7)

@@ -522,6 +522,96 @@ static void test_write_behind(void)
 	free_file(f);
 }
 
+/*
+ * The bandwidth-delay estimate: the smallest call time and the best rate
+ * over intervals, the window sized from them within its bounds, a fixed
+ * size while nothing is known or the mount was given one, and a new link
+ * measured afresh.
+ */
+static void test_bdp(void)
+{
+	struct qc_bdp b = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	const uint64_t ms = 1000, t0 = 5000000;
+	uint64_t t;
+
+	check_ctx("bdp");
+	qc_bdp_reset(&b);
+	/* Nothing measured: the default, but never past the ceiling. */
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 256 * MiB), 16 * MiB);
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 8 * MiB), 8 * MiB);
+	/* 1 MiB calls answered 9 ms after sending, one every 8 ms: a call
+	 * time, but no rate before an interval has passed. */
+	qc_bdp_sample(&b, 1, t0, t0 + 9 * ms, MiB);
+	CHECK_EQ(b.rtt_us, 9 * ms);
+	CHECK_EQ(b.bw, 0);
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 256 * MiB), 16 * MiB);
+	t = t0 + 9 * ms;
+	for (int i = 0; i < 10; i++) {
+		t += 8 * ms;
+		/* call times stretched by the window do not count */
+		qc_bdp_sample(&b, 1, t - 30 * ms, t, MiB);
+	}
+	CHECK_EQ(b.rtt_us, 9 * ms);
+	/* 131 MB/s: the first interval that reached 20 ms, 3 MiB in 24 ms */
+	CHECK_EQ(b.bw, 3 * MiB * 1000000 / (24 * ms));
+	/* 2 x 131 MB/s x 9 ms = 2.4 MB: below the floor of four calls */
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 256 * MiB), QC_BDP_MIN);
+	/* A long path: 100 ms call times make 2 x 131 MB/s x 100 ms */
+	qc_bdp_reset(&b);
+	t = t0;
+	for (int i = 0; i < 20; i++) {
+		t += 8 * ms;
+		qc_bdp_sample(&b, 1, t - 100 * ms, t, MiB);
+	}
+	CHECK_EQ(b.rtt_us, 100 * ms);
+	/* the first interval had to last a call time: 13 MiB in 104 ms */
+	CHECK_EQ(b.bw, 13 * MiB * 1000000 / (104 * ms));
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 256 * MiB),
+		 QC_BDP_GAIN * (b.bw * 100 * ms / 1000000));
+	CHECK(qc_bdp_size(&b, 16 * MiB, 256 * MiB) > 16 * MiB);
+	/* ... bounded by the ceiling */
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 10 * MiB), 10 * MiB);
+	/* A slower rate replaces the best one only once it is old. */
+	t += QC_BDP_FORGET_US / 2;
+	qc_bdp_sample(&b, 1, t - 100 * ms, t, MiB);
+	t += 100 * ms;
+	qc_bdp_sample(&b, 1, t - 100 * ms, t, MiB);
+	CHECK_EQ(b.bw, 13 * MiB * 1000000 / (104 * ms));
+	t += QC_BDP_FORGET_US;
+	qc_bdp_sample(&b, 1, t - 100 * ms, t, MiB);
+	CHECK_EQ(b.bw, MiB * 1000000 / QC_BDP_FORGET_US);
+	/* A new link is another path: measured from scratch. */
+	qc_bdp_sample(&b, 2, t, t + 2 * ms, MiB);
+	CHECK_EQ(b.gen, 2);
+	CHECK_EQ(b.rtt_us, 2 * ms);
+	CHECK_EQ(b.bw, 0);
+	CHECK_EQ(qc_bdp_size(&b, 16 * MiB, 256 * MiB), 16 * MiB);
+
+	/* The mount's window: fixed unless it measures; 0 stays 0. */
+	memset(&fs, 0, sizeof(fs));
+	fs.window = 64 * MiB;
+	fs.readahead = 64 * MiB;
+	qc_bdp_reset(&qc_bdp_up);
+	qc_bdp_reset(&qc_bdp_down);
+	qc_stream_set_auto(false, false);
+	CHECK_EQ(qc_wb_window(&fs), 64 * MiB);
+	CHECK_EQ(qc_ra_limit(&fs), 64 * MiB);
+	qc_stream_set_auto(true, true);
+	CHECK_EQ(qc_wb_window(&fs), QC_WINDOW_DEFAULT);
+	CHECK_EQ(qc_ra_limit(&fs), QC_READAHEAD_DEFAULT);
+	t = t0;
+	for (int i = 0; i < 10; i++) {
+		t += 8 * ms;
+		qc_bdp_sample(&qc_bdp_up, 1, t - 9 * ms, t, MiB);
+	}
+	CHECK_EQ(qc_wb_window(&fs), QC_BDP_MIN);
+	CHECK_EQ(qc_ra_limit(&fs), QC_READAHEAD_DEFAULT);
+	fs.window = 0;
+	CHECK_EQ(qc_wb_window(&fs), 0);
+	qc_stream_set_auto(false, false);
+	qc_bdp_reset(&qc_bdp_up);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(data); i++)
@@ -532,5 +622,6 @@ int main(void)
 	test_eof_and_errors();
 	test_budget();
 	test_write_behind();
+	test_bdp();
 	return check_exit("test_stream");
 }
