@@ -70,6 +70,7 @@
 #include "buf.h"
 #include "lz4chunk.h"
 #include "msg.h"
+#include "pool.h"
 
 struct qc_conn;
 
@@ -161,6 +162,7 @@ struct qc_conn_opts {
 struct qc_reply {
 	struct qft_msg msg;
 	struct qbuf frame;
+	struct qft_pool *pool;  /* the pool frame.data goes back to, or NULL */
 };
 
 void qc_reply_free(struct qc_reply *rep);
