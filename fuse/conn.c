@@ -53,14 +53,16 @@
  * large reply takes the reader's buffer with it and the reader takes the
  * next from the pool, so bulk data costs no malloc, free or page fault per
  * reply.  The pool keeps enough idle buffers for the default read-ahead
- * window (16 MiB, fuse/fs.h) and lets at most RPOOL_MAX be held at once:
- * that covers the read-ahead all files together may hold (64 MiB, or two
- * windows: fuse/stream.h) several times over, so in practice the reader
- * waits only when the consumers stop returning replies; then it stops
- * reading (back-pressure on the server) rather than fail.
+ * window (16 MiB, fuse/fs.h).  Its cap is back-pressure of last resort:
+ * what the client holds is bounded by its own windows -- read-ahead of all
+ * files together at most twice the largest -o readahead= (1 GiB,
+ * QC_STREAM_SIZE_MAX), one reply per waiting thread -- and the cap lies
+ * above that, so a reader never waits for a buffer that only a reply
+ * behind it could free.  Past it (a consumer that keeps replies without
+ * bound) the reader stops reading rather than fail.
  */
 #define RPOOL_KEEP      16u
-#define RPOOL_MAX       256u
+#define RPOOL_MAX       (2048u + 256u)
 /* How often a reader waiting for a buffer looks whether its link died. */
 #define RPOOL_POLL_MS   100
 /* A request's head (header and fields, not its data) usually fits here. */
