@@ -15,7 +15,15 @@
  * frame, after opening its record, before handing it on.  Callers only
  * ever see ordinary frames.
  *
- * Error convention: 0 or a negative errno.  qft_chan_recv returns -EPIPE
+ * Copies.  A frame may be sent as pieces (qft_chan_sendv: a head and the
+ * data where it lies); records are sealed from the pieces into one reused
+ * record buffer, or, in clear and unsealed, written from them with
+ * writev.  A received record's body is read straight into the caller's
+ * buffer and opened there.  docs/architecture.md, "The data path".
+ *
+ * Error convention: 0 or a negative errno.  qft_chan_sendv returns
+ * -EINVAL, sending nothing, for pieces that do not make a frame (see
+ * there); a failed write is sticky.  qft_chan_recv returns -EPIPE
  * on a clean end of stream at a frame boundary, -EBADMSG on a header that
  * fails qft_hdr_decode (too long), when sealed on a record that fails
  * authentication, and on a compressed frame that was not agreed on or does
