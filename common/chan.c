@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "chan.h"
 #include "log.h"
@@ -32,6 +33,7 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 	c->rx_lz4 = false;
 	c->lz4_on = false;
 	qbuf_init(&c->zbuf, QFT_MAX_PAYLOAD);
+	qbuf_init(&c->gbuf, QFT_MAX_PAYLOAD);
 	memset(&c->st, 0, sizeof(c->st));
 	r = pthread_mutex_init(&c->wlock, NULL);
 	return -r;
@@ -136,6 +138,7 @@ void qft_chan_destroy(struct qft_chan *c)
 	c->rfd = c->wfd = -1;
 	qbuf_free(&c->sbuf);
 	qbuf_free(&c->zbuf);
+	qbuf_free(&c->gbuf);
 	pthread_mutex_destroy(&c->wlock);
 }
 
@@ -172,40 +175,122 @@ int qft_write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-/* Seals `frame` into c->sbuf and writes the record; under wlock. */
-static int send_sealed(struct qft_chan *c, const void *frame, size_t len)
+/*
+ * Writes the pieces iov[0..n) whole, retrying on EINTR and after partial
+ * writes; `iov` is the caller's scratch copy and is consumed.
+ */
+static int writev_all(int fd, struct iovec *iov, int n)
 {
+	while (n > 0) {
+		ssize_t w = writev(fd, iov, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Seals the frame iov[0..n) (`len` bytes) and writes the record; wlock.
+ * An encrypting cipher writes the body into the channel's one record
+ * buffer, straight from the pieces; in clear (cipher none) only the tag
+ * is computed and the pieces go out as they are, between the length
+ * field and the tag.
+ */
+static int send_sealed(struct qft_chan *c, const struct iovec *iov, int n,
+		       size_t len)
+{
+	struct iovec out[QFT_CHAN_MAX_IOV + 2];
+	uint8_t lenf[QFT_SEAL_LEN_SIZE], tag[QFT_SEAL_TAG_SIZE];
 	uint8_t *rec;
 	int r;
 
 	if (len > QFT_SEAL_MAX_FRAME)
 		return -EMSGSIZE;
+	if (c->tx->cipher == QFT_CIPHER_NONE) {
+		if ((r = qft_seal_iov(c->tx, iov, n, lenf, NULL, tag)) < 0)
+			return r;
+		out[0] = (struct iovec){ lenf, sizeof(lenf) };
+		memcpy(out + 1, iov, (size_t)n * sizeof(*iov));
+		out[n + 1] = (struct iovec){ tag, sizeof(tag) };
+		return writev_all(c->wfd, out, n + 2);
+	}
 	qbuf_reset(&c->sbuf);
 	rec = qbuf_extend(&c->sbuf, QFT_SEAL_OVERHEAD + len);
 	if (!rec)
 		return -ENOMEM;
-	memcpy(rec + QFT_SEAL_LEN_SIZE, frame, len);
-	r = qft_seal_in_place(c->tx, rec, len);
+	r = qft_seal_iov(c->tx, iov, n, rec, rec + QFT_SEAL_LEN_SIZE,
+			 rec + QFT_SEAL_LEN_SIZE + len);
 	if (r < 0)
 		return r;
 	return qft_write_all(c->wfd, rec, c->sbuf.len);
 }
 
 /*
- * Builds the QFT_F_LZ4 version of `frame` in c->sbuf, starting `off`
- * bytes in (room for a record's length field), with room after it for a
- * record's tag; under wlock.  Returns the compressed frame's length, or 0
- * when the frame is to go as it is: too small, incompressible, skipped
- * by the auto policy, or no memory for the buffer (compression is never
- * a reason for a frame not to leave).
+ * The payload of the frame iov[0..n) (`len` bytes) as one range: where
+ * it lies when one piece holds it all, else gathered into c->gbuf;
+ * wlock.  NULL when there is no memory (the frame then goes as it is).
  */
-static size_t compress_frame(struct qft_chan *c, const uint8_t *frame,
-			     size_t len, size_t off)
+static const uint8_t *frame_payload(struct qft_chan *c,
+				    const struct iovec *iov, int n,
+				    size_t len)
 {
+	size_t skip = QFT_HDR_SIZE;
+
+	for (int i = 0; i < n; i++) {
+		if (iov[i].iov_len <= skip) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		if (iov[i].iov_len - skip == len - QFT_HDR_SIZE)
+			return (const uint8_t *)iov[i].iov_base + skip;
+		break;
+	}
+	qbuf_reset(&c->gbuf);
+	skip = QFT_HDR_SIZE;
+	for (int i = 0; i < n; i++) {
+		size_t k = iov[i].iov_len < skip ? iov[i].iov_len : skip;
+
+		skip -= k;
+		if (qbuf_put_bytes(&c->gbuf, (const uint8_t *)iov[i].iov_base +
+				   k, iov[i].iov_len - k) < 0)
+			return NULL;
+	}
+	return c->gbuf.data;
+}
+
+/*
+ * Builds the QFT_F_LZ4 version of the frame iov[0..n) (`len` bytes, the
+ * header in iov[0]) in c->sbuf, starting `off` bytes in (room for a
+ * record's length field), with room after it for a record's tag; under
+ * wlock.  Returns the compressed frame's length, or 0 when the frame is
+ * to go as it is: too small, incompressible, skipped by the auto policy,
+ * or no memory for the buffer (compression is never a reason for a frame
+ * not to leave).
+ */
+static size_t compress_frame(struct qft_chan *c, const struct iovec *iov,
+			     int n, size_t len, size_t off)
+{
+	const uint8_t *hdr = iov[0].iov_base, *payload;
 	size_t plen = len - QFT_HDR_SIZE, zlen;
 	uint8_t *p;
 
 	if (len < QFT_HDR_SIZE + QFT_CHAN_LZ4_MIN || plen > QFT_LZ4_MAX_CHUNK)
+		return 0;
+	payload = frame_payload(c, iov, n, len);
+	if (!payload)
 		return 0;
 	qbuf_reset(&c->sbuf);
 	p = qbuf_extend(&c->sbuf, off + QFT_HDR_SIZE + qft_lz4_bound(plen) +
@@ -213,24 +298,26 @@ static size_t compress_frame(struct qft_chan *c, const uint8_t *frame,
 	if (!p)
 		return 0;
 	p += off;
-	if (qft_lz4_try_encode(&c->txz, frame + QFT_HDR_SIZE, plen,
-			       p + QFT_HDR_SIZE, qft_lz4_bound(plen), &zlen) <= 0)
+	if (qft_lz4_try_encode(&c->txz, payload, plen, p + QFT_HDR_SIZE,
+			       qft_lz4_bound(plen), &zlen) <= 0)
 		return 0;
 	/* The same header with the new length and the flag. */
-	memcpy(p, frame, QFT_HDR_SIZE);
+	memcpy(p, hdr, QFT_HDR_SIZE);
 	qft_store32(p, (uint32_t)zlen);
-	qft_store16(p + 6, (uint16_t)(qft_load16(frame + 6) | QFT_F_LZ4));
+	qft_store16(p + 6, (uint16_t)(qft_load16(hdr + 6) | QFT_F_LZ4));
 	return QFT_HDR_SIZE + zlen;
 }
 
 /* Sends one frame, compressed and sealed as the channel says; wlock. */
-static int send_locked(struct qft_chan *c, const uint8_t *frame, size_t len)
+static int send_locked(struct qft_chan *c, const struct iovec *iov, int n,
+		       size_t len)
 {
 	size_t off = c->tx ? QFT_SEAL_LEN_SIZE : 0, zlen = 0;
+	struct iovec out[QFT_CHAN_MAX_IOV];
 	int r;
 
 	if (c->txz.mode != QFT_LZ4_NONE)
-		zlen = compress_frame(c, frame, len, off);
+		zlen = compress_frame(c, iov, n, len, off);
 	if (zlen) {
 		/* The frame is in sbuf already: seal it where it lies. */
 		if (c->tx && (r = qft_seal_in_place(c->tx, c->sbuf.data,
@@ -239,11 +326,12 @@ static int send_locked(struct qft_chan *c, const uint8_t *frame, size_t len)
 		c->sbuf.len = off + zlen + (c->tx ? QFT_SEAL_TAG_SIZE : 0);
 		r = qft_write_all(c->wfd, c->sbuf.data, c->sbuf.len);
 	} else if (c->tx) {
-		r = send_sealed(c, frame, len);
+		r = send_sealed(c, iov, n, len);
 	} else {
-		r = qft_write_all(c->wfd, frame, len);
+		memcpy(out, iov, (size_t)n * sizeof(*iov));
+		r = writev_all(c->wfd, out, n);
 	}
-	if (r == 0 && len >= QFT_HDR_SIZE) {
+	if (r == 0) {
 		c->st.tx_frames++;
 		c->st.tx_bytes += len - QFT_HDR_SIZE;
 		c->st.tx_wire += (zlen ? zlen : len) - QFT_HDR_SIZE;
@@ -252,20 +340,38 @@ static int send_locked(struct qft_chan *c, const uint8_t *frame, size_t len)
 	return r;
 }
 
-int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
+int qft_chan_sendv(struct qft_chan *c, const struct iovec *iov, int n)
 {
+	size_t len = 0;
 	int r;
 
+	if (n < 1 || n > QFT_CHAN_MAX_IOV || iov[0].iov_len < QFT_HDR_SIZE)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		if (iov[i].iov_len > QFT_SEAL_MAX_FRAME - len)
+			return -EMSGSIZE;
+		len += iov[i].iov_len;
+	}
+	/* The header must say what follows it, or the peer loses sync. */
+	if (qft_load32(iov[0].iov_base) != len - QFT_HDR_SIZE)
+		return -EINVAL;
 	pthread_mutex_lock(&c->wlock);
 	r = c->werr;
 	if (r == 0) {
-		r = send_locked(c, frame, len);
+		r = send_locked(c, iov, n, len);
 		/* A partial frame desynchronises the stream: never retry. */
 		if (r < 0)
 			c->werr = r;
 	}
 	pthread_mutex_unlock(&c->wlock);
 	return r;
+}
+
+int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
+{
+	struct iovec v = { .iov_base = (void *)frame, .iov_len = len };
+
+	return qft_chan_sendv(c, &v, 1);
 }
 
 int qft_chan_send_msg(struct qft_chan *c, struct qbuf *scratch,
@@ -384,22 +490,24 @@ static void count_plain(struct qft_chan *c, const struct qft_hdr *h)
 	c->st.rx_wire += h->len;
 }
 
-/* Reads one record, opens it and leaves the frame at in->data[0..). */
+/*
+ * Reads one record and opens it where it lands: the length field goes
+ * aside, the body straight to in->data, so the frame is at the start of
+ * the buffer without being moved there.
+ */
 static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
+	uint8_t lenf[QFT_SEAL_LEN_SIZE];
 	size_t got, body, flen;
-	uint8_t *p, *frame;
+	uint8_t *p;
 	bool lz4;
 	int r;
 
-	p = qbuf_extend(in, QFT_SEAL_LEN_SIZE);
-	if (!p)
-		return -ENOMEM;
-	r = read_all(c->rfd, p, QFT_SEAL_LEN_SIZE, &got);
+	r = read_all(c->rfd, lenf, sizeof(lenf), &got);
 	if (r < 0)
 		return r == -EPIPE && got ? -EIO : r;
 	/* Bound the body before allocating anything the peer asked for. */
-	r = qft_seal_body_len(p, &body);
+	r = qft_seal_body_len(lenf, &body);
 	if (r < 0)
 		return r;
 	p = qbuf_extend(in, body);
@@ -408,11 +516,9 @@ static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	r = read_all(c->rfd, p, body, &got);
 	if (r < 0)
 		return r == -EPIPE ? -EIO : r;
-	r = qft_open_record(c->rx, in->data, in->len, &frame, &flen);
+	r = qft_open_split(c->rx, lenf, in->data, body, &flen);
 	if (r < 0)
 		return r;
-	/* Callers find the frame at the start of the buffer, as when plain. */
-	memmove(in->data, frame, flen);
 	in->len = flen;
 	r = decode_header(c, in->data, flen, h, &lz4);
 	if (r < 0)

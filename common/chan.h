@@ -15,7 +15,15 @@
  * frame, after opening its record, before handing it on.  Callers only
  * ever see ordinary frames.
  *
- * Error convention: 0 or a negative errno.  qft_chan_recv returns -EPIPE
+ * Copies.  A frame may be sent as pieces (qft_chan_sendv: a head and the
+ * data where it lies); records are sealed from the pieces into one reused
+ * record buffer, or, in clear and unsealed, written from them with
+ * writev.  A received record's body is read straight into the caller's
+ * buffer and opened there.  docs/architecture.md, "The data path".
+ *
+ * Error convention: 0 or a negative errno.  qft_chan_sendv returns
+ * -EINVAL, sending nothing, for pieces that do not make a frame (see
+ * there); a failed write is sticky.  qft_chan_recv returns -EPIPE
  * on a clean end of stream at a frame boundary, -EBADMSG on a header that
  * fails qft_hdr_decode (too long), when sealed on a record that fails
  * authentication, and on a compressed frame that was not agreed on or does
@@ -31,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 #include "lz4chunk.h"
@@ -82,6 +91,8 @@ struct qft_chan {
 	/* The frame or record being sent when it is not the caller's frame
 	 * as it is (sealed, compressed); wlock. */
 	struct qbuf sbuf;
+	/* A payload split over several pieces, gathered for lz4; wlock. */
+	struct qbuf gbuf;
 	/* Compression: txz (mode QFT_LZ4_NONE = send every frame as it is)
 	 * and the tx counts are guarded by wlock; rx_lz4, zbuf (a compressed
 	 * payload being expanded) and the rx counts belong to the receiver. */
@@ -144,6 +155,19 @@ int qft_write_all(int fd, const void *buf, size_t n);
 
 /* Sends one encoded frame (as built by qft_msg_encode). */
 int qft_chan_send(struct qft_chan *c, const void *frame, size_t len);
+/*
+ * Sends the frame that is the concatenation of iov[0..n), 1 <= n <=
+ * QFT_CHAN_MAX_IOV, of which iov[0] holds at least the frame header
+ * (whose length must be what follows it: -EINVAL otherwise), so that a
+ * frame's head and its data need not be gathered first
+ * (qft_msg_encode_head).  Nothing is copied on the way unless the frame
+ * is compressed or encrypted: an encrypted record is sealed from the
+ * pieces into the channel's one record buffer; plain frames and records
+ * in clear (cipher none) go out with writev.  The pieces may be reused
+ * once it returns.
+ */
+#define QFT_CHAN_MAX_IOV 4
+int qft_chan_sendv(struct qft_chan *c, const struct iovec *iov, int n);
 /* Encodes and sends *m, using `scratch` as the encoding buffer. */
 int qft_chan_send_msg(struct qft_chan *c, struct qbuf *scratch,
 		      const struct qft_msg *m);

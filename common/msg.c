@@ -461,15 +461,25 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 	return -EINVAL;
 }
 
-int qft_msg_encode(struct qbuf *b, const struct qft_msg *m)
+/*
+ * Encodes *m into b; with `tail` set, a data field that comes last is
+ * left out but for its length, and *tail says what the frame still needs
+ * to end with (nothing when the data field is not last or absent).
+ */
+static int encode(struct qbuf *b, const struct qft_msg *m,
+		  struct qft_blob *tail)
 {
 	const struct op_desc *d = op_desc(m->op);
 	bool reply = m->flags & QFT_F_REPLY;
-	size_t start = b->len, payload;
+	size_t start = b->len, payload, extra = 0;
 	const uint8_t *fields;
 	uint8_t *hdr;
 	int r;
 
+	if (tail) {
+		tail->p = NULL;
+		tail->len = 0;
+	}
 	if (!d)
 		return -EINVAL;
 	hdr = qbuf_extend(b, QFT_HDR_SIZE);
@@ -490,11 +500,29 @@ int qft_msg_encode(struct qbuf *b, const struct qft_msg *m)
 		}
 	}
 	fields = reply ? d->rep : d->req;
-	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++)
+	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++) {
+		bool last = i + 1 == MAX_FIELDS || fields[i + 1] == FLD_END;
+
+		if (tail && last && fields[i] == FLD_DATA) {
+			/* The bytes stay where they are; the sender sends
+			 * them behind the head (qft_chan_sendv). */
+			if ((r = qbuf_put_u32(b, m->data.len)) < 0)
+				goto undo;
+			extra = m->data.len;
+			tail->p = m->data.p;
+			tail->len = m->data.len;
+			break;
+		}
 		if ((r = put_field(b, fields[i], m)) < 0)
 			goto undo;
+	}
 header:
 	payload = b->len - start - QFT_HDR_SIZE;
+	if (extra > QFT_MAX_PAYLOAD) {
+		r = -EMSGSIZE;
+		goto undo;
+	}
+	payload += extra;
 	if (payload > QFT_MAX_PAYLOAD) {
 		r = -EMSGSIZE;
 		goto undo;
@@ -507,7 +535,22 @@ header:
 	return 0;
 undo:
 	b->len = start;
+	if (tail) {
+		tail->p = NULL;
+		tail->len = 0;
+	}
 	return r;
+}
+
+int qft_msg_encode(struct qbuf *b, const struct qft_msg *m)
+{
+	return encode(b, m, NULL);
+}
+
+int qft_msg_encode_head(struct qbuf *b, const struct qft_msg *m,
+			struct qft_blob *tail)
+{
+	return encode(b, m, tail);
 }
 
 int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)

@@ -128,6 +128,16 @@ const char *qft_op_name(uint16_t op);
  * leaving *b as it was.
  */
 int qft_msg_encode(struct qbuf *b, const struct qft_msg *m);
+/*
+ * The same, but a data field that is the frame's last (WRITE's data, a
+ * READ reply's) is left out except for its length: *tail is then
+ * m->data, which the sender sends right behind the head
+ * (qft_chan_sendv), so the bytes are never copied into the frame.  For
+ * every other message *tail is empty and b holds the whole frame.  The
+ * header counts the whole payload, tail included.
+ */
+int qft_msg_encode_head(struct qbuf *b, const struct qft_msg *m,
+			struct qft_blob *tail);
 
 /* Decodes and checks a 16-byte frame header. */
 int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n);

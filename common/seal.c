@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -94,46 +95,58 @@ void qft_seal_free(struct qft_seal *s)
 	s->failed = true;
 }
 
-/*
- * Seals the frame at `frame` (n bytes) into rec: length at rec[0..4), body
- * at rec[4..4+n), tag after it.  `frame` is either rec + 4 (in place) or a
- * buffer that does not overlap rec.
- */
-static int seal_core(struct qft_seal *s, uint8_t *rec, const uint8_t *frame,
-		     size_t n)
+int qft_seal_iov(struct qft_seal *s, const struct iovec *iov, int n,
+		 uint8_t len_field[QFT_SEAL_LEN_SIZE], uint8_t *body,
+		 uint8_t tag[QFT_SEAL_TAG_SIZE])
 {
 	uint8_t iv[SEAL_IV_SIZE];
-	uint8_t *body = rec + QFT_SEAL_LEN_SIZE;
-	uint8_t *tag = body + n;
+	size_t total = 0, done = 0;
 	int outl;
 
-	if (!s->ctx || !s->encrypt)
+	if (!s->ctx || !s->encrypt || n < 0 ||
+	    (!body && s->cipher != QFT_CIPHER_NONE))
 		return -EINVAL;
 	if (s->failed)
 		return -EIO;
-	if (n > QFT_SEAL_MAX_FRAME)
-		return -EMSGSIZE;
+	for (int i = 0; i < n; i++) {
+		if (iov[i].iov_len > QFT_SEAL_MAX_FRAME - total)
+			return -EMSGSIZE;
+		total += iov[i].iov_len;
+	}
 	/* Never reuse a nonce: refuse the last value instead of wrapping. */
 	if (s->seq == UINT64_MAX)
 		return -EOVERFLOW;
 
-	qft_store32(rec, (uint32_t)(n + QFT_SEAL_TAG_SIZE));
+	qft_store32(len_field, (uint32_t)(total + QFT_SEAL_TAG_SIZE));
 	seal_iv(iv, s->seq);
 	if (EVP_EncryptInit_ex(s->ctx, NULL, NULL, NULL, iv) != 1 ||
-	    EVP_EncryptUpdate(s->ctx, NULL, &outl, rec,
+	    EVP_EncryptUpdate(s->ctx, NULL, &outl, len_field,
 			      QFT_SEAL_LEN_SIZE) != 1)
 		goto out_fail;
-	if (s->cipher == QFT_CIPHER_NONE) {
-		if (frame != body && n)
-			memcpy(body, frame, n);
-		if (n && EVP_EncryptUpdate(s->ctx, NULL, &outl, body,
-					   (int)n) != 1)
+	for (int i = 0; i < n; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		int len = (int)iov[i].iov_len;
+
+		if (len == 0)
+			continue;
+		if (s->cipher == QFT_CIPHER_NONE) {
+			/* GMAC: the frame is associated data, sent as is. */
+			if (EVP_EncryptUpdate(s->ctx, NULL, &outl, p,
+					      len) != 1)
+				goto out_fail;
+			continue;
+		}
+		/* The pieces go on as one stream: GCM and ChaCha20 carry the
+		 * keystream position over, so the body is what one call over
+		 * the whole frame would have made. */
+		if (EVP_EncryptUpdate(s->ctx, body + done, &outl, p,
+				      len) != 1 || outl < 0 ||
+		    (size_t)outl > total - done)
 			goto out_fail;
-	} else if (n) {
-		if (EVP_EncryptUpdate(s->ctx, body, &outl, frame,
-				      (int)n) != 1 || (size_t)outl != n)
-			goto out_fail;
+		done += (size_t)outl;
 	}
+	if (s->cipher != QFT_CIPHER_NONE && done != total)
+		goto out_fail;
 	/* AEAD modes emit nothing at final; the tag comes from a ctrl. */
 	if (EVP_EncryptFinal_ex(s->ctx, tag, &outl) != 1 || outl != 0 ||
 	    EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_AEAD_GET_TAG,
@@ -147,6 +160,27 @@ out_fail:
 	ERR_clear_error();
 	s->failed = true;
 	return -EIO;
+}
+
+/*
+ * Seals the frame at `frame` (n bytes) into rec: length at rec[0..4), body
+ * at rec[4..4+n), tag after it.  `frame` is either rec + 4 (in place:
+ * OpenSSL allows exactly overlapping input and output) or a buffer that
+ * does not overlap rec.
+ */
+static int seal_core(struct qft_seal *s, uint8_t *rec, const uint8_t *frame,
+		     size_t n)
+{
+	struct iovec v = { .iov_base = (void *)frame, .iov_len = n };
+	uint8_t *body = rec + QFT_SEAL_LEN_SIZE;
+
+	if (n > QFT_SEAL_MAX_FRAME)
+		return -EMSGSIZE;
+	/* In clear the record carries the frame itself. */
+	if (s->cipher == QFT_CIPHER_NONE && frame != body && n && s->ctx &&
+	    s->encrypt && !s->failed)
+		memcpy(body, frame, n);
+	return qft_seal_iov(s, &v, 1, rec, body, body + n);
 }
 
 int qft_seal_record(struct qft_seal *s, const uint8_t *frame, size_t n,
@@ -184,11 +218,12 @@ int qft_seal_body_len(const uint8_t len_field[QFT_SEAL_LEN_SIZE],
 	return 0;
 }
 
-int qft_open_record(struct qft_seal *s, uint8_t *rec, size_t n,
-		    uint8_t **frame, size_t *frame_len)
+int qft_open_split(struct qft_seal *s,
+		   const uint8_t len_field[QFT_SEAL_LEN_SIZE], uint8_t *body,
+		   size_t n, size_t *frame_len)
 {
 	uint8_t iv[SEAL_IV_SIZE];
-	uint8_t *body, *tag;
+	uint8_t *tag;
 	size_t l, body_len;
 	int outl, r;
 
@@ -196,8 +231,7 @@ int qft_open_record(struct qft_seal *s, uint8_t *rec, size_t n,
 		return -EINVAL;
 	if (s->failed)
 		return -EBADMSG;
-	if (n < QFT_SEAL_LEN_SIZE ||
-	    qft_seal_body_len(rec, &l) < 0 || l != n - QFT_SEAL_LEN_SIZE) {
+	if (qft_seal_body_len(len_field, &l) < 0 || l != n) {
 		s->failed = true;
 		return -EBADMSG;
 	}
@@ -205,14 +239,13 @@ int qft_open_record(struct qft_seal *s, uint8_t *rec, size_t n,
 		s->failed = true;
 		return -EOVERFLOW;
 	}
-	body = rec + QFT_SEAL_LEN_SIZE;
 	body_len = l - QFT_SEAL_TAG_SIZE;
 	tag = body + body_len;
 
 	seal_iv(iv, s->seq);
 	r = -EIO;
 	if (EVP_DecryptInit_ex(s->ctx, NULL, NULL, NULL, iv) != 1 ||
-	    EVP_DecryptUpdate(s->ctx, NULL, &outl, rec,
+	    EVP_DecryptUpdate(s->ctx, NULL, &outl, len_field,
 			      QFT_SEAL_LEN_SIZE) != 1)
 		goto out_fail;
 	if (s->cipher == QFT_CIPHER_NONE) {
@@ -233,7 +266,6 @@ int qft_open_record(struct qft_seal *s, uint8_t *rec, size_t n,
 	if (EVP_DecryptFinal_ex(s->ctx, tag, &outl) != 1 || outl != 0)
 		goto out_fail;
 	s->seq++;
-	*frame = body;
 	*frame_len = body_len;
 	return 0;
 
@@ -242,5 +274,25 @@ out_fail:
 	/* The body now holds plaintext nobody vouched for. */
 	memset(body, 0, body_len);
 	s->failed = true;
+	return r;
+}
+
+int qft_open_record(struct qft_seal *s, uint8_t *rec, size_t n,
+		    uint8_t **frame, size_t *frame_len)
+{
+	int r;
+
+	if (!s->ctx || s->encrypt)
+		return -EINVAL;
+	if (s->failed)
+		return -EBADMSG;
+	if (n < QFT_SEAL_LEN_SIZE) {
+		s->failed = true;
+		return -EBADMSG;
+	}
+	r = qft_open_split(s, rec, rec + QFT_SEAL_LEN_SIZE,
+			   n - QFT_SEAL_LEN_SIZE, frame_len);
+	if (r == 0)
+		*frame = rec + QFT_SEAL_LEN_SIZE;
 	return r;
 }

@@ -42,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 #include "protocol.h"
@@ -104,6 +105,21 @@ int qft_seal_record(struct qft_seal *s, const uint8_t *frame, size_t n,
  * the length, the sealed body and the tag are written in place.
  */
 int qft_seal_in_place(struct qft_seal *s, uint8_t *rec, size_t n);
+/*
+ * Seals the frame that is the concatenation of iov[0..n) (at most
+ * QFT_SEAL_MAX_FRAME bytes in all) out of place, so that a frame's header
+ * and its data never have to be gathered into one buffer first: the
+ * length field goes to `len_field`, the tag to `tag`, and with an
+ * encrypting cipher the encrypted body (as many bytes as the frame) to
+ * `body`, which must not overlap the pieces.  With QFT_CIPHER_NONE the
+ * body on the wire is the frame as it is: `body` is not written (it may
+ * be NULL), and the record is len_field, the pieces, then tag -- what a
+ * writev can send without a copy.  The same failures as
+ * qft_seal_record (nothing is consumed on -EINVAL or -EMSGSIZE).
+ */
+int qft_seal_iov(struct qft_seal *s, const struct iovec *iov, int n,
+		 uint8_t len_field[QFT_SEAL_LEN_SIZE], uint8_t *body,
+		 uint8_t tag[QFT_SEAL_TAG_SIZE]);
 
 /*
  * Reads and checks the length field at the start of a record: on success
@@ -122,5 +138,14 @@ int qft_seal_body_len(const uint8_t len_field[QFT_SEAL_LEN_SIZE],
  */
 int qft_open_record(struct qft_seal *s, uint8_t *rec, size_t n,
 		    uint8_t **frame, size_t *frame_len);
+/*
+ * The same for a record whose length field was read apart from the rest:
+ * `body` holds the n = L bytes that follow it (the body and the tag), and
+ * on success the frame is body[0..*frame_len), decrypted where it landed,
+ * so a receiver can read the body straight to where the frame is wanted.
+ */
+int qft_open_split(struct qft_seal *s,
+		   const uint8_t len_field[QFT_SEAL_LEN_SIZE], uint8_t *body,
+		   size_t n, size_t *frame_len);
 
 #endif /* QFT_SEAL_H */

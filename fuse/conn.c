@@ -38,6 +38,7 @@
 #include "conn.h"
 #include "errmap.h"
 #include "log.h"
+#include "pool.h"
 #include "thread.h"
 #include "protocol.h"
 
@@ -47,6 +48,25 @@
 /* Replies up to this size are copied out of the reader's buffer; larger
  * ones (READ data) take the buffer itself, so bulk data is never copied. */
 #define COPY_LIMIT      (64u * 1024u)
+/*
+ * Receive buffers come from the connection's pool (common/pool.h): a
+ * large reply takes the reader's buffer with it and the reader takes the
+ * next from the pool, so bulk data costs no malloc, free or page fault per
+ * reply.  The pool keeps enough idle buffers for the default read-ahead
+ * window (16 MiB, fuse/fs.h).  Its cap is back-pressure of last resort:
+ * what the client holds is bounded by its own windows -- read-ahead of all
+ * files together at most twice the largest -o readahead= (1 GiB,
+ * QC_STREAM_SIZE_MAX), one reply per waiting thread -- and the cap lies
+ * above that, so a reader never waits for a buffer that only a reply
+ * behind it could free.  Past it (a consumer that keeps replies without
+ * bound) the reader stops reading rather than fail.
+ */
+#define RPOOL_KEEP      16u
+#define RPOOL_MAX       (2048u + 256u)
+/* How often a reader waiting for a buffer looks whether its link died. */
+#define RPOOL_POLL_MS   100
+/* A request's head (header and fields, not its data) usually fits here. */
+#define HEAD_STACK      512u
 #define HANDLE_WORDS    (QFT_MAX_HANDLES / 64u)
 
 #define NS_PER_MS       1000000LL
@@ -72,6 +92,7 @@ struct pending {
 	int64_t sent_ns;        /* conn lock: frame handed to the stream; 0
 				 * while its sender still waits to send */
 	struct qbuf frame;      /* the reply; the reader fills it before done */
+	struct qft_pool *pool;  /* frame.data is a buffer of it, or NULL */
 	/* qc_call_async: heap-allocated, completed by calling cb exactly
 	 * once by whoever takes it out of the table (NULL for qc_call). */
 	qc_done_fn *cb;
@@ -178,6 +199,9 @@ struct qc_conn {
 	atomic_uint_fast64_t n_waited;
 	atomic_uint_fast64_t n_async;
 	atomic_uint_fast64_t n_noreply;
+
+	/* Receive buffers of every link (RPOOL_*); its own locking. */
+	struct qft_pool *rpool;
 };
 
 static int64_t now_ns(void)
@@ -206,9 +230,21 @@ static bool wait_until(pthread_cond_t *cond, pthread_mutex_t *m, int64_t ns)
 	       now_ns() >= ns;
 }
 
+/* Frees a reply frame, or gives its buffer back to the pool it is from. */
+static void frame_free(struct qbuf *frame, struct qft_pool **pool)
+{
+	if (*pool) {
+		qft_pool_put(*pool, frame->data);
+		memset(frame, 0, sizeof(*frame));
+		*pool = NULL;
+	} else {
+		qbuf_free(frame);
+	}
+}
+
 void qc_reply_free(struct qc_reply *rep)
 {
-	qbuf_free(&rep->frame);
+	frame_free(&rep->frame, &rep->pool);
 }
 
 static uint64_t next_id(struct qc_conn *c)
@@ -425,14 +461,15 @@ static void complete_async(struct pending *p)
 
 	memset(&rep, 0, sizeof(rep));
 	rep.frame = p->frame;
+	rep.pool = p->pool;
 	if (r == 0) {
 		r = check_reply(p->op, &rep);
 		if (r < 0) {
-			qbuf_free(&rep.frame);
+			qc_reply_free(&rep);
 			memset(&rep, 0, sizeof(rep));
 		}
 	} else {
-		qbuf_free(&rep.frame);
+		qc_reply_free(&rep);
 	}
 	p->cb(p->cb_ctx, r, r == 0 ? &rep : NULL);
 	qc_reply_free(&rep);
@@ -602,6 +639,28 @@ static int deliver_notify(struct link *l, const struct qbuf *in)
 	return 0;
 }
 
+/* Whether a reader waiting for a receive buffer should stop waiting. */
+static bool reader_stop(void *arg)
+{
+	struct link *l = arg;
+	bool stop;
+
+	pthread_mutex_lock(&l->c->lock);
+	stop = l->dead;
+	pthread_mutex_unlock(&l->c->lock);
+	return stop;
+}
+
+/* Makes `in` a view of the pool buffer `buf`: a qbuf whose limit is its
+ * capacity never reallocates, so the channel fills the buffer in place. */
+static void in_view(struct qbuf *in, uint8_t *buf)
+{
+	in->data = buf;
+	in->len = 0;
+	in->cap = FRAME_LIMIT;
+	in->limit = FRAME_LIMIT;
+}
+
 /*
  * Routes one received frame from lane `ln`: a reply to a waiting request,
  * or a NOTIFY where that lane was granted them.  This is where stream
@@ -611,6 +670,8 @@ static int deliver_notify(struct link *l, const struct qbuf *in)
 static int link_dispatch(struct link *l, const struct lane *ln,
 			 const struct qft_hdr *h, struct qbuf *in)
 {
+	uint8_t *next;
+
 	struct qc_conn *c = l->c;
 	struct pending *p = NULL;
 
@@ -639,12 +700,16 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 	if (in->len <= COPY_LIMIT) {
 		if (qbuf_put_bytes(&p->frame, in->data, in->len) < 0)
 			p->err = -ENOMEM;
-	} else {
+	} else if ((next = qft_pool_get(c->rpool, reader_stop, l,
+					RPOOL_POLL_MS)) != NULL) {
 		p->frame = *in;
-		qbuf_init(in, FRAME_LIMIT);
-		/* The next frame is likely as large: allocate it in one go
-		 * rather than by doubling.  Failure is retried by recv. */
-		(void)qbuf_reserve(in, FRAME_LIMIT);
+		p->pool = c->rpool;
+		in_view(in, next);
+	} else if (reader_stop(l)) {
+		/* The link died while we waited: this reply goes with it. */
+		p->err = -ENOTCONN;
+	} else if (qbuf_put_bytes(&p->frame, in->data, in->len) < 0) {
+		p->err = -ENOMEM;
 	}
 	if (p->cb) {
 		complete_async(p);
@@ -664,9 +729,15 @@ static void *reader_main(void *arg)
 	struct qc_conn *c = l->c;
 	struct qft_hdr h;
 	struct qbuf in;
+	uint8_t *buf;
 	int r;
 
-	qbuf_init(&in, FRAME_LIMIT);
+	buf = qft_pool_get(c->rpool, reader_stop, l, RPOOL_POLL_MS);
+	if (!buf) {
+		link_fail(c, l, -ENOMEM, NULL);
+		return NULL;
+	}
+	in_view(&in, buf);
 	for (;;) {
 		r = qft_chan_recv(&ln->chan, &in, &h);
 		if (r < 0)
@@ -676,7 +747,7 @@ static void *reader_main(void *arg)
 		if (r < 0)
 			break;
 	}
-	qbuf_free(&in);
+	qft_pool_put(c->rpool, in.data);
 	if (r == -EPIPE) {
 		bool wait_other;
 
@@ -869,8 +940,18 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 	c->o = *o;
 	if (c->o.timeout_s <= 0)
 		c->o.timeout_s = QC_TIMEOUT_DEFAULT;
+	r = qft_pool_new(&c->rpool, FRAME_LIMIT, RPOOL_KEEP, RPOOL_MAX);
+	if (r < 0) {
+		wipe_endpoint_keys(ep);
+		wipe_meta(ep);
+		close(ep->fd);
+		ep->fd = -1;
+		free(c);
+		return r;
+	}
 	r = link_new(c, ep, &l);
 	if (r < 0) {
+		qft_pool_release(c->rpool);
 		free(c);
 		return r;
 	}
@@ -915,6 +996,8 @@ void qc_conn_free(struct qc_conn *c)
 	pthread_cond_destroy(&c->ocond);
 	pthread_mutex_destroy(&c->olock);
 	pthread_mutex_destroy(&c->lock);
+	/* Replies still held give their buffers back to it later. */
+	qft_pool_release(c->rpool);
 	free(c);
 }
 
@@ -1427,23 +1510,38 @@ static void pending_add(struct qc_conn *c, struct link *l, struct pending *p)
 static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 		     struct qft_msg *req, uint64_t id)
 {
-	struct qbuf out;
+	uint8_t stack[HEAD_STACK];
+	struct qbuf out = { .data = stack, .cap = sizeof(stack),
+			    .limit = sizeof(stack) };
+	struct qft_blob tail;
+	struct iovec iov[2];
 	int r;
 
 	if (lane >= l->nlanes)
 		lane = LANE_BULK;
-	qbuf_init(&out, FRAME_LIMIT);
-	r = qft_msg_encode(&out, req);
+	/* The head goes on the stack (a view that cannot grow), a WRITE's
+	 * data stays where the caller has it: nothing is allocated or
+	 * copied for the frame.  Only a head too big for the stack (long
+	 * paths, xattr values) is built on the heap. */
+	r = qft_msg_encode_head(&out, req, &tail);
+	if (r == -EMSGSIZE) {
+		qbuf_init(&out, FRAME_LIMIT);
+		r = qft_msg_encode_head(&out, req, &tail);
+	}
 	if (r < 0) {
 		/* Callers check sizes first; this is a bug, not the peer's. */
 		qft_err("cannot encode a %s request: %s",
 			qft_op_name(req->op), strerror(-r));
-		qbuf_free(&out);
+		if (out.data != stack)
+			qbuf_free(&out);
 		r = -EIO;
 		goto out_put;
 	}
-	r = qft_chan_send(&l->lane[lane].chan, out.data, out.len);
-	qbuf_free(&out);
+	iov[0] = (struct iovec){ out.data, out.len };
+	iov[1] = (struct iovec){ (void *)tail.p, tail.len };
+	r = qft_chan_sendv(&l->lane[lane].chan, iov, tail.len ? 2 : 1);
+	if (out.data != stack)
+		qbuf_free(&out);
 	if (r < 0) {
 		link_fail(c, l, r, NULL);
 		r = -EIO;
@@ -1595,13 +1693,14 @@ static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 
 	r = p.err;
 	if (r < 0) {
-		qbuf_free(&p.frame);
+		frame_free(&p.frame, &p.pool);
 		goto out_destroy;
 	}
 	rep->frame = p.frame;
+	rep->pool = p.pool;
 	r = check_reply(req->op, rep);
 	if (r < 0) {
-		qbuf_free(&rep->frame);
+		qc_reply_free(rep);
 		memset(&rep->msg, 0, sizeof(rep->msg));
 	}
 out_destroy:

@@ -70,6 +70,7 @@
 #include "buf.h"
 #include "lz4chunk.h"
 #include "msg.h"
+#include "pool.h"
 
 struct qc_conn;
 
@@ -157,10 +158,13 @@ struct qc_conn_opts {
 #define QC_KEEPALIVE_DEFAULT 10
 
 /* A decoded reply.  `msg`'s strings and data point into `frame`, which the
- * reply owns until qc_reply_free. */
+ * reply owns until qc_reply_free: a large one is a buffer of the
+ * connection's receive pool (`pool`), which qc_reply_free gives back, so
+ * a reply must be freed with it (it may outlive the connection). */
 struct qc_reply {
 	struct qft_msg msg;
 	struct qbuf frame;
+	struct qft_pool *pool;  /* the pool frame.data goes back to, or NULL */
 };
 
 void qc_reply_free(struct qc_reply *rep);
