@@ -246,10 +246,15 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 /*
  * Whether a read of [off, end) belongs to the read-ahead stream: it starts
  * one on the second read in a row that begins where the previous ended,
- * and stops it on a read outside its window (random access).  Reads inside
+ * and stops it on a read past its window (random access).  Reads inside
  * the window are accepted in any order, since the kernel's parallel
  * read-ahead requests reach us in whatever order our threads take them.
- * File lock held.
+ * For the same reason a read behind the window is no sign that the reader
+ * left the stream: a late one of those parallel reads may fall in a chunk
+ * dropped as skipped when a later one arrived first.  It is served on its
+ * own and the stream goes on (a reader going backwards wastes no more
+ * than what was asked for already, since only admitted reads ask for
+ * more).  File lock held.
  */
 bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		 uint64_t end)
@@ -257,7 +262,9 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 	if (f->ra.on) {
 		uint64_t lo = f->ra.head ? f->ra.head->off : f->ra.end;
 
-		if (off < lo || off > f->ra.end) {
+		if (off < lo)
+			return false;
+		if (off > f->ra.end) {
 			qft_debug("handle %llu: read at %llu outside the "
 				  "read-ahead window, stopped",
 				  (unsigned long long)f->nf.handle,
@@ -286,8 +293,9 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 	}
 	if (end > f->ra.pos)
 		f->ra.pos = end;
-	/* Chunks a whole chunk behind the reader were skipped, not read. */
-	while (f->ra.head && f->ra.head->off + f->ra.head->len + QC_RA_CHUNK <= off)
+	/* Chunks far behind the reader were skipped, not read. */
+	while (f->ra.head &&
+	       f->ra.head->off + f->ra.head->len + QC_RA_SKIPPED <= off)
 		ra_unlink_head(f);
 	return true;
 }

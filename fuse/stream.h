@@ -52,6 +52,10 @@ struct qn_node;
 /* Read-ahead all handles together may hold: at least this, or two full
  * windows. */
 #define QC_RA_TOTAL_MIN    ((uint64_t)64 << 20)
+/* How far behind the reader a chunk must be to count as skipped: the
+ * kernel's parallel reads (cp's 1 MiB reads and their async read-ahead)
+ * arrive in any order, and a late one must still find its chunk. */
+#define QC_RA_SKIPPED      (4 * QC_RA_CHUNK)
 /* Chunks that one kernel read (at most QC_RA_CHUNK bytes) can span. */
 #define QC_RA_MAX_IOV      4
 

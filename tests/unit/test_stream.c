@@ -194,11 +194,33 @@ static void test_start_stop(void)
 	CHECK(f->ra.head == NULL);
 	CHECK_EQ(f->ra.credit, QC_RA_CREDIT_START);
 	CHECK_EQ(atomic_load(&fs.ra_bytes), 0);
-	/* ... and so does one behind it (after a new start). */
+	/* One behind it is served on its own and the stream goes on: it may
+	 * be a late one of the kernel's parallel reads (after a new
+	 * start). */
 	CHECK_EQ(read_through(f, 10 * MiB + 4 * KiB, 4 * KiB, NULL), 4 * KiB);
 	CHECK(f->ra.on);
 	CHECK_EQ(read_through(f, 0, 4 * KiB, NULL), NOT_STREAM);
-	CHECK(!f->ra.on);
+	CHECK(f->ra.on);
+	CHECK_EQ(read_through(f, 10 * MiB + 8 * KiB, 4 * KiB, NULL), 4 * KiB);
+	free_file(f);
+
+	/* The kernel's parallel reads out of order: one 2 MiB ahead drops
+	 * the chunk the reader skipped, and the late read inside it is
+	 * served on its own without stopping the stream. */
+	f = new_file(16 * MiB);
+	CHECK_EQ(read_through(f, 0, 128 * KiB, NULL), NOT_STREAM);
+	CHECK_EQ(read_through(f, 128 * KiB, 128 * KiB, NULL), 128 * KiB);
+	pthread_mutex_lock(&f->lock);
+	f->ra.credit = 8 * MiB;
+	pthread_mutex_unlock(&f->lock);
+	CHECK_EQ(read_through(f, 256 * KiB, 128 * KiB, NULL), 128 * KiB);
+	CHECK_EQ(read_through(f, QC_RA_SKIPPED + MiB, 128 * KiB, NULL),
+		 128 * KiB);
+	CHECK(f->ra.head != NULL && f->ra.head->off >= 1 * MiB);
+	CHECK_EQ(read_through(f, 512 * KiB, 128 * KiB, NULL), NOT_STREAM);
+	CHECK(f->ra.on);
+	CHECK_EQ(read_through(f, QC_RA_SKIPPED + MiB + 128 * KiB, 128 * KiB,
+			      NULL), 128 * KiB);
 	free_file(f);
 
 	/* A gap between two reads is not sequential. */
@@ -333,9 +355,15 @@ static void test_boundaries(void)
 	CHECK_EQ(qc_ra_pin(f, 0, 4 * KiB, pinned), 0);
 	pthread_mutex_unlock(&f->lock);
 
-	/* A chunk a whole chunk behind the reader was skipped: dropped;
-	 * the one just behind it stays. */
-	CHECK_EQ(read_through(f, 3 * MiB + 4 * KiB, 4 * KiB, NULL), 4 * KiB);
+	/* A chunk QC_RA_SKIPPED behind the reader was skipped: dropped;
+	 * nearer ones stay for the kernel's late parallel reads. */
+	pthread_mutex_lock(&f->lock);
+	f->ra.credit = 8 * MiB;
+	pthread_mutex_unlock(&f->lock);
+	CHECK_EQ(read_through(f, 2 * MiB + 4 * KiB, 4 * KiB, NULL), 4 * KiB);
+	CHECK(f->ra.head != NULL && f->ra.head->off == MiB);
+	CHECK_EQ(read_through(f, 2 * MiB + QC_RA_SKIPPED + 4 * KiB, 4 * KiB,
+			      NULL), 4 * KiB);
 	CHECK(f->ra.head != NULL && f->ra.head->off == 2 * MiB);
 	free_file(f);
 }
