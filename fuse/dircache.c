@@ -707,8 +707,12 @@ static bool dir_leased(struct qc_fs *fs, uint64_t ino)
 static uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e)
 {
-	if (l->leased && ((e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
-			  dir_leased(fs, e->attr.ino)))
+	bool dir = (e->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR;
+
+	/* What a followed symlink leads to (protocol.h) lives elsewhere:
+	 * the lease covers its name only, and a directory by its own. */
+	if (l->leased && (dir ? dir_leased(fs, e->attr.ino) :
+			  !(e->attr.flags & QFT_ATTR_FOLLOWED)))
 		return NEVER;
 	return e->fetched_ns + secs_ns(fs->attr_timeout);
 }
@@ -1381,8 +1385,13 @@ void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 	/* The same object only: a name may be another's by now. */
 	if (e && (!e->attr.ino || e->attr.ino == a->ino) &&
 	    (e->attr.mode & QFT_S_IFMT) == (a->mode & QFT_S_IFMT)) {
+		struct qft_attr na = *a;
+
+		/* Attributes from a handle (fstat) cannot say the name is a
+		 * followed symlink; the name still is. */
+		na.flags |= e->attr.flags & QFT_ATTR_FOLLOWED;
 		changed_dir(fs, parent);
-		if (dent_put(dc, l, name, a, qc_now_ns()) < 0)
+		if (dent_put(dc, l, name, &na, qc_now_ns()) < 0)
 			listing_drop_unwatch(fs, l);
 	}
 	pthread_mutex_unlock(&dc->lock);

@@ -75,12 +75,16 @@ static int reply_attr_fd(int fd, struct qft_msg *rep)
 	return 0;
 }
 
+/* `follow` (--follow-symlinks): as LSTAT shows `name`, FOLLOWED hint and
+ * NOXATTR included. */
 static int reply_attr_at(int dfd, const char *name, bool follow,
 			 struct qft_msg *rep)
 {
 	struct stat st;
 
-	if (fstatat(dfd, name, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) < 0)
+	if (follow)
+		return srv_path_attr_at(dfd, name, true, &st, &rep->attr, NULL);
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	qft_attr_from_stat(&rep->attr, &st);
 	return 0;

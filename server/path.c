@@ -247,6 +247,7 @@ int srv_path_attr_at(int dfd, const char *name, bool follow, struct stat *st,
 		return 0;
 	*st = fst;
 	*a = fa;
+	a->flags |= QFT_ATTR_FOLLOWED;
 	if (followed)
 		*followed = true;
 	return 0;

@@ -91,7 +91,8 @@ struct qft_attr;
  * READDIR PLUS and SCAN send.  0 or a negative errno (of the stat).
  *
  * With `follow`, a symlink's attributes are those of the object it leads
- * to, and *followed says so; a symlink that cannot be followed (dangling,
+ * to, with QFT_ATTR_FOLLOWED, and *followed (may be NULL) says so too; a
+ * symlink that cannot be followed (dangling,
  * a loop, a target the server's user may not reach) keeps its own, so it
  * stays visible as what it is rather than failing a whole listing.
  */

@@ -29,7 +29,7 @@ import os
 import shutil
 import stat
 import struct
-import subprocess
+import time
 
 import pytest
 
@@ -346,6 +346,34 @@ def test_mount_shows_and_uses_what_links_lead_to(mounter, tmp_path):
     os.symlink('real/new', P(mnt, 'made2'))
     assert stat.S_ISREG(os.lstat(P(mnt, 'made2')).st_mode)
     assert 'made' in os.listdir(mnt)
+
+
+def test_mount_sees_changes_to_targets_made_elsewhere(mounter, tmp_path):
+    """A directory lease covers a link's name, not what it leads to (in
+    another directory, or outside the root, where no watch looks): a
+    change made on the server side shows through the link within the
+    attribute timeout, as it does through the target's own name."""
+    root, outside = make_tree(tmp_path)
+    m = mounter(src=root, opts=['follow_symlinks', 'attr_timeout=1'])
+    mnt = m.mnt
+    util.run(['ls', '-lR', mnt], timeout=30)   # listings, leases
+    assert os.stat(P(mnt, 'lf')).st_size == 6
+    assert os.stat(P(mnt, 'abs', 'o')).st_size == 8
+    with open(P(root, 'real', 'f'), 'ab') as w:
+        w.write(b'appended\n')
+    os.symlink(str(outside), P(outside, 'self'))
+    with open(P(outside, 'o'), 'ab') as w:
+        w.write(b'more\n')
+    deadline = time.monotonic() + 15 * util.timeout_scale()
+    while True:
+        sizes = (os.stat(P(mnt, 'lf')).st_size,
+                 os.stat(P(mnt, 'abs', 'o')).st_size)
+        if sizes == (15, 13) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert sizes == (15, 13), sizes
+    assert open(P(mnt, 'lf'), 'rb').read() == b'hello\nappended\n'
+    assert 'self' in os.listdir(P(mnt, 'abs'))
 
 
 @pytest.mark.deadline(240)
