@@ -299,9 +299,10 @@ enum qft_status {
 /*
  * FOLLOWED (servers started with --follow-symlinks only): the name is a
  * symlink and these are the attributes of what it leads to, an object
- * that may live in another directory or outside the root, whose changes
- * no watch on the name's directory reports; a client trusts them for its
- * attribute timeout only, never for a directory lease.
+ * that may live in another directory or outside the root, or its own
+ * while it leads nowhere; no watch on the name's directory reports a
+ * change of either, so a client trusts them (and the name's type) for its
+ * timeouts only, never for a directory lease.
  */
 #define QFT_ATTR_FOLLOWED 0x0002u
 #define QFT_ATTR_KNOWN   0x0003u

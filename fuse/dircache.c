@@ -144,6 +144,7 @@ struct snap_ent {
 	bool attr_ok;           /* attr trusted until attr_until */
 	struct qft_attr attr;
 	uint64_t attr_until;
+	uint64_t name_until;    /* of the name itself (name_until()) */
 };
 
 struct qc_dir_snap {
@@ -740,6 +741,23 @@ static bool attr_ok(struct qc_fs *fs, const struct listing *l,
 	return qn_attr_trusted(&fs->nodes, l->dir, e->name, e->fetched_ns);
 }
 
+/*
+ * Until when the name of entry `e` of `l` may be answered: a followed
+ * symlink's type can change without a notice (its target replaced or
+ * made), and a kernel that finds a known inode's type changed marks it
+ * bad; so its name holds no longer than its attributes.
+ */
+static uint64_t name_until(struct qc_fs *fs, const struct listing *l,
+			   const struct dent *e)
+{
+	uint64_t a;
+
+	if (!(e->attr.flags & QFT_ATTR_FOLLOWED))
+		return l->names_until;
+	a = attr_until(fs, l, e);
+	return a < l->names_until ? a : l->names_until;
+}
+
 /* Seconds the kernel may keep what is valid until `until`, at most `max`. */
 static double remaining(uint64_t until, uint64_t now, double max)
 {
@@ -1163,7 +1181,7 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 		if (a)
 			*a = e->attr;
 		if (entry_to)
-			*entry_to = remaining(l->names_until, now,
+			*entry_to = remaining(name_until(fs, l, e), now,
 					      fs->entry_timeout);
 		if (attr_to)
 			*attr_to = remaining(attr_until(fs, l, e), now,
@@ -1791,6 +1809,7 @@ static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
 		se->attr = e->attr;
 		se->attr_ok = attr_ok(fs, l, e, now);
 		se->attr_until = attr_until(fs, l, e);
+		se->name_until = name_until(fs, l, e);
 	}
 	s->n = k;
 	l->walked_ns = now;
@@ -1838,7 +1857,7 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 							     s->xgen);
 					qc_fs_fill_entry(fs, &e, n, &se->attr);
 					e.entry_timeout = remaining(
-						s->names_until, now,
+						se->name_until, now,
 						fs->entry_timeout);
 					e.attr_timeout = remaining(
 						se->attr_until, now,

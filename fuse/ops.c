@@ -337,6 +337,20 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	qc_file_put(fs, borrowed);
 	if (r < 0)
 		goto out_err;
+	if (m.op == QFT_OP_LSTAT &&
+	    qn_replaced(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, false)) {
+		/*
+		 * The name leads to an object of another type than the
+		 * kernel's inode (the target of a followed symlink replaced
+		 * or made, a name replaced where no watch saw it): answered,
+		 * the kernel would mark its inode bad and stat(2) fail with
+		 * EIO; ESTALE makes it walk the path again and look the name
+		 * up afresh.
+		 */
+		qc_reply_free(&rep);
+		r = -ESTALE;
+		goto out_err;
+	}
 	reply_attr(req, fs, qc_fs_node(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;

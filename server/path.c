@@ -242,13 +242,14 @@ int srv_path_attr_at(int dfd, const char *name, bool follow, struct stat *st,
 	if (r < 0 || !follow || !S_ISLNK(st->st_mode))
 		return r;
 	/* A link: what it leads to, if it leads anywhere.  ENOENT, ELOOP,
-	 * EACCES, ENOTDIR: the link itself stays, as it is. */
-	if (attr_of(dfd, name, 0, &fst, &fa) < 0)
-		return 0;
-	*st = fst;
-	*a = fa;
+	 * EACCES, ENOTDIR: the link itself stays, as it is -- until its
+	 * target appears, which is why it is marked FOLLOWED too. */
+	if (attr_of(dfd, name, 0, &fst, &fa) == 0) {
+		*st = fst;
+		*a = fa;
+		if (followed)
+			*followed = true;
+	}
 	a->flags |= QFT_ATTR_FOLLOWED;
-	if (followed)
-		*followed = true;
 	return 0;
 }

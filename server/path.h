@@ -91,10 +91,10 @@ struct qft_attr;
  * READDIR PLUS and SCAN send.  0 or a negative errno (of the stat).
  *
  * With `follow`, a symlink's attributes are those of the object it leads
- * to, with QFT_ATTR_FOLLOWED, and *followed (may be NULL) says so too; a
- * symlink that cannot be followed (dangling,
- * a loop, a target the server's user may not reach) keeps its own, so it
- * stays visible as what it is rather than failing a whole listing.
+ * to, and *followed (may be NULL) says so; a symlink that cannot be
+ * followed (dangling, a loop, a target the server's user may not reach)
+ * keeps its own, so it stays visible as what it is rather than failing a
+ * whole listing.  Either way they carry QFT_ATTR_FOLLOWED.
  */
 int srv_path_attr_at(int dfd, const char *name, bool follow, struct stat *st,
 		     struct qft_attr *a, bool *followed);

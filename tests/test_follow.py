@@ -374,6 +374,24 @@ def test_mount_sees_changes_to_targets_made_elsewhere(mounter, tmp_path):
     assert sizes == (15, 13), sizes
     assert open(P(mnt, 'lf'), 'rb').read() == b'hello\nappended\n'
     assert 'self' in os.listdir(P(mnt, 'abs'))
+    # A dangling link whose target appears, and a link whose target
+    # changes type, show the new object (no EIO from a stale inode type).
+    assert stat.S_ISLNK(os.lstat(P(mnt, 'dangle')).st_mode)
+    with open(P(root, 'nowhere'), 'wb') as w:
+        w.write(b'now here')
+    os.unlink(P(root, 'real', 'f'))
+    os.mkdir(P(root, 'real', 'f'))
+    deadline = time.monotonic() + 15 * util.timeout_scale()
+    while True:
+        kinds = (stat.S_IFMT(os.lstat(P(mnt, 'dangle')).st_mode),
+                 stat.S_IFMT(os.lstat(P(mnt, 'lf')).st_mode))
+        if kinds == (stat.S_IFREG, stat.S_IFDIR) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert kinds == (stat.S_IFREG, stat.S_IFDIR), kinds
+    assert open(P(mnt, 'dangle'), 'rb').read() == b'now here'
+    assert os.listdir(P(mnt, 'lf')) == []
 
 
 @pytest.mark.deadline(240)
