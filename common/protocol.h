@@ -296,7 +296,16 @@ enum qft_status {
  * xattrs of every entry; at 40 ms that was most of its time).
  */
 #define QFT_ATTR_NOXATTR 0x0001u
-#define QFT_ATTR_KNOWN   0x0001u
+/*
+ * FOLLOWED (servers started with --follow-symlinks only): the name is a
+ * symlink and these are the attributes of what it leads to, an object
+ * that may live in another directory or outside the root, or its own
+ * while it leads nowhere; no watch on the name's directory reports a
+ * change of either, so a client trusts them (and the name's type) for its
+ * timeouts only, never for a directory lease.
+ */
+#define QFT_ATTR_FOLLOWED 0x0002u
+#define QFT_ATTR_KNOWN   0x0003u
 
 /*
  * NOTIFY kinds (docs/protocol.md, "Change notification").

@@ -177,9 +177,10 @@ static void quote_word(FILE *m, const char *w, size_t n)
  * --root <dir> (exec, so no shell stays behind the server).  Without
  * (NULL): exec sh -c '<install script>' qftfs <protocol> <version> <dir>,
  * the script that finds or installs the server and execs it the same way
- * (install.h).
+ * (install.h).  `follow` adds --follow-symlinks to the server's words, or
+ * the word "follow" after <dir> for the script.
  */
-static char *build_command(const char *server, const char *dir)
+static char *build_command(const char *server, const char *dir, bool follow)
 {
 	const char *script = qc_install_script();
 	size_t len = 0;
@@ -206,9 +207,12 @@ static char *build_command(const char *server, const char *dir)
 			quote_word(m, p, w);
 			p += w;
 		}
-		fputs(" --session --root ", m);
+		fputs(follow ? " --follow-symlinks --session --root " :
+		      " --session --root ", m);
 	}
 	quote_word(m, dir, strlen(dir));
+	if (!server && follow)
+		fputs(" follow", m);
 	if (fclose(m) != 0) {
 		free(cmd);
 		return NULL;
@@ -321,8 +325,10 @@ static void explain_exit(struct qc_boot *b, const struct qc_boot_opts *o)
 	} else if (done) {
 		qft_err("qftfs-server on %s exited with status %d before it was "
 			"ready%s", host, ex.status,
-			ex.status == 2 ? " (a usage error: is it older than this "
-			"qftfs?)" : "");
+			ex.status == 2 ? (o->follow ? " (a usage error: is it "
+			"older than this qftfs? -o follow_symlinks needs one "
+			"that knows --follow-symlinks)" : " (a usage error: is "
+			"it older than this qftfs?)") : "");
 	} else {
 		qft_err("the ssh channel to %s closed before qftfs-server was "
 			"ready", host);
@@ -469,9 +475,10 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	if (r < 0)
 		return r;
 	if (!o->server && o->install.enabled)
-		cmd = build_command(NULL, o->dir);
+		cmd = build_command(NULL, o->dir, o->follow);
 	else
-		cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir);
+		cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir,
+				    o->follow);
 	if (!cmd) {
 		r = -ENOMEM;
 		goto out_free_ssh;

@@ -52,6 +52,7 @@ struct qc_boot_opts {
 				 * else installed (install.h) */
 	struct qc_install_opts install;
 	const char *dir;
+	bool follow;            /* -o follow_symlinks: --follow-symlinks */
 	enum qft_cipher cipher;
 	enum qc_transport_mode transport;
 	/* The direct connection: unacknowledged data this long ends it

@@ -346,9 +346,8 @@ static const struct entry table[] = {
 	  "below the served directory itself", NULL, false },
 	{ "no_contain_symlinks", K_NOTE, NULL, "qftfs-server confines every "
 	  "path below the served directory itself", NULL, false },
-	{ "follow_symlinks", K_NOTE, NULL, "not supported yet: symlinks "
-	  "appear as symlinks (the server does not follow them, so none can "
-	  "lead out of the served directory)", NULL, false },
+	/* follow_symlinks is a qftfs option of the same name (main.c): the
+	 * server follows them, as sshfs's does. */
 	{ "no_check_root", K_NOTE, NULL, "the server checks the directory "
 	  "when it starts", NULL, false },
 	{ "max_conns", K_NOTE, NULL, "qftfs streams bulk data and metadata "

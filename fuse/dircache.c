@@ -144,6 +144,7 @@ struct snap_ent {
 	bool attr_ok;           /* attr trusted until attr_until */
 	struct qft_attr attr;
 	uint64_t attr_until;
+	uint64_t name_until;    /* of the name itself (name_until()) */
 };
 
 struct qc_dir_snap {
@@ -707,8 +708,12 @@ static bool dir_leased(struct qc_fs *fs, uint64_t ino)
 static uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e)
 {
-	if (l->leased && ((e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
-			  dir_leased(fs, e->attr.ino)))
+	bool dir = (e->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR;
+
+	/* What a followed symlink leads to (protocol.h) lives elsewhere:
+	 * the lease covers its name only, and a directory by its own. */
+	if (l->leased && (dir ? dir_leased(fs, e->attr.ino) :
+			  !(e->attr.flags & QFT_ATTR_FOLLOWED)))
 		return NEVER;
 	return e->fetched_ns + secs_ns(fs->attr_timeout);
 }
@@ -734,6 +739,23 @@ static bool attr_ok(struct qc_fs *fs, const struct listing *l,
 	if (now >= attr_until(fs, l, e))
 		return false;
 	return qn_attr_trusted(&fs->nodes, l->dir, e->name, e->fetched_ns);
+}
+
+/*
+ * Until when the name of entry `e` of `l` may be answered: a followed
+ * symlink's type can change without a notice (its target replaced or
+ * made), and a kernel that finds a known inode's type changed marks it
+ * bad; so its name holds no longer than its attributes.
+ */
+static uint64_t name_until(struct qc_fs *fs, const struct listing *l,
+			   const struct dent *e)
+{
+	uint64_t a;
+
+	if (!(e->attr.flags & QFT_ATTR_FOLLOWED))
+		return l->names_until;
+	a = attr_until(fs, l, e);
+	return a < l->names_until ? a : l->names_until;
 }
 
 /* Seconds the kernel may keep what is valid until `until`, at most `max`. */
@@ -1159,7 +1181,7 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 		if (a)
 			*a = e->attr;
 		if (entry_to)
-			*entry_to = remaining(l->names_until, now,
+			*entry_to = remaining(name_until(fs, l, e), now,
 					      fs->entry_timeout);
 		if (attr_to)
 			*attr_to = remaining(attr_until(fs, l, e), now,
@@ -1381,8 +1403,13 @@ void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 	/* The same object only: a name may be another's by now. */
 	if (e && (!e->attr.ino || e->attr.ino == a->ino) &&
 	    (e->attr.mode & QFT_S_IFMT) == (a->mode & QFT_S_IFMT)) {
+		struct qft_attr na = *a;
+
+		/* Attributes from a handle (fstat) cannot say the name is a
+		 * followed symlink; the name still is. */
+		na.flags |= e->attr.flags & QFT_ATTR_FOLLOWED;
 		changed_dir(fs, parent);
-		if (dent_put(dc, l, name, a, qc_now_ns()) < 0)
+		if (dent_put(dc, l, name, &na, qc_now_ns()) < 0)
 			listing_drop_unwatch(fs, l);
 	}
 	pthread_mutex_unlock(&dc->lock);
@@ -1782,6 +1809,7 @@ static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
 		se->attr = e->attr;
 		se->attr_ok = attr_ok(fs, l, e, now);
 		se->attr_until = attr_until(fs, l, e);
+		se->name_until = name_until(fs, l, e);
 	}
 	s->n = k;
 	l->walked_ns = now;
@@ -1829,7 +1857,7 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 							     s->xgen);
 					qc_fs_fill_entry(fs, &e, n, &se->attr);
 					e.entry_timeout = remaining(
-						s->names_until, now,
+						se->name_until, now,
 						fs->entry_timeout);
 					e.attr_timeout = remaining(
 						se->attr_until, now,

@@ -50,6 +50,9 @@ struct qc_fs {
 	 * server running as root what they make is theirs (ops.c,
 	 * owner_for).  Immutable once mounted. */
 	bool multi_user;
+	/* -o follow_symlinks: the server shows each symlink as what it
+	 * leads to (ops.c, make_entry).  Immutable once mounted. */
+	bool follow;
 	/*
 	 * Bulk streams.  window: most bytes of WRITEs per handle sent and
 	 * not yet acknowledged (-o window=SIZE; 0 = every write waits for

@@ -37,9 +37,9 @@
  * step is explained in install.h.
  */
 static const char script[] =
-	"p=$1 v=$2 r=$3\n"
+	"p=$1 v=$2 r=$3 o=${4:+--follow-symlinks}\n"
 	"say() { echo \"QFTFS-$*\"; }\n"
-	"run() { say \"RUN $1\"; exec \"$1\" --session --root \"$r\"; }\n"
+	"run() { say \"RUN $1\"; exec \"$1\" $o --session --root \"$r\"; }\n"
 	"ours() { \"$1\" --version 2>/dev/null | grep -F -q \"(protocol v$p)\"; }\n"
 	"s=$(command -v " SERVER_NAME " 2>/dev/null)\n"
 	"case $s in /*) if ours \"$s\"; then run \"$s\"; fi;; esac\n"
@@ -107,7 +107,7 @@ static const char script[] =
 	"chmod 755 \"$t\"\n"
 	"if ours \"$t\" && mv -f \"$t\" \"${t%/*}/" SERVER_NAME "\"; then "
 	"say \"INSTALLED ${t%/*}/" SERVER_NAME "\"; "
-	"exec \"${t%/*}/" SERVER_NAME "\" --session --root \"$r\"; fi\n"
+	"exec \"${t%/*}/" SERVER_NAME "\" $o --session --root \"$r\"; fi\n"
 	"rm -f \"$t\"\n"
 	"say \"FAIL the uploaded server does not run from ${t%/*} (a noexec "
 	"mount?)\"\n"

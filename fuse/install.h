@@ -85,7 +85,8 @@ char *qc_install_find(const struct qc_install_opts *o, const char *arch,
 		      char *looked, size_t looked_size, int *err);
 
 /* The remote script (see above); its arguments are the protocol version,
- * the client's version and the directory to serve. */
+ * the client's version, the directory to serve and, optionally, "follow"
+ * (-o follow_symlinks: the server runs with --follow-symlinks). */
 const char *qc_install_script(void);
 
 /*

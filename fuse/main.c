@@ -97,6 +97,7 @@ struct cmdline {
 	/* sshfs and ssh options, mapped (compat.h). */
 	struct qc_compat compat;
 	int password_stdin;
+	int follow_symlinks;    /* the server follows symlinks (as sshfs's) */
 	int allow_other;        /* seen, and passed on to libfuse */
 	int foreground;
 	int debug;
@@ -157,6 +158,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("gid=%s", gid),
 	OPT("umask=%s", umask),
 	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
+	{ "follow_symlinks", offsetof(struct cmdline, follow_symlinks), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -277,6 +279,14 @@ static void usage(void)
 "    -o uid=N, -o gid=N     show every file as owned by N\n"
 "    -o umask=M             show every file with mode 0777 & ~M\n"
 "    -o subdir=DIR          mount DIR below SOURCE's directory\n"
+"\n"
+"symlinks:\n"
+"    -o follow_symlinks     the server follows symlinks (as sshfs's option):\n"
+"                           each shows as what it leads to, resolved on the\n"
+"                           server (\"/\" is the server's root), so paths may\n"
+"                           leave SOURCE's directory; dangling links and\n"
+"                           loops stay symlinks.  Default: symlinks show as\n"
+"                           symlinks and no path leaves the directory\n"
 "\n"
 "FUSE options (passed to the kernel):\n"
 "    -o allow_other         allow access by all users (non-root users need\n"
@@ -554,6 +564,7 @@ static int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	bo->ssh.n_ssh_extra = (size_t)cl->n_ssh_extra;
 	bo->server = cl->server;
 	bo->dir = rem->dir;
+	bo->follow = cl->follow_symlinks;
 	bo->install.enabled = true;
 	if (cl->install && qc_install_parse(cl->install,
 					    &bo->install.enabled) < 0) {
@@ -630,6 +641,7 @@ struct local_tr {
 	const char *server;        /* -o server=, or NULL for the default */
 	const char *root;
 	bool capture;              /* daemonized: relay its stderr to the log */
+	bool follow;               /* -o follow_symlinks */
 	struct qc_transport *first; /* the first one, until qc_conn_start */
 };
 
@@ -642,7 +654,8 @@ static int local_open(void *ctx, struct qc_endpoint *ep)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	r = qc_transport_spawn(t, lt->server, lt->root, lt->capture);
+	r = qc_transport_spawn(t, lt->server, lt->root, lt->follow,
+			       lt->capture);
 	if (r < 0) {
 		qft_err("cannot start the server: %s", strerror(-r));
 		qc_transport_free(t, 0);
@@ -766,7 +779,8 @@ static int start_local(struct qc_fs *fs, struct local_tr *lt,
 		fprintf(stderr, "qftfs: out of memory\n");
 		return -ENOMEM;
 	}
-	r = qc_transport_spawn(t, lt->server, lt->root, lt->capture);
+	r = qc_transport_spawn(t, lt->server, lt->root, lt->follow,
+			       lt->capture);
 	if (r < 0) {
 		fprintf(stderr, "qftfs: cannot start the server: %s\n",
 			strerror(-r));
@@ -805,6 +819,12 @@ static int start_local(struct qc_fs *fs, struct local_tr *lt,
 	else
 		fprintf(stderr, "qftfs: the server '%s' did not start\n",
 			t->argv0);
+	/* getopt's own words come first; this says what to do about them. */
+	if (r == -EPIPE && reaped && lt->follow && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 2)
+		fprintf(stderr, "qftfs: -o follow_symlinks needs a qftfs-server "
+			"that knows --follow-symlinks: update '%s', or mount "
+			"without follow_symlinks\n", t->argv0);
 out_free:
 	qc_transport_free(t, RELAY_WAIT_MS);
 	free(t);
@@ -1205,6 +1225,7 @@ int main(int argc, char *argv[])
 		goto out_destroy_session;
 
 	fs.se = se;
+	fs.follow = cl.follow_symlinks;
 	/* Leases: the server says when a cached directory changed. */
 	if (fs.dirs) {
 		co.want_notify = true;
@@ -1219,6 +1240,7 @@ int main(int argc, char *argv[])
 	} else {
 		lt.server = cl.server;
 		lt.root = root;
+		lt.follow = cl.follow_symlinks;
 		lt.capture = !cl.foreground;
 		co.host = "the local server";
 		co.ops = &local_ops;

@@ -95,9 +95,11 @@ static void reply_predicted(fuse_req_t req, struct qc_fs *fs,
 }
 
 /* Answers a request that created or found `name` in `parent`. */
+/* `passing`: an answer true only for this request (make_entry), which
+ * the kernel and the node must not keep. */
 static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 			const char *name, const struct qft_attr *a,
-			uint64_t xgen)
+			uint64_t xgen, bool passing)
 {
 	struct fuse_entry_param e;
 	struct qft_attr fresh;
@@ -112,6 +114,11 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	qc_fs_fill_entry(fs, &e, n,
 			 qc_file_attr_behind_writes(fs, n, a, &fresh) ?
 			 &fresh : a);
+	if (passing) {
+		e.entry_timeout = 0;
+		e.attr_timeout = 0;
+		qn_attr_stale(&fs->nodes, n);
+	}
 	/* An interrupted request's reply never reaches the kernel, and
 	 * neither does the lookup it counted. */
 	if (fuse_reply_entry(req, &e) != 0)
@@ -230,7 +237,7 @@ static void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out_err;
 	qc_dir_note_fetched(fs, qc_fs_node(fs, parent), name, &rep.msg.attr,
 			    &fb);
-	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, false);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -346,6 +353,20 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	qc_file_put(fs, borrowed);
 	if (r < 0)
 		goto out_err;
+	if (m.op == QFT_OP_LSTAT &&
+	    qn_replaced(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, false)) {
+		/*
+		 * The name leads to an object of another type than the
+		 * kernel's inode (the target of a followed symlink replaced
+		 * or made, a name replaced where no watch saw it): answered,
+		 * the kernel would mark its inode bad and stat(2) fail with
+		 * EIO; ESTALE makes it walk the path again and look the name
+		 * up afresh.
+		 */
+		qc_reply_free(&rep);
+		r = -ESTALE;
+		goto out_err;
+	}
 	reply_attr(req, fs, qc_fs_node(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
@@ -724,6 +745,15 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct qc_reply rep;
 	uint32_t uid, gid;
 	int r, owned;
+	/*
+	 * -o follow_symlinks: the kernel must get the new link as a link,
+	 * while the server shows it as what it leads to from now on; so
+	 * this answer is cached nowhere (no listing entry, no kernel
+	 * timeouts) and the next lookup asks the server.  Nor can the link
+	 * be given its maker as owner: SETATTR by path would follow it and
+	 * change the owner of its target.
+	 */
+	bool passing = fs->follow && m->op == QFT_OP_SYMLINK;
 
 	r = check_name(name);
 	if (r < 0)
@@ -733,7 +763,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_err;
 	qc_set_str(&m->path, path);
 	qc_set_str(&m->name, name);
-	owned = owner_for(req, fs, dir, &uid, &gid);
+	owned = passing ? 0 : owner_for(req, fs, dir, &uid, &gid);
 	if (owned < 0) {
 		r = owned;
 		goto out_err;
@@ -757,11 +787,13 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		rep = orep;
 	}
-	if (m->op == QFT_OP_MKDIR)
+	if (passing)
+		qc_dir_drop(fs, dir);
+	else if (m->op == QFT_OP_MKDIR)
 		qc_dir_note_mkdir(fs, dir, name, &rep.msg.attr, &fb);
 	else
 		qc_dir_note_entry(fs, dir, name, &rep.msg.attr);
-	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, passing);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -1076,7 +1108,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qn_names_changed(&fs->nodes);
 	if (fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen);
+	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen, false);
 	qc_reply_free(&rep);
 	return;
 out_err:

@@ -188,7 +188,7 @@ static int absolute_program(char **argv0)
 }
 
 int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
-		       const char *root, bool capture_stderr)
+		       const char *root, bool follow, bool capture_stderr)
 {
 	char **argv = NULL, *def = NULL;
 	int sv[2], mv[2], ep[2] = { -1, -1 }, argc, r;
@@ -206,7 +206,7 @@ int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 			return -ENOMEM;
 		server_cmd = def;
 	}
-	r = split_cmd(server_cmd, 5, &argv, &argc);
+	r = split_cmd(server_cmd, 6, &argv, &argc);
 	free(def);
 	if (r < 0)
 		return r;
@@ -215,7 +215,8 @@ int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
 	    !(argv[argc++] = strdup("--root")) ||
 	    !(argv[argc++] = strdup(root)) ||
 	    !(argv[argc++] = strdup("--meta-fd")) ||
-	    !(argv[argc++] = strdup(QC_META_FD_STR))) {
+	    !(argv[argc++] = strdup(QC_META_FD_STR)) ||
+	    (follow && !(argv[argc++] = strdup("--follow-symlinks")))) {
 		r = -ENOMEM;
 		goto out_free_argv;
 	}

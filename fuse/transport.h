@@ -44,14 +44,15 @@ struct qc_transport {
  * qftfs-server next to our own binary if it is there, else from PATH) with
  * "--stdio --root ROOT --meta-fd 3" appended: a second socketpair is the
  * server's descriptor 3, for the meta stream (conn.h, "Two streams"); a
- * server that does not serve it closes it.  With `capture_stderr` the
+ * server that does not serve it closes it; `follow` appends
+ * "--follow-symlinks" too (-o follow_symlinks).  With `capture_stderr` the
  * server's stderr is a pipe (t->errfd).  Any thread may call it (a
  * reconnect does): the child makes only async-signal-safe calls before
  * exec, apart from formatting the message when exec fails.  On success
  * t->fd and t->meta_fd are connected to the server.
  */
 int qc_transport_spawn(struct qc_transport *t, const char *server_cmd,
-		       const char *root, bool capture_stderr);
+		       const char *root, bool follow, bool capture_stderr);
 
 /*
  * Copies what the server wrote to its stderr pipe to our stderr, until the

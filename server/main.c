@@ -64,13 +64,15 @@ enum {
 	OPT_NO_COMPRESS,
 	OPT_META_FD,
 	OPT_MAX_WATCHES,
+	OPT_FOLLOW_SYMLINKS,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
-		"                    [--meta-fd N] [--max-watches N] [-d]\n"
+		"                    [--meta-fd N] [--max-watches N]\n"
+		"                    [--follow-symlinks] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -78,7 +80,13 @@ static void usage(FILE *f)
 		"                secret on stdin, listen on the ssh address, and\n"
 		"                serve the client that proves it knows the secret\n"
 		"  --root DIR    the directory to serve; nothing outside it is\n"
-		"                ever reached\n"
+		"                ever reached (but see --follow-symlinks)\n"
+		"  --follow-symlinks  follow symlinks as the server's user's own\n"
+		"                programs do (qftfs -o follow_symlinks): the\n"
+		"                client sees what each one leads to, wherever\n"
+		"                that is on this host, \"/\" meaning this host's\n"
+		"                root; paths are then confined by the user's\n"
+		"                permissions only\n"
 		"  --io=MODE     file I/O: posix (pread/pwrite; the default),\n"
 		"                uring (io_uring; fail if it is refused) or\n"
 		"                auto (io_uring where the kernel allows it,\n"
@@ -361,6 +369,7 @@ int main(int argc, char **argv)
 		{ "no-compress", no_argument,   NULL, OPT_NO_COMPRESS },
 		{ "meta-fd", required_argument, NULL, OPT_META_FD },
 		{ "max-watches", required_argument, NULL, OPT_MAX_WATCHES },
+		{ "follow-symlinks", no_argument, NULL, OPT_FOLLOW_SYMLINKS },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -368,6 +377,7 @@ int main(int argc, char **argv)
 	};
 	const char *root = NULL, *resolve, *io = NULL;
 	bool use_stdio = false, debug = false, session = false;
+	bool follow = false;
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
 	static struct srv_session ss;
 	static struct meta meta;
@@ -398,6 +408,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_MAX_WATCHES:
 			max_watches_arg = optarg;
+			break;
+		case OPT_FOLLOW_SYMLINKS:
+			follow = true;
 			break;
 		case 'd':
 			debug = true;
@@ -488,6 +501,11 @@ int main(int argc, char **argv)
 			 resolve);
 	srv_path_init(&s.root, root_fd,
 		      resolve && strcmp(resolve, "walk") == 0);
+	/* Copied into the meta connection's root with the rest. */
+	s.root.follow = follow;
+	if (follow)
+		qft_debug("path resolution: following symlinks "
+			  "(--follow-symlinks)");
 
 	if ((r = take_stdio(&rfd, &wfd)) < 0) {
 		qft_err("stdin/stdout are not usable: %s", strerror(-r));

@@ -75,10 +75,15 @@ static int reply_attr_fd(int fd, struct qft_msg *rep)
 	return 0;
 }
 
-static int reply_attr_at(int dfd, const char *name, struct qft_msg *rep)
+/* `follow` (--follow-symlinks): as LSTAT shows `name`, FOLLOWED hint and
+ * NOXATTR included. */
+static int reply_attr_at(int dfd, const char *name, bool follow,
+			 struct qft_msg *rep)
 {
 	struct stat st;
 
+	if (follow)
+		return srv_path_attr_at(dfd, name, true, &st, &rep->attr, NULL);
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	qft_attr_from_stat(&rep->attr, &st);
@@ -171,11 +176,13 @@ static int op_lstat(struct srv *s, const struct qft_msg *req,
 	int dfd, r;
 
 	if (*req->path.s == '\0')
-		return srv_path_attr_at(s->root.fd, ".", &st, &rep->attr);
+		return srv_path_attr_at(s->root.fd, ".", false, &st,
+					&rep->attr, NULL);
 	dfd = srv_path_open_parent(&s->root, req->path.s, &name);
 	if (dfd < 0)
 		return dfd;
-	r = srv_path_attr_at(dfd, name, &st, &rep->attr);
+	r = srv_path_attr_at(dfd, name, s->root.follow, &st, &rep->attr,
+			     NULL);
 	close(dfd);
 	return r;
 }
@@ -192,17 +199,19 @@ static int op_fstat(struct srv *s, const struct qft_msg *req,
 }
 
 /*
- * chmod of `name` without following it.  Linux has no modes on symlinks
- * and fchmod() refuses O_PATH descriptors, so the object is pinned with
- * O_PATH | O_NOFOLLOW and changed through its /proc/self/fd link.
+ * chmod of `name` without following it (unless `follow`: --follow-
+ * symlinks, where a symlink stands for what it leads to).  Linux has no
+ * modes on symlinks and fchmod() refuses O_PATH descriptors, so the object
+ * is pinned with O_PATH | O_NOFOLLOW and changed through its
+ * /proc/self/fd link.
  */
-static int chmod_at(int dfd, const char *name, mode_t mode)
+static int chmod_at(int dfd, const char *name, bool follow, mode_t mode)
 {
 	char proc[SRV_PROC_FD_MAX];
 	struct stat st;
 	int fd, ret = 0;
 
-	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dfd, name, O_PATH | (follow ? 0 : O_NOFOLLOW) | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
@@ -218,13 +227,14 @@ static int chmod_at(int dfd, const char *name, mode_t mode)
 	return ret;
 }
 
-static int truncate_at(int dfd, const char *name, uint64_t size)
+static int truncate_at(int dfd, const char *name, bool follow,
+		       uint64_t size)
 {
 	int fd, ret = 0;
 
 	/* O_NONBLOCK: a FIFO planted under the name must not block us. */
-	fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK |
-		    O_NOCTTY | O_CLOEXEC);
+	fd = openat(dfd, name, O_WRONLY | (follow ? 0 : O_NOFOLLOW) |
+		    O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)size) < 0)
@@ -287,31 +297,35 @@ static int setattr_fd(struct srv_handle *h, const struct qft_msg *req,
 	return reply_attr_fd(h->fd, rep);
 }
 
-static int setattr_at(int dfd, const char *name, const struct qft_msg *req,
-		      struct qft_msg *rep)
+/* `follow`: --follow-symlinks, the change goes to what a symlink leads
+ * to, as chmod(1), chown(1) without -h, truncate(1) and touch(1) do. */
+static int setattr_at(int dfd, const char *name, bool follow,
+		      const struct qft_msg *req, struct qft_msg *rep)
 {
+	int nofollow = follow ? 0 : AT_SYMLINK_NOFOLLOW;
 	uint32_t v = req->valid;
 	struct timespec ts[2];
 	int r;
 
 	if ((v & QFT_SET_MODE) &&
-	    (r = chmod_at(dfd, name, req->mode & 07777)) < 0)
+	    (r = chmod_at(dfd, name, follow, req->mode & 07777)) < 0)
 		return r;
 	if (v & (QFT_SET_UID | QFT_SET_GID)) {
 		uid_t uid = (v & QFT_SET_UID) ? (uid_t)req->uid : (uid_t)-1;
 		gid_t gid = (v & QFT_SET_GID) ? (gid_t)req->gid : (gid_t)-1;
 
-		if (fchownat(dfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+		if (fchownat(dfd, name, uid, gid, nofollow) < 0)
 			return -errno;
 	}
-	if ((v & QFT_SET_SIZE) && (r = truncate_at(dfd, name, req->size)) < 0)
+	if ((v & QFT_SET_SIZE) &&
+	    (r = truncate_at(dfd, name, follow, req->size)) < 0)
 		return r;
 	if (v & SET_TIMES) {
 		setattr_times(req, ts);
-		if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+		if (utimensat(dfd, name, ts, nofollow) < 0)
 			return -errno;
 	}
-	return reply_attr_at(dfd, name, rep);
+	return reply_attr_at(dfd, name, follow, rep);
 }
 
 /* By handle when one is given (FUSE's ftruncate), else by path. */
@@ -348,7 +362,7 @@ static int op_setattr(struct srv *s, const struct qft_msg *req,
 	srv_watch_expect_self(s->watch, &wop, dfd, name, WATCH_ATTR);
 	r = srv_io_fault_name(name);
 	if (r == 0)
-		r = setattr_at(dfd, name, req, rep);
+		r = setattr_at(dfd, name, s->root.follow, req, rep);
 	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
@@ -443,6 +457,7 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 		struct qft_dirent d;
 		struct dirent *de;
 		struct stat st;
+		bool followed;
 		size_t start;
 
 		errno = 0;
@@ -478,10 +493,16 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 		}
 		/* ".." of the root lies outside it: never look at it. */
 		if (plus && !is_dot_or_dotdot(de->d_name) &&
-		    srv_path_attr_at(h->fd, de->d_name, &st, &d.attr) == 0) {
+		    srv_path_attr_at(h->fd, de->d_name, s->root.follow, &st,
+				     &d.attr, &followed) == 0) {
 			d.has_attr = true;
-			if (d.type == 0)
+			if (d.type == 0 || followed)
 				d.type = st.st_mode & S_IFMT;
+		} else if (s->root.follow && d.type == QFT_S_IFLNK &&
+			   fstatat(h->fd, de->d_name, &st, 0) == 0) {
+			/* Without PLUS too: the type of what it leads to
+			 * (one that leads nowhere stays a link). */
+			d.type = st.st_mode & S_IFMT;
 		}
 		start = b->len;
 		r = qft_dirent_encode(b, &d);
@@ -522,7 +543,7 @@ static int op_mkdir(struct srv *s, const struct qft_msg *req,
 	if (mkdirat(dfd, req->name.s, req->mode & 07777) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(dfd, req->name.s, rep);
+		r = reply_attr_at(dfd, req->name.s, false, rep);
 	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
@@ -610,10 +631,11 @@ static int op_create(struct srv *s, const struct qft_msg *req,
 			 (req->opflags & QFT_O_TRUNC ? SRV_WATCH_MODIFY : 0));
 	writer = watch_writer(s, dfd, req->name.s, req->opflags);
 	/* O_NOFOLLOW: O_CREAT would otherwise create the target of a
-	 * dangling symlink, wherever it points. */
+	 * dangling symlink, wherever it points -- which is what
+	 * --follow-symlinks asks for (O_EXCL never follows anyway). */
 	fd = openat(dfd, req->name.s, qft_oflags_to_host(req->opflags) |
-		    O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-		    (mode_t)(req->mode & 07777));
+		    O_CREAT | (s->root.follow ? 0 : O_NOFOLLOW) | O_NONBLOCK |
+		    O_NOCTTY | O_CLOEXEC, (mode_t)(req->mode & 07777));
 	srv_watch_done(s->watch, &wop);
 	if (fd < 0) {
 		r = -errno;
@@ -889,7 +911,7 @@ static int op_symlink(struct srv *s, const struct qft_msg *req,
 	if (symlinkat(req->target.s, dfd, req->name.s) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(dfd, req->name.s, rep);
+		r = reply_attr_at(dfd, req->name.s, false, rep);
 	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
@@ -939,11 +961,15 @@ static int op_link(struct srv *s, const struct qft_msg *req,
 	srv_watch_expect(s->watch, &wop, d2, req->name2.s, SRV_WATCH_CREATE);
 	/* The source's link count changes too (an attribute). */
 	srv_watch_expect(s->watch, &wop, d1, name, SRV_WATCH_ATTRIB);
-	/* No AT_SYMLINK_FOLLOW: a symlink source is linked, not followed. */
-	if (linkat(d1, name, d2, req->name2.s, 0) < 0)
+	/* No AT_SYMLINK_FOLLOW: a symlink source is linked, not followed.
+	 * Under --follow-symlinks the client saw what it leads to, and a
+	 * second name for the link itself would resolve its relative target
+	 * from another directory: the object is linked, as by `ln -L`. */
+	if (linkat(d1, name, d2, req->name2.s,
+		   s->root.follow ? AT_SYMLINK_FOLLOW : 0) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(d2, req->name2.s, rep);
+		r = reply_attr_at(d2, req->name2.s, s->root.follow, rep);
 	srv_watch_done(s->watch, &wop);
 	close(d2);
 out_close_d1:
@@ -957,7 +983,7 @@ static int op_statfs(struct srv *s, const struct qft_msg *req,
 	struct statvfs v;
 	int fd, r = 0;
 
-	fd = srv_path_open(&s->root, req->path.s, O_PATH);
+	fd = srv_path_open_object(&s->root, req->path.s);
 	if (fd < 0)
 		return fd;
 	if (fstatvfs(fd, &v) < 0)
@@ -1019,7 +1045,7 @@ static int op_fallocate(struct srv *s, const struct qft_msg *req,
 static int xattr_open(struct srv *s, const char *path,
 		      char proc[SRV_PROC_FD_MAX])
 {
-	int fd = srv_path_open(&s->root, path, O_PATH);
+	int fd = srv_path_open_object(&s->root, path);
 
 	if (fd >= 0)
 		srv_path_proc_fd(proc, fd);
@@ -1129,7 +1155,7 @@ static int op_mknod(struct srv *s, const struct qft_msg *req,
 	if (mknodat(dfd, req->name.s, (mode_t)req->mode, (dev_t)req->rdev) < 0)
 		r = -errno;
 	else
-		r = reply_attr_at(dfd, req->name.s, rep);
+		r = reply_attr_at(dfd, req->name.s, false, rep);
 	srv_watch_done(s->watch, &wop);
 	close(dfd);
 	return r;
@@ -1163,7 +1189,7 @@ static int op_scan(struct srv *s, const struct qft_msg *req,
 	b.limit = budget;
 	r = srv_scan_step(&s->handles, h,
 			  (req->opflags & QFT_SCAN_WATCH) && s->notify ?
-			  s->watch : NULL, &b, &rep->opflags);
+			  s->watch : NULL, s->root.follow, &b, &rep->opflags);
 	if (r == -EMSGSIZE) {
 		set_errmsg(s, rep, "SCAN budget of %zu bytes holds no record",
 			   budget);

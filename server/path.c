@@ -71,6 +71,7 @@ void srv_path_init(struct srv_root *r, int root_fd, bool force_walk)
 
 	r->fd = root_fd;
 	r->use_openat2 = false;
+	r->follow = false;
 	if (force_walk) {
 		qft_debug("path resolution: component walk (forced)");
 		return;
@@ -102,13 +103,20 @@ static int resolve(const struct srv_root *r, const char *path, size_t len,
 	const char *p, *end;
 	int dfd, fd;
 
-	flags |= O_NOFOLLOW | O_CLOEXEC;
+	flags |= O_CLOEXEC;
+	if (!r->follow)
+		flags |= O_NOFOLLOW;
 	if (len == 0)
 		return do_openat(r->fd, ".", flags);
 	if (len > QFT_MAX_PATH)
 		return -ENAMETOOLONG;
 	memcpy(buf, path, len);
 	buf[len] = '\0';
+	/* The decoder let no "..", "." or leading '/' through, so only the
+	 * symlinks lead elsewhere: where they point, as for any program the
+	 * server's user runs (the kernel ends a loop with ELOOP). */
+	if (r->follow)
+		return do_openat(r->fd, buf, flags);
 	if (r->use_openat2)
 		return do_openat2(r->fd, buf, flags);
 
@@ -138,6 +146,24 @@ static int resolve(const struct srv_root *r, const char *path, size_t len,
 int srv_path_open(const struct srv_root *r, const char *path, int flags)
 {
 	return resolve(r, path, strlen(path), flags);
+}
+
+int srv_path_open_object(const struct srv_root *r, const char *path)
+{
+	const char *name;
+	int fd, dfd, lfd;
+
+	fd = srv_path_open(r, path, O_PATH);
+	if (fd >= 0 || !r->follow || (fd != -ENOENT && fd != -ELOOP &&
+				       fd != -ENOTDIR && fd != -EACCES))
+		return fd;
+	dfd = srv_path_open_parent(r, path, &name);
+	if (dfd < 0)
+		return fd;
+	lfd = do_openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	/* Missing as well: the first answer is the one to give. */
+	return lfd < 0 ? fd : lfd;
 }
 
 int srv_path_open_dir(const struct srv_root *r, const char *path)
@@ -173,16 +199,17 @@ void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
  * on it.  Only the stat can fail: without the hint the client merely asks
  * for xattrs itself.
  */
-int srv_path_attr_at(int dfd, const char *name, struct stat *st,
-		     struct qft_attr *a)
+static int attr_of(int dfd, const char *name, int oflags, struct stat *st,
+		   struct qft_attr *a)
 {
 	char proc[SRV_PROC_FD_MAX];
 	int fd, r = 0;
 
-	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dfd, name, O_PATH | oflags | O_CLOEXEC);
 	if (fd < 0) {
 		/* Out of descriptors, say: the attributes still count. */
-		if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (fstatat(dfd, name, st, oflags & O_NOFOLLOW ?
+			    AT_SYMLINK_NOFOLLOW : 0) < 0)
 			return -errno;
 		qft_attr_from_stat(a, st);
 		return 0;
@@ -200,4 +227,29 @@ int srv_path_attr_at(int dfd, const char *name, struct stat *st,
 out_close_fd:
 	close(fd);
 	return r;
+}
+
+int srv_path_attr_at(int dfd, const char *name, bool follow, struct stat *st,
+		     struct qft_attr *a, bool *followed)
+{
+	struct qft_attr fa;
+	struct stat fst;
+	int r;
+
+	if (followed)
+		*followed = false;
+	r = attr_of(dfd, name, O_NOFOLLOW, st, a);
+	if (r < 0 || !follow || !S_ISLNK(st->st_mode))
+		return r;
+	/* A link: what it leads to, if it leads anywhere.  ENOENT, ELOOP,
+	 * EACCES, ENOTDIR: the link itself stays, as it is -- until its
+	 * target appears, which is why it is marked FOLLOWED too. */
+	if (attr_of(dfd, name, 0, &fst, &fa) == 0) {
+		*st = fst;
+		*a = fa;
+		if (followed)
+			*followed = true;
+	}
+	a->flags |= QFT_ATTR_FOLLOWED;
+	return 0;
 }

@@ -25,18 +25,29 @@
 struct srv_root {
 	int fd;            /* O_PATH directory: the served root, never closed here */
 	bool use_openat2;  /* decided once by srv_path_init() */
+	/*
+	 * --follow-symlinks (sshfs's follow_symlinks), set once at start by
+	 * whoever started the server: paths are then resolved by the kernel
+	 * as the server's user's own open(2) would, every symlink followed
+	 * (an absolute target meaning the server's own "/"), so nothing
+	 * below confines them; entry operations still act on the final
+	 * name itself.  See docs/security.md, "Following symlinks".
+	 */
+	bool follow;
 };
 
 /*
  * Chooses the resolution method: openat2 when the kernel has it, unless
  * `force_walk` asks for the portable walk (used to test that path).
+ * Leaves `follow` off.
  */
 void srv_path_init(struct srv_root *r, int root_fd, bool force_walk);
 
 /*
  * Opens `path` with `flags`; O_NOFOLLOW and O_CLOEXEC are always added, so
  * a final symlink is never followed (it fails with ELOOP, or with O_PATH
- * yields the link itself).  "" opens the root.
+ * yields the link itself).  "" opens the root.  With `follow`, only
+ * O_CLOEXEC is added: the final symlink is followed like the others.
  */
 int srv_path_open(const struct srv_root *r, const char *path, int flags);
 
@@ -45,10 +56,20 @@ int srv_path_open(const struct srv_root *r, const char *path, int flags);
  * *at calls) and points *name at that component inside `path`.  For the
  * root itself ("") it opens the root and sets *name to ".", so callers
  * need no special case; the *at call must not follow `name`
- * (AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, or a call that never follows).
+ * (AT_SYMLINK_NOFOLLOW, O_NOFOLLOW, or a call that never follows), with
+ * `follow` too, except where the operation itself follows (stat, chmod,
+ * truncate, utimes: see srv_path_attr_at).
  */
 int srv_path_open_parent(const struct srv_root *r, const char *path,
 			 const char **name);
+
+/*
+ * The object `path` names, as O_PATH: srv_path_open(r, path, O_PATH), but
+ * with `follow`, a final symlink that leads nowhere (dangling, a loop) is
+ * itself the object, as srv_path_attr_at shows it.  For the requests that
+ * name an object rather than an entry (xattrs, statfs).
+ */
+int srv_path_open_object(const struct srv_root *r, const char *path);
 
 /* Opens the directory `path` as O_PATH, for *at calls on names in it. */
 int srv_path_open_dir(const struct srv_root *r, const char *path);
@@ -68,8 +89,14 @@ struct qft_attr;
  * Attributes of `name` in the directory `dfd`, not following it, with the
  * NOXATTR hint (protocol.h) for regular files and directories: what LSTAT,
  * READDIR PLUS and SCAN send.  0 or a negative errno (of the stat).
+ *
+ * With `follow`, a symlink's attributes are those of the object it leads
+ * to, and *followed (may be NULL) says so; a symlink that cannot be
+ * followed (dangling, a loop, a target the server's user may not reach)
+ * keeps its own, so it stays visible as what it is rather than failing a
+ * whole listing.  Either way they carry QFT_ATTR_FOLLOWED.
  */
-int srv_path_attr_at(int dfd, const char *name, struct stat *st,
-		     struct qft_attr *a);
+int srv_path_attr_at(int dfd, const char *name, bool follow, struct stat *st,
+		     struct qft_attr *a, bool *followed);
 
 #endif /* SRV_PATH_H */

@@ -52,6 +52,8 @@ struct scan_dir {
 	struct scan_dir *next;
 	size_t size;            /* what it counts against the connection */
 	uint32_t index;
+	bool via_link;          /* reached through a followed symlink:
+				 * announced, never listed (scan.h) */
 	uint32_t len;           /* of path */
 	char path[];            /* below the scanned directory; "" for it */
 };
@@ -75,6 +77,7 @@ struct srv_scan {
 	bool stashed;
 	uint32_t next_index;    /* directories announced, index 0 included */
 	uint32_t entries;       /* ENTRY records sent */
+	bool follow;            /* --follow-symlinks (scan.h) */
 	bool truncated;         /* something announced will not be listed */
 	bool done;
 	/* QFT_SCAN_WATCH: the session's watches, or NULL; cur is watched
@@ -118,6 +121,7 @@ static bool enqueue(struct srv_handles *t, struct srv_scan *sc,
 	d->next = NULL;
 	d->size = size;
 	d->index = index;
+	d->via_link = false;
 	d->len = (uint32_t)len;
 	if (plen) {
 		memcpy(d->path, parent->path, plen);
@@ -299,6 +303,7 @@ static int put_entry(struct srv_handles *t, struct srv_scan *sc,
 {
 	size_t len = strlen(name);
 	struct qft_scan_rec rec;
+	bool followed;
 	struct stat st;
 	int r;
 
@@ -322,7 +327,8 @@ static int put_entry(struct srv_handles *t, struct srv_scan *sc,
 	rec.index = sc->cur->index;
 	rec.name.s = name;
 	rec.name.len = (uint32_t)len;
-	r = srv_path_attr_at(dirfd(sc->dir), name, &st, &rec.attr);
+	r = srv_path_attr_at(dirfd(sc->dir), name, sc->follow, &st,
+			     &rec.attr, &followed);
 	if (r < 0) {
 		/* Removed since readdir: as if it had been listed a moment
 		 * later.  Anything else (EACCES without search permission)
@@ -339,15 +345,19 @@ static int put_entry(struct srv_handles *t, struct srv_scan *sc,
 	}
 	sc->entries++;
 	if (S_ISDIR(st.st_mode)) {
-		/* Announced by this entry, listed or not; symlinks never are
-		 * directories here (the stat did not follow them). */
+		/* Announced by this entry, listed or not; symlinks are
+		 * directories here only when followed, and then queued just
+		 * for their DIR_END. */
 		uint32_t index = sc->next_index++;
 
-		if (!enqueue(t, sc, sc->cur, name, index) && !sc->truncated) {
-			qft_debug("SCAN: directory queue full (%zu bytes); "
-				  "not every directory will be listed",
-				  t->scan_mem);
+		if (!enqueue(t, sc, sc->cur, name, index)) {
+			if (!sc->truncated)
+				qft_debug("SCAN: directory queue full (%zu "
+					  "bytes); not every directory will "
+					  "be listed", t->scan_mem);
 			sc->truncated = true;
+		} else if (followed) {
+			sc->tail->via_link = true;
 		}
 	}
 	return 1;
@@ -372,7 +382,13 @@ static int step(struct srv_handles *t, struct srv_scan *sc, struct qbuf *out)
 		if (!sc->head)
 			sc->tail = NULL;
 		/* A directory that cannot be opened any more ends at once,
-		 * its DIR_END carrying why. */
+		 * its DIR_END carrying why; one behind a symlink is left to
+		 * READDIR (scan.h). */
+		if (sc->cur->via_link) {
+			sc->status = -EXDEV;
+			sc->dir = NULL;
+			return 0;
+		}
 		sc->status = open_dir(sc, sc->cur, &sc->dir);
 		if (sc->status < 0) {
 			sc->dir = NULL;
@@ -435,7 +451,7 @@ static int start(struct srv_handles *t, struct srv_handle *h,
 }
 
 int srv_scan_step(struct srv_handles *t, struct srv_handle *h,
-		  struct srv_watch *watch, struct qbuf *out,
+		  struct srv_watch *watch, bool follow, struct qbuf *out,
 		  uint32_t *rflags)
 {
 	struct srv_scan *sc;
@@ -447,6 +463,7 @@ int srv_scan_step(struct srv_handles *t, struct srv_handle *h,
 		if ((r = start(t, h, &h->scan)) < 0)
 			return r;
 		h->scan->watch = watch;
+		h->scan->follow = follow;
 	}
 	sc = h->scan;
 	/* Every reply starts with the indexes announced before it, so the

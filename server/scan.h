@@ -13,6 +13,14 @@
  * (itself confined to the root) is ever opened; one that was replaced or
  * removed since it was announced ends with a DIR_END carrying that error.
  *
+ * Under --follow-symlinks (`follow`) each entry's attributes are those of
+ * what it leads to (srv_path_attr_at), so a symlink to a directory is
+ * announced as a directory; it is never listed, though: its DIR_END says
+ * EXDEV at once, and the client lists it with READDIR when asked.  That
+ * keeps the walk above (no symlink followed) and bounds every scan by the
+ * real tree below the handle, whatever loops and links to "/" the
+ * symlinks make.
+ *
  * Memory.  Queued directories of all the scans of one connection share
  * SRV_SCAN_MEM_MAX bytes, and one scan sends at most SRV_SCAN_MAX_ENTRIES
  * entries; past either limit the scan carries on without what does not
@@ -26,6 +34,7 @@
 #ifndef SRV_SCAN_H
 #define SRV_SCAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,7 +60,7 @@ struct srv_watch;
  * DIR_END of each one still watched when its listing ends.
  */
 int srv_scan_step(struct srv_handles *t, struct srv_handle *h,
-		  struct srv_watch *watch, struct qbuf *out,
+		  struct srv_watch *watch, bool follow, struct qbuf *out,
 		  uint32_t *rflags);
 
 /* Ends a scan, giving its memory back to the connection; NULL is fine. */

@@ -24,7 +24,7 @@ EFFECTIVE = {
     'compression', 'port', '-p', '-F', '-f', '-s', '-d', '--debug',
     'umask', 'uid', 'gid', 'entry_timeout', 'negative_timeout',
     'attr_timeout', 'allow_other', 'allow_root', 'auto_unmount', 'subdir',
-    'ssh_command',
+    'ssh_command', 'follow_symlinks',
 }
 # Options that cannot work with qftfs: exit 2 with the reason.
 REFUSED = {'-1', 'passive'}
