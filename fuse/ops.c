@@ -66,9 +66,11 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 	/*
 	 * The path led to an object of another type than the kernel's
 	 * inode (another thread replaced the name between the kernel's
-	 * lookup and this request): the kernel would take those attributes
-	 * as corruption and fail the inode with EIO for good.  ESTALE makes
-	 * stat(2) look the name up again instead.
+	 * lookup and this request, the target of a followed symlink was
+	 * replaced or made, a name was replaced where no watch saw it): the
+	 * kernel would take those attributes as corruption and fail the
+	 * inode with EIO for good.  ESTALE makes stat(2) walk the path
+	 * again and look the name up afresh.
 	 */
 	if (qn_replaced(&fs->nodes, n, a, false)) {
 		fuse_reply_err(req, ESTALE);
@@ -353,20 +355,6 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	qc_file_put(fs, borrowed);
 	if (r < 0)
 		goto out_err;
-	if (m.op == QFT_OP_LSTAT &&
-	    qn_replaced(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, false)) {
-		/*
-		 * The name leads to an object of another type than the
-		 * kernel's inode (the target of a followed symlink replaced
-		 * or made, a name replaced where no watch saw it): answered,
-		 * the kernel would mark its inode bad and stat(2) fail with
-		 * EIO; ESTALE makes it walk the path again and look the name
-		 * up afresh.
-		 */
-		qc_reply_free(&rep);
-		r = -ESTALE;
-		goto out_err;
-	}
 	reply_attr(req, fs, qc_fs_node(fs, ino), &rep.msg.attr, xgen);
 	qc_reply_free(&rep);
 	return;
