@@ -25,6 +25,7 @@
 #include "io.h"
 #include "log.h"
 #include "ops.h"
+#include "pulse.h"
 #include "scan.h"
 #include "watch.h"
 
@@ -122,6 +123,16 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	    srv_watch_grant(s->watch, &s->chan, s->is_meta)) {
 		rep->features |= QFT_FEAT_NOTIFY;
 		s->notify = true;
+	}
+	/* Progress frames: a client that asks for them counts them as life
+	 * while a sync takes longer than its deadline.  A reconnect's HELLO
+	 * comes on a new connection, so there is never one already. */
+	if ((req->features & QFT_FEAT_PROGRESS) && !s->pulse) {
+		if (srv_pulse_new(&s->pulse, &s->chan) == 0)
+			rep->features |= QFT_FEAT_PROGRESS;
+		else
+			qft_warn("no PROGRESS frames on this connection: out "
+				 "of memory");
 	}
 	return 0;
 }
@@ -764,6 +775,21 @@ static int op_write(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/*
+ * fsync or fdatasync of `fd` for request `req`, which takes as long as the
+ * storage needs: PROGRESS frames meanwhile (pulse.h).
+ */
+static int sync_pulsed(struct srv *s, const struct qft_msg *req, int fd,
+		       bool datasync)
+{
+	int r;
+
+	srv_pulse_begin(s->pulse, req->id);
+	r = srv_io_sync(fd, datasync);
+	srv_pulse_end(s->pulse);
+	return r;
+}
+
 static int op_flush(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
@@ -775,7 +801,7 @@ static int op_flush(struct srv *s, const struct qft_msg *req,
 	err = h->err;
 	h->err = 0;
 	if (h->dirty && !(req->opflags & QFT_FLUSH_NOSYNC)) {
-		r = srv_io_sync(h->fd, true);
+		r = sync_pulsed(s, req, h->fd, true);
 		if (r == 0)
 			h->dirty = false;
 	}
@@ -794,7 +820,7 @@ static int op_fsync(struct srv *s, const struct qft_msg *req,
 
 	if ((r = srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h)) < 0)
 		return r;
-	r = srv_io_sync(h->fd, req->opflags & QFT_FSYNC_DATASYNC);
+	r = sync_pulsed(s, req, h->fd, req->opflags & QFT_FSYNC_DATASYNC);
 	if (r == 0)
 		h->dirty = false;
 	return r;
@@ -963,8 +989,10 @@ static int op_syncfs(struct srv *s, const struct qft_msg *req,
 	fd = openat(s->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	srv_pulse_begin(s->pulse, req->id);
 	if (syncfs(fd) < 0)
 		r = -errno;
+	srv_pulse_end(s->pulse);
 	close(fd);
 	return r;
 }
