@@ -775,19 +775,32 @@ static int op_write(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/* A sync for the pulse's worker (pulse.h): what it syncs, and how. */
+struct sync_job {
+	int fd;
+	bool datasync;
+	bool fs;        /* syncfs(2) of fd's file system */
+};
+
+static int sync_job_run(void *arg)
+{
+	const struct sync_job *j = arg;
+
+	if (j->fs)
+		return syncfs(j->fd) < 0 ? -errno : 0;
+	return srv_io_sync(j->fd, j->datasync);
+}
+
 /*
- * fsync or fdatasync of `fd` for request `req`, which takes as long as the
- * storage needs: PROGRESS frames meanwhile (pulse.h).
+ * The sync of request `req`, which takes as long as the storage needs:
+ * PROGRESS frames meanwhile, where the client asked for them.
  */
 static int sync_pulsed(struct srv *s, const struct qft_msg *req, int fd,
-		       bool datasync)
+		       bool datasync, bool fs)
 {
-	int r;
+	struct sync_job j = { .fd = fd, .datasync = datasync, .fs = fs };
 
-	srv_pulse_begin(s->pulse, req->id);
-	r = srv_io_sync(fd, datasync);
-	srv_pulse_end(s->pulse);
-	return r;
+	return srv_pulse_run(s->pulse, req->id, sync_job_run, &j);
 }
 
 static int op_flush(struct srv *s, const struct qft_msg *req,
@@ -801,7 +814,7 @@ static int op_flush(struct srv *s, const struct qft_msg *req,
 	err = h->err;
 	h->err = 0;
 	if (h->dirty && !(req->opflags & QFT_FLUSH_NOSYNC)) {
-		r = sync_pulsed(s, req, h->fd, true);
+		r = sync_pulsed(s, req, h->fd, true, false);
 		if (r == 0)
 			h->dirty = false;
 	}
@@ -820,7 +833,8 @@ static int op_fsync(struct srv *s, const struct qft_msg *req,
 
 	if ((r = srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h)) < 0)
 		return r;
-	r = sync_pulsed(s, req, h->fd, req->opflags & QFT_FSYNC_DATASYNC);
+	r = sync_pulsed(s, req, h->fd, req->opflags & QFT_FSYNC_DATASYNC,
+			false);
 	if (r == 0)
 		h->dirty = false;
 	return r;
@@ -989,10 +1003,7 @@ static int op_syncfs(struct srv *s, const struct qft_msg *req,
 	fd = openat(s->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	srv_pulse_begin(s->pulse, req->id);
-	if (syncfs(fd) < 0)
-		r = -errno;
-	srv_pulse_end(s->pulse);
+	r = sync_pulsed(s, req, fd, false, true);
 	close(fd);
 	return r;
 }

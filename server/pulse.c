@@ -20,15 +20,16 @@
 struct srv_pulse {
 	struct qft_chan *chan;  /* immutable */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;    /* lock (CLOCK_MONOTONIC): id, sending or
-				 * stop changed */
-	uint64_t id;            /* lock: the request running, 0 = none */
-	int64_t next_ns;        /* lock: when its next frame is due */
-	bool sending;           /* lock: the thread is sending a frame */
+	pthread_cond_t cond;    /* lock (CLOCK_MONOTONIC): fn, done or stop
+				 * changed */
+	srv_pulse_fn *fn;       /* lock: the job for the worker, or NULL */
+	void *arg;              /* lock */
+	int res;                /* lock: fn's result, once done */
+	bool done;              /* lock */
 	bool stop;              /* lock */
 	bool started;           /* connection thread only */
 	bool failed;            /* connection thread only: did not start */
-	pthread_t thread;
+	pthread_t worker;
 };
 
 static int64_t now_ns(void)
@@ -39,8 +40,8 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-/* Sends one PROGRESS frame for `id`; lock not held. */
-static void send_progress(struct srv_pulse *p, uint64_t id)
+/* One PROGRESS frame for `id`: 0, or the send's error. */
+static int send_progress(struct srv_pulse *p, uint64_t id)
 {
 	uint8_t frame[QFT_HDR_SIZE];
 	struct qbuf b = { .data = frame, .len = 0, .cap = sizeof(frame),
@@ -53,37 +54,30 @@ static void send_progress(struct srv_pulse *p, uint64_t id)
 	r = qft_msg_encode(&b, &m);
 	if (r == 0)
 		r = qft_chan_send(p->chan, b.data, b.len);
-	/* A broken connection is the connection thread's to report, with
-	 * its next reply; the frames only stop. */
 	qft_debug("PROGRESS id %llu: %s", (unsigned long long)id,
 		  r < 0 ? strerror(-r) : "sent");
+	return r;
 }
 
-static void *pulse_main(void *arg)
+static void *worker_main(void *arg)
 {
 	struct srv_pulse *p = arg;
 
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
-		struct timespec ts;
-		uint64_t id = p->id;
+		srv_pulse_fn *fn = p->fn;
+		int r;
 
-		if (!id) {
+		if (!fn) {
 			pthread_cond_wait(&p->cond, &p->lock);
 			continue;
 		}
-		if (now_ns() < p->next_ns) {
-			ts.tv_sec = p->next_ns / NS_PER_S;
-			ts.tv_nsec = p->next_ns % NS_PER_S;
-			pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-			continue;
-		}
-		p->sending = true;
 		pthread_mutex_unlock(&p->lock);
-		send_progress(p, id);
+		r = fn(p->arg);
 		pthread_mutex_lock(&p->lock);
-		p->sending = false;
-		p->next_ns = now_ns() + QFT_PROGRESS_INTERVAL_MS * NS_PER_MS;
+		p->fn = NULL;
+		p->res = r;
+		p->done = true;
 		pthread_cond_broadcast(&p->cond);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -128,44 +122,53 @@ void srv_pulse_free(struct srv_pulse *p)
 		p->stop = true;
 		pthread_cond_broadcast(&p->cond);
 		pthread_mutex_unlock(&p->lock);
-		pthread_join(p->thread, NULL);
+		pthread_join(p->worker, NULL);
 	}
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
 	free(p);
 }
 
-void srv_pulse_begin(struct srv_pulse *p, uint64_t id)
+int srv_pulse_run(struct srv_pulse *p, uint64_t id, srv_pulse_fn *fn,
+		  void *arg)
 {
+	int64_t next;
+	bool sending = true;
 	int r;
 
 	if (!p || p->failed)
-		return;
+		return fn(arg);
 	if (!p->started) {
-		r = -qft_thread_start(&p->thread, pulse_main, p);
+		r = -qft_thread_start(&p->worker, worker_main, p);
 		if (r) {
 			p->failed = true;
 			qft_warn("no PROGRESS frames on this connection: "
 				 "cannot start a thread: %s", strerror(r));
-			return;
+			return fn(arg);
 		}
 		p->started = true;
 	}
 	pthread_mutex_lock(&p->lock);
-	p->id = id;
-	p->next_ns = now_ns() + QFT_PROGRESS_INTERVAL_MS * NS_PER_MS;
+	p->fn = fn;
+	p->arg = arg;
+	p->done = false;
 	pthread_cond_broadcast(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-}
+	next = now_ns() + QFT_PROGRESS_INTERVAL_MS * NS_PER_MS;
+	while (!p->done) {
+		struct timespec ts = { .tv_sec = next / NS_PER_S,
+				       .tv_nsec = next % NS_PER_S };
 
-void srv_pulse_end(struct srv_pulse *p)
-{
-	if (!p || !p->started)
-		return;
-	pthread_mutex_lock(&p->lock);
-	p->id = 0;
-	/* A frame on its way could otherwise follow the reply. */
-	while (p->sending)
-		pthread_cond_wait(&p->cond, &p->lock);
+		if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) !=
+		    ETIMEDOUT || p->done || now_ns() < next)
+			continue;
+		if (sending) {
+			pthread_mutex_unlock(&p->lock);
+			sending = send_progress(p, id) == 0;
+			pthread_mutex_lock(&p->lock);
+		}
+		next = now_ns() + QFT_PROGRESS_INTERVAL_MS * NS_PER_MS;
+	}
+	r = p->res;
 	pthread_mutex_unlock(&p->lock);
+	return r;
 }
