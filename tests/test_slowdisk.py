@@ -8,7 +8,11 @@ What must hold (docs/protocol.md, "Progress"; qftfs(1), timeout=):
   it syncs, and the client counts them as life, so the deadline measures
   the server's silence, not its work;
 - a server stopped (SIGSTOP) or killed while it syncs still makes that
-  close fail with EIO within the deadline: the frames stop with it.
+  close fail with EIO within the deadline: the frames stop with it;
+- the server writes a big file out behind the stream (sync_file_range),
+  so that by the time the last WRITE is answered all but a bounded tail
+  is on the disk already, and close() waits only for that tail.  Counted
+  in bytes the server's cgroup wrote, not in seconds.
 
 "Slow storage" is an ext4 file system on a loop device whose writes are
 throttled for the server's cgroup: cgroup v2 io.max (wbps) or, on a
@@ -38,8 +42,11 @@ P = os.path.join
 
 TIMEOUT = 5          # -o timeout=
 SLACK = 7            # scheduling, a loaded machine, the watchdog's tick
-RATE = 4 * MiB       # bytes/s the server may write to the slow disk
-FILE = 48 * MiB      # its fdatasync: about 12 s at RATE, over 2 x TIMEOUT
+RATE = 2 * MiB       # bytes/s the server may write to the slow disk
+# The server writes all but the last 32-36 MiB out while the file streams
+# in (WRITEOUT_TAIL below), so the close's fdatasync writes about that:
+# 16 s or more at RATE, over 3 x TIMEOUT.
+FILE = 40 * MiB
 IMAGE = 1024 * MiB
 
 V1_BLKIO = '/sys/fs/cgroup/blkio'
@@ -137,6 +144,26 @@ class SlowDisk:
             line = '%s %d' % (dev, bps)
         with open(path, 'w') as f:
             f.write(line)
+
+    def written(self):
+        """Bytes the cgroup has written to the disk so far."""
+        rdev = os.stat(self.loop).st_rdev
+        dev = '%d:%d' % (os.major(rdev), os.minor(rdev))
+        if self.v2:
+            with open(P(self.cg, 'io.stat')) as f:
+                for line in f:
+                    if line.startswith(dev + ' '):
+                        for kv in line.split()[1:]:
+                            k, _, v = kv.partition('=')
+                            if k == 'wbytes':
+                                return int(v)
+            return 0
+        with open(P(self.cg, 'blkio.throttle.io_service_bytes')) as f:
+            for line in f:
+                w = line.split()
+                if len(w) == 3 and w[0] == dev and w[1] == 'Write':
+                    return int(w[2])
+        return 0
 
     def probe(self):
         """Seconds an fdatasync of 2 MiB takes in the cgroup at 1 MiB/s."""
@@ -295,8 +322,41 @@ def test_server_lost_during_long_flush_fails(slowdisk, mounter, sig):
                 os.kill(p, signal.SIGCONT)
             except OSError:
                 pass
-    # The client logs why it gave up right after failing the waiters.
+    # The client logs why it gave up right after failing the waiters: a
+    # stopped server by its silence, a killed one maybe by its end.
     until = time.monotonic() + 10
-    while 'no reply' not in m.log() and time.monotonic() < until:
+    while 'lost' not in m.log() and time.monotonic() < until:
         time.sleep(0.1)
-    assert 'no reply' in m.log(), util.tail(m.log())
+    assert 'lost' in m.log(), util.tail(m.log())
+
+
+# The server's bound (server/xfer.c WRITEOUT_LAG + WRITEOUT_CHUNK): what
+# may still be unwritten when the last WRITE of a stream is answered.
+WRITEOUT_TAIL = 36 * MiB
+
+
+@pytest.mark.deadline(240)
+def test_writeout_behind_the_stream(slowdisk, mounter):
+    """Before close(), all but the tail of a 96 MiB file has reached the
+    disk, and after it the file is whole."""
+    size = 96 * MiB
+    slowdisk.set_rate(32 * MiB)
+    src = P(slowdisk.root, 'src')
+    os.makedirs(src, exist_ok=True)
+    # attr_timeout=0: the fstat below asks the server, behind the WRITEs.
+    m = mounter(src=src, server_wrapper=slowdisk.wrapper,
+                opts=['attr_timeout=0'])
+    src, mnt = m
+    before = slowdisk.written()
+    f, digest = _write_unclosed(P(mnt, 'big'), size)
+    f.flush()
+    # Runs on the server after every WRITE before it was answered.
+    assert os.fstat(f.fileno()).st_size == size
+    early = slowdisk.written() - before
+    f.close()
+    total = slowdisk.written() - before
+    assert total >= size, 'the close wrote %d of %d bytes' % (total, size)
+    assert early >= size - WRITEOUT_TAIL, (
+        'only %.1f MiB of %d MiB reached the disk before close(): no '
+        'write-out behind the stream' % (early / MiB, size // MiB))
+    assert util.sha256_file(P(src, 'big')) == digest
