@@ -105,6 +105,9 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 		{ 0 } },
 	[QFT_OP_UNWATCH] = { "UNWATCH", { FLD_INO }, { 0 } },
 	[QFT_OP_SYNCFS] = { "SYNCFS", { 0 }, { 0 } },
+	/* Never a request nor answered: a QFT_F_PROGRESS frame naming the
+	 * request the server is working on. */
+	[QFT_OP_PROGRESS] = { "PROGRESS", { 0 }, { 0 } },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -562,7 +565,7 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)
 	h->flags = qft_load16(p + 6);
 	h->id = qft_load64(p + 8);
 	if (h->len > QFT_MAX_PAYLOAD ||
-	    (h->flags & ~(QFT_F_REPLY | QFT_F_NOTIFY)))
+	    (h->flags & ~(QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS)))
 		return -EBADMSG;
 	if (!op_desc(h->op))
 		return -ENOSYS;
@@ -571,6 +574,11 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)
 	if ((h->op == QFT_OP_NOTIFY) != !!(h->flags & QFT_F_NOTIFY) ||
 	    ((h->flags & QFT_F_NOTIFY) &&
 	     (h->flags != QFT_F_NOTIFY || h->id != 0)))
+		return -EBADMSG;
+	/* Likewise PROGRESS, which names the request it is about. */
+	if ((h->op == QFT_OP_PROGRESS) != !!(h->flags & QFT_F_PROGRESS) ||
+	    ((h->flags & QFT_F_PROGRESS) &&
+	     (h->flags != QFT_F_PROGRESS || h->id == 0)))
 		return -EBADMSG;
 	return 0;
 }

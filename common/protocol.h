@@ -61,6 +61,14 @@
  * with that opcode and only once HELLO agreed on QFT_FEAT_NOTIFY.
  */
 #define QFT_F_NOTIFY       0x0004u
+/*
+ * Progress (QFT_FEAT_PROGRESS): a frame the server sends on its own while
+ * it works on request `id` (a FLUSH's fdatasync on slow storage), so that
+ * the client counts the time as the server working, not as silence:
+ * opcode QFT_OP_PROGRESS, no payload, never answered.  Valid only with
+ * that opcode, a non-zero id, and once HELLO agreed on QFT_FEAT_PROGRESS.
+ */
+#define QFT_F_PROGRESS     0x0008u
 
 /*
  * HELLO features.  The client's HELLO asks, the server's reply says what
@@ -78,7 +86,15 @@
  * changes them (granted only where the server can watch: inotify).
  */
 #define QFT_FEAT_NOTIFY    0x00000004u
-#define QFT_FEAT_KNOWN     0x00000007u
+/*
+ * PROGRESS: the client counts QFT_OP_PROGRESS frames as the server
+ * working on a request (and on those queued behind it); the server sends
+ * them at least every QFT_PROGRESS_INTERVAL_MS while a FLUSH, FSYNC or
+ * SYNCFS is in progress on this connection.
+ */
+#define QFT_FEAT_PROGRESS  0x00000008u
+#define QFT_FEAT_KNOWN     0x0000000fu
+#define QFT_PROGRESS_INTERVAL_MS 1000u
 
 enum qft_op {
 	QFT_OP_HELLO       = 1,  /* version handshake, first frame each way */
@@ -114,6 +130,9 @@ enum qft_op {
 	QFT_OP_NOTIFY      = 30, /* server -> client, QFT_F_NOTIFY, id 0 */
 	QFT_OP_UNWATCH     = 31, /* the client no longer needs a watch */
 	QFT_OP_SYNCFS      = 32, /* make everything written durable; no fields */
+	/* server -> client, QFT_F_PROGRESS (QFT_FEAT_PROGRESS): still
+	 * working on request `id`; no fields */
+	QFT_OP_PROGRESS    = 33,
 	QFT_OP__COUNT
 };
 

@@ -117,6 +117,9 @@ struct lane {
 	/* HELLO granted QFT_FEAT_NOTIFY: NOTIFY frames are accepted here.
 	 * Set before the readers start, then immutable. */
 	bool notify;
+	/* HELLO granted QFT_FEAT_PROGRESS: PROGRESS frames are accepted
+	 * here (link_progress).  Set before the readers start. */
+	bool progress;
 	pthread_t reader;
 	bool reader_running;    /* the thread that frees the link only */
 };
@@ -662,6 +665,43 @@ static void in_view(struct qbuf *in, uint8_t *buf)
 }
 
 /*
+ * A PROGRESS frame: the server is still working on request `id` (a sync
+ * on slow storage).  That request's deadline restarts now, and so does
+ * that of every request sent after it, which may wait behind it on the
+ * same stream: the deadline measures the server's silence, not its work.
+ * (Requests sent meanwhile on the other stream gain as much, for as long
+ * as the work lasts.)  An id no longer waiting is no error: its caller may
+ * have given up.  Anything malformed ends the link, as in a reply.
+ */
+static int link_progress(struct link *l, const struct qbuf *in)
+{
+	struct qc_conn *c = l->c;
+	struct pending *p;
+	struct qft_msg m;
+	int64_t now, since;
+
+	if (qft_msg_decode(&m, in->data, in->len) < 0 ||
+	    m.op != QFT_OP_PROGRESS) {
+		qft_err("malformed PROGRESS frame from the server");
+		return -EPROTO;
+	}
+	pthread_mutex_lock(&c->lock);
+	p = l->dead ? NULL : find_pending(c, m.id);
+	if (p && p->sent_ns) {
+		now = now_ns();
+		since = p->sent_ns;
+		for (unsigned b = 0; b < PENDING_BUCKETS; b++)
+			for (p = c->pending[b]; p; p = p->next)
+				if (p->sent_ns >= since)
+					p->sent_ns = now;
+	}
+	pthread_mutex_unlock(&c->lock);
+	qft_debug("PROGRESS id %llu: the server is still working on it",
+		  (unsigned long long)m.id);
+	return 0;
+}
+
+/*
  * Routes one received frame from lane `ln`: a reply to a waiting request,
  * or a NOTIFY where that lane was granted them.  This is where stream
  * frames (read-ahead data, write acknowledgements) will be told apart
@@ -677,6 +717,8 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 
 	if ((h->flags & QFT_F_NOTIFY) && ln->notify)
 		return deliver_notify(l, in);
+	if ((h->flags & QFT_F_PROGRESS) && ln->progress)
+		return link_progress(l, in);
 	if (!(h->flags & QFT_F_REPLY)) {
 		qft_err("server sent a %s %s frame", qft_op_name(h->op),
 			h->flags & QFT_F_NOTIFY ? "notification (not agreed "
@@ -808,6 +850,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	m.features = qft_chan_lz4_offer(l->c->o.compress);
 	if (l->c->o.want_notify)
 		m.features |= QFT_FEAT_NOTIFY;
+	m.features |= QFT_FEAT_PROGRESS;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
@@ -872,6 +915,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	}
 	/* A bit that was not asked for grants nothing. */
 	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);
+	ln->progress = rep.features & QFT_FEAT_PROGRESS;
 	r = 0;
 out_free_buf:
 	qbuf_free(&b);

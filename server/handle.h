@@ -41,6 +41,12 @@ struct srv_handle {
 	bool regular;
 	bool append;
 	uint64_t dev, ino;
+	/* file, regular: write-out behind a sequential stream of WRITEs
+	 * (xfer.c): bytes [wb_start, wb_end) were written by it but their
+	 * write-out not started, and below wb_waited it has completed.
+	 * wb_off: sync_file_range refused, or failed, on this file. */
+	uint64_t wb_start, wb_end, wb_waited;
+	bool wb_off;
 	/* file opened for writing: its registration with the session's
 	 * change notification (srv_watch_writer_open), 0 if none */
 	uint32_t watch_writer;

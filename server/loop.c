@@ -8,6 +8,7 @@
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
+#include "pulse.h"
 #include "xfer.h"
 
 /* A poll timeout, as insurance: should the ring ever hold an operation
@@ -113,7 +114,7 @@ static int serve(struct srv *s)
 			return recv_failed(s, &h, r);
 		/* A reply or a notification has no business travelling to
 		 * the server. */
-		if (h.flags & (QFT_F_REPLY | QFT_F_NOTIFY)) {
+		if (h.flags & (QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS)) {
 			log_malformed(&h);
 			return -EBADMSG;
 		}
@@ -164,5 +165,7 @@ int srv_loop_run(struct srv *s)
 	r = serve(s);
 	/* Waits for what the kernel still has before handles close. */
 	srv_xfer_destroy(s);
+	srv_pulse_free(s->pulse);
+	s->pulse = NULL;
 	return r;
 }

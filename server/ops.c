@@ -25,6 +25,7 @@
 #include "io.h"
 #include "log.h"
 #include "ops.h"
+#include "pulse.h"
 #include "scan.h"
 #include "watch.h"
 
@@ -127,6 +128,16 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	    srv_watch_grant(s->watch, &s->chan, s->is_meta)) {
 		rep->features |= QFT_FEAT_NOTIFY;
 		s->notify = true;
+	}
+	/* Progress frames: a client that asks for them counts them as life
+	 * while a sync takes longer than its deadline.  A reconnect's HELLO
+	 * comes on a new connection, so there is never one already. */
+	if ((req->features & QFT_FEAT_PROGRESS) && !s->pulse) {
+		if (srv_pulse_new(&s->pulse, &s->chan) == 0)
+			rep->features |= QFT_FEAT_PROGRESS;
+		else
+			qft_warn("no PROGRESS frames on this connection: out "
+				 "of memory");
 	}
 	return 0;
 }
@@ -786,6 +797,34 @@ static int op_write(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/* A sync for the pulse's worker (pulse.h): what it syncs, and how. */
+struct sync_job {
+	int fd;
+	bool datasync;
+	bool fs;        /* syncfs(2) of fd's file system */
+};
+
+static int sync_job_run(void *arg)
+{
+	const struct sync_job *j = arg;
+
+	if (j->fs)
+		return syncfs(j->fd) < 0 ? -errno : 0;
+	return srv_io_sync(j->fd, j->datasync);
+}
+
+/*
+ * The sync of request `req`, which takes as long as the storage needs:
+ * PROGRESS frames meanwhile, where the client asked for them.
+ */
+static int sync_pulsed(struct srv *s, const struct qft_msg *req, int fd,
+		       bool datasync, bool fs)
+{
+	struct sync_job j = { .fd = fd, .datasync = datasync, .fs = fs };
+
+	return srv_pulse_run(s->pulse, req->id, sync_job_run, &j);
+}
+
 static int op_flush(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
@@ -797,7 +836,7 @@ static int op_flush(struct srv *s, const struct qft_msg *req,
 	err = h->err;
 	h->err = 0;
 	if (h->dirty && !(req->opflags & QFT_FLUSH_NOSYNC)) {
-		r = srv_io_sync(h->fd, true);
+		r = sync_pulsed(s, req, h->fd, true, false);
 		if (r == 0)
 			h->dirty = false;
 	}
@@ -816,7 +855,8 @@ static int op_fsync(struct srv *s, const struct qft_msg *req,
 
 	if ((r = srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h)) < 0)
 		return r;
-	r = srv_io_sync(h->fd, req->opflags & QFT_FSYNC_DATASYNC);
+	r = sync_pulsed(s, req, h->fd, req->opflags & QFT_FSYNC_DATASYNC,
+			false);
 	if (r == 0)
 		h->dirty = false;
 	return r;
@@ -1007,8 +1047,7 @@ static int op_syncfs(struct srv *s, const struct qft_msg *req,
 	fd = openat(s->root.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (syncfs(fd) < 0)
-		r = -errno;
+	r = sync_pulsed(s, req, fd, false, true);
 	close(fd);
 	return r;
 }

@@ -18,6 +18,7 @@
 #include "msg.h"
 #include "path.h"
 #include "protocol.h"
+#include "pulse.h"
 #include "uring.h"
 #include "watch.h"
 
@@ -50,6 +51,10 @@ struct srv {
 	struct srv_watch *watch;
 	bool is_meta;
 	bool notify;
+
+	/* HELLO granted QFT_FEAT_PROGRESS: the syncs send PROGRESS frames
+	 * while they run (pulse.h).  NULL otherwise; freed by the loop. */
+	struct srv_pulse *pulse;
 
 	/* File data of regular files goes through the engine (xfer.c). */
 	enum srv_io_backend io_backend;  /* what --io / QFTFS_SERVER_IO chose */

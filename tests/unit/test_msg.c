@@ -2608,6 +2608,61 @@ static void test_syncfs_codec(void)
 	check_ctx("%s", "");
 }
 
+/* PROGRESS: a bare header with its own flag, naming a request (id != 0);
+ * nothing else may carry the flag, and it carries nothing else. */
+static int progress_hdr(uint16_t op, uint16_t flags, uint64_t id,
+			uint32_t extra)
+{
+	uint8_t raw[QFT_HDR_SIZE + 4] = { 0 };
+	struct qft_msg m;
+	uint8_t *copy;
+	int r;
+
+	qft_store32(raw, extra);
+	qft_store16(raw + 4, op);
+	qft_store16(raw + 6, flags);
+	qft_store64(raw + 8, id);
+	copy = dup_exact(raw, QFT_HDR_SIZE + extra);
+	r = qft_msg_decode(&m, copy, QFT_HDR_SIZE + extra);
+	if (r == 0 && (m.op != op || m.flags != flags || m.id != id))
+		r = -EPROTO;
+	free(copy);
+	return r;
+}
+
+static void test_progress_codec(void)
+{
+	struct qft_msg m;
+
+	check_ctx("PROGRESS");
+	qft_msg_init(&m, QFT_OP_PROGRESS, 42);
+	m.flags = QFT_F_PROGRESS;
+	CHECK_EQ(roundtrip(&m), 0);
+	CHECK(strcmp(qft_op_name(QFT_OP_PROGRESS), "PROGRESS") == 0);
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS, 42, 0), 0);
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS, UINT64_MAX, 0),
+		 0);
+	/* No request named, or anything after the header. */
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS, 0, 0),
+		 -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS, 42, 4),
+		 -EBADMSG);
+	/* The opcode and the flag go together, and alone. */
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, 0, 42, 0), -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_REPLY, 42, 0), -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS | QFT_F_REPLY,
+			      42, 0), -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS | QFT_F_NOTIFY,
+			      42, 0), -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_FLUSH, QFT_F_PROGRESS, 42, 0), -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_NOTIFY, QFT_F_PROGRESS, 0, 0), -EBADMSG);
+	CHECK_EQ(progress_hdr(QFT_OP_PING, QFT_F_PROGRESS, 42, 0), -EBADMSG);
+	/* The next bit is still unknown. */
+	CHECK_EQ(progress_hdr(QFT_OP_PROGRESS, QFT_F_PROGRESS | 0x0010, 42,
+			      0), -EBADMSG);
+	check_ctx("%s", "");
+}
+
 static void test_unwatch_codec(void)
 {
 	struct qft_msg m, got;
@@ -2764,6 +2819,7 @@ int main(void)
 	test_notify_codec();
 	test_unwatch_codec();
 	test_syncfs_codec();
+	test_progress_codec();
 	test_readdir_watch_flags();
 	test_truncation();
 	test_header();
