@@ -93,7 +93,15 @@
  * SYNCFS is in progress on this connection.
  */
 #define QFT_FEAT_PROGRESS  0x00000008u
-#define QFT_FEAT_KNOWN     0x0000000fu
+/*
+ * FOLLOW: the client was asked to follow symlinks (-o follow_symlinks);
+ * the server grants it when it was started with --follow-symlinks, which
+ * only whoever starts it decides, so that a client whose server command
+ * was replaced (a forced command) learns that links will not be followed
+ * instead of showing them as links without a word.
+ */
+#define QFT_FEAT_FOLLOW    0x00000010u
+#define QFT_FEAT_KNOWN     0x0000001fu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 enum qft_op {

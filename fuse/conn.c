@@ -850,6 +850,8 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	m.features = qft_chan_lz4_offer(l->c->o.compress);
 	if (l->c->o.want_notify)
 		m.features |= QFT_FEAT_NOTIFY;
+	if (l->c->o.want_follow)
+		m.features |= QFT_FEAT_FOLLOW;
 	m.features |= QFT_FEAT_PROGRESS;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
@@ -903,6 +905,15 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		snprintf(msg, size, "the server speaks protocol version %u, "
 			 "this client speaks version %u", rep.version,
 			 QFT_VERSION);
+		r = -EPROTO;
+		goto out_free_buf;
+	}
+	if (l->c->o.want_follow && !(rep.features & QFT_FEAT_FOLLOW)) {
+		snprintf(msg, size, "the server does not follow symlinks "
+			 "(-o follow_symlinks): its command was not started "
+			 "with --follow-symlinks (a forced command, or "
+			 "-o server= dropping it); add that option there or "
+			 "mount without follow_symlinks");
 		r = -EPROTO;
 		goto out_free_buf;
 	}

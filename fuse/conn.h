@@ -150,6 +150,9 @@ struct qc_conn_opts {
 	 * NOTIFY frames are accepted only on streams where it was granted,
 	 * and handed to notify (may be NULL) with notify_ctx. */
 	bool want_notify;
+	/* -o follow_symlinks: asked for in each HELLO, and a server that
+	 * does not grant it fails the handshake. */
+	bool want_follow;
 	qc_notify_fn *notify;
 	void *notify_ctx;
 };

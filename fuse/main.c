@@ -1226,6 +1226,7 @@ int main(int argc, char *argv[])
 
 	fs.se = se;
 	fs.follow = cl.follow_symlinks;
+	co.want_follow = cl.follow_symlinks;
 	/* Leases: the server says when a cached directory changed. */
 	if (fs.dirs) {
 		co.want_notify = true;

@@ -123,6 +123,10 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	if (req->features & QFT_FEAT_LZ4)
 		qft_debug("compression: %s%s", qft_lz4_mode_name(z),
 			  s->no_compress ? " (--no-compress)" : "");
+	/* Following symlinks: the server's mode, told to a client that
+	 * asks whether it has it. */
+	if ((req->features & QFT_FEAT_FOLLOW) && s->root.follow)
+		rep->features |= QFT_FEAT_FOLLOW;
 	/* Change notification: granted where the session can watch. */
 	if ((req->features & QFT_FEAT_NOTIFY) &&
 	    srv_watch_grant(s->watch, &s->chan, s->is_meta)) {

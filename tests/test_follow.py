@@ -467,6 +467,27 @@ def test_old_server_fails_the_mount_with_a_reason(build, need_fuse,
     assert not util.find_mount(str(mnt))
 
 
+def test_server_started_without_follow_fails_the_mount(build, need_fuse,
+                                                       tmp_path):
+    """A server command that drops --follow-symlinks (a forced command
+    does: whoever starts the server decides) must not leave the mount
+    showing links as links without a word: the handshake says why."""
+    root, _ = make_tree(tmp_path)
+    forced = tmp_path / 'forced-qftfs-server'
+    forced.write_text('#!/bin/sh\n'
+                      'for a; do shift; [ "$a" = --follow-symlinks ] || '
+                      'set -- "$@" "$a"; done\n'
+                      'exec %s "$@"\n' % util.server_bin(build))
+    forced.chmod(0o755)
+    mnt = tmp_path / 'mnt'
+    mnt.mkdir()
+    r = util.run([util.client_bin(build), '-o', 'follow_symlinks',
+                  '-o', 'server=' + str(forced), root, str(mnt)], timeout=60)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert 'the server does not follow symlinks' in r.stderr, r.stderr
+    assert not util.find_mount(str(mnt))
+
+
 # ---------------------------------------------------------------------------
 # 4. Through ssh
 
