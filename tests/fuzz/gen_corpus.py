@@ -148,6 +148,8 @@ def pieces(*frames):
 # Change notification: NOTIFY frames (opcode 30, flag 0x4, id 0).
 OP_NOTIFY, OP_UNWATCH, F_NOTIFY, FEAT_NOTIFY = 30, 31, 0x0004, 0x4
 CHANGED, GONE, ALL = 1, 2, 3
+# Progress: PROGRESS frames (opcode 33, flag 0x8, the request's id).
+OP_PROGRESS, F_PROGRESS = 33, 0x0008
 
 
 def notify(ino, kind, name=b'', flags=F_NOTIFY, rid=0, op=OP_NOTIFY):
@@ -236,6 +238,15 @@ def frame_seeds():
         'bad-notify-reply': notify(5, CHANGED, flags=F_NOTIFY | 1),
         'bad-notify-op': notify(5, CHANGED, op=28),
         'bad-notify-name': notify(5, CHANGED, b'a/b'),
+        # PROGRESS (opcode 33, flag 0x8): the id of a request still
+        # being worked on, no fields.
+        'progress': wire.frame(OP_PROGRESS, b'', F_PROGRESS, 41),
+        'bad-progress-id': wire.frame(OP_PROGRESS, b'', F_PROGRESS, 0),
+        'bad-progress-field': wire.frame(OP_PROGRESS, b'\0', F_PROGRESS, 41),
+        'bad-progress-flag': wire.frame(OP_PROGRESS, b'', 0, 41),
+        'bad-progress-op': wire.frame(28, b'', F_PROGRESS, 41),
+        'bad-progress-reply': wire.frame(OP_PROGRESS, b'',
+                                         F_PROGRESS | wire.F_REPLY, 41),
     }
     for k, v in one.items():
         s['0-' + k] = b'\x00' + v
