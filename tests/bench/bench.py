@@ -1030,6 +1030,19 @@ def measure_pass(ctx, rec, tool, data, workload, pname, mount):
         on_timeout=(mount.abort if mount else None), stdout_path=w["stdout"])
     if perf:
         perf.stop()
+    if tool == "qftfs-async" and mount and status == "ok":
+        # not part of the figure (close() returned once the data was
+        # queued, which is what the user waits for): what the mount still
+        # had to send, made durable and checked by `qftfs --sync`, which
+        # must come before the copy is verified on the server
+        t0 = time.monotonic()
+        r = subprocess.run([ctx.qftfs_client, "--sync", ctx.mnt],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=ctx.timeout)
+        rec["sync_after_s"] = round(time.monotonic() - t0, 3)
+        if r.returncode != 0:
+            status = "FAILED"
+            tail = (tail or "") + "\nqftfs --sync: " + r.stdout.strip()[-500:]
     if status == "ok" and data["kind"] == "file" and direction == "up":
         # not part of the figure: what the copy left unflushed (qftfs
         # fdatasyncs at close, the others do not)
