@@ -31,6 +31,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import util  # noqa: E402
+import wire  # noqa: E402
 
 DEFAULT_DEADLINE = 180      # seconds for a test's call phase
 FIXTURE_DEADLINE = 120      # setup and teardown phases
@@ -269,3 +270,50 @@ def wtmp():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=30)
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def wire_server(tmp_path):
+    """Factory: wire_server(root, hello=True, wrapper=(), extra_env=None)
+    -> wire.Server: qftfs-server --stdio of the build tree, driven by
+    tests/wire.py (`wrapper` words go before its command line).  At
+    teardown every server must exit cleanly and log no crash."""
+    exe = util.server_bin(util.build_dir())
+    if not os.access(exe, os.X_OK):
+        pytest.fail('not built: %s' % exe, pytrace=False)
+    servers = []
+
+    def make(root, hello=True, wrapper=(), extra_env=None):
+        env = dict(os.environ)
+        if util.is_asan_build(util.build_dir()):
+            env = util.sanitizer_env(env)
+        env.pop('QFTFS_SCAN_LIMITS', None)
+        env.update(extra_env or {})
+        log = str(tmp_path / ('server%d.log' % len(servers)))
+        s = wire.Server(exe, str(root), log, env=env, wrapper=wrapper,
+                        timeout=30)
+        servers.append(s)
+        if hello:
+            r = s.hello()
+            assert r.status == 0, 'HELLO failed: %r\n%s' % (r, s.log())
+        return s
+
+    yield make
+    problems = []
+    for s in servers:
+        if s.proc.poll() is None:
+            rc = s.finish()
+            # A server that refused the HELLO exits 1, as it should.
+            if rc not in (0, None) and not getattr(s, 'refused', False):
+                problems.append('%s exited %r' % (s.log_path, rc))
+        else:
+            s.sock.close()
+            s.logf.close()
+        bad = util.log_problems(s.log())
+        if bad:
+            problems.append('%s:\n%s' % (s.log_path, '\n'.join(bad[:20])))
+        if s.proc.returncode is not None and s.proc.returncode < 0:
+            problems.append('server killed by signal %d\n%s'
+                            % (-s.proc.returncode, util.tail(s.log())))
+    if problems:
+        pytest.fail('\n'.join(problems), pytrace=False)

@@ -45,37 +45,12 @@ FOLLOW = ('sh', '-c', 'exec "$@" --follow-symlinks', 'sh')
 
 
 @pytest.fixture
-def start(tmp_path):
-    """start(root, follow=True) -> wire.Server after HELLO; every server
-    must exit cleanly and log no crash."""
-    exe = util.server_bin(util.build_dir())
-    if not os.access(exe, os.X_OK):
-        pytest.fail('not built: %s' % exe, pytrace=False)
-    servers = []
-
+def start(wire_server):
+    """start(root, follow=True) -> wire.Server after HELLO (conftest.py's
+    wire_server: every server must exit cleanly and log no crash)."""
     def make(root, follow=True):
-        env = dict(os.environ)
-        if util.is_asan_build(util.build_dir()):
-            env = util.sanitizer_env(env)
-        log = str(tmp_path / ('server%d.log' % len(servers)))
-        s = wire.Server(exe, str(root), log, env=env,
-                        wrapper=FOLLOW if follow else (), timeout=30)
-        servers.append(s)
-        r = s.hello()
-        assert r.status == 0, 'HELLO failed: %r\n%s' % (r, s.log())
-        return s
-
-    yield make
-    problems = []
-    for s in servers:
-        rc = s.finish()
-        if rc not in (0, None):
-            problems.append('%s exited %r' % (s.log_path, rc))
-        bad = util.log_problems(s.log())
-        if bad:
-            problems.append('%s:\n%s' % (s.log_path, '\n'.join(bad[:20])))
-    if problems:
-        pytest.fail('\n'.join(problems), pytrace=False)
+        return wire_server(root, wrapper=FOLLOW if follow else ())
+    return make
 
 
 def make_tree(tmp_path, loop_dir=False):
@@ -445,26 +420,37 @@ def test_mount_default_mode_unchanged(mounter, tmp_path):
         os.lstat(P(m.mnt, 'real', 'f')).st_ino
 
 
+def mount_following_through(build, tmp_path, name, edit):
+    """Mounts make_tree's root with -o follow_symlinks through a server
+    wrapper whose shell loop runs `edit` for each argument `a` (it
+    appends what the real server gets with `set -- "$@" ...`), and
+    expects the mount to fail: returns util.run's result."""
+    root, _ = make_tree(tmp_path)
+    wrapper = tmp_path / name
+    wrapper.write_text('#!/bin/sh\n'
+                       'for a; do shift; %s; done\n'
+                       'exec %s "$@"\n' % (edit, util.server_bin(build)))
+    wrapper.chmod(0o755)
+    mnt = tmp_path / 'mnt'
+    mnt.mkdir()
+    r = util.run([util.client_bin(build), '-o', 'follow_symlinks',
+                  '-o', 'server=' + str(wrapper), root, str(mnt)], timeout=60)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert not util.find_mount(str(mnt))
+    return r
+
+
 def test_old_server_fails_the_mount_with_a_reason(build, need_fuse,
                                                    tmp_path):
     """An older server's getopt refuses --follow-symlinks; emulated by
     renaming the option to one this server's getopt does not know."""
-    root, _ = make_tree(tmp_path)
-    old = tmp_path / 'old-qftfs-server'
-    old.write_text('#!/bin/sh\n'
-                   'for a; do shift; [ "$a" = --follow-symlinks ] && '
-                   'a=--follow-symlinkz; set -- "$@" "$a"; done\n'
-                   'exec %s "$@"\n' % util.server_bin(build))
-    old.chmod(0o755)
-    mnt = tmp_path / 'mnt'
-    mnt.mkdir()
-    r = util.run([util.client_bin(build), '-o', 'follow_symlinks',
-                  '-o', 'server=' + str(old), root, str(mnt)], timeout=60)
-    assert r.returncode != 0, (r.stdout, r.stderr)
+    r = mount_following_through(
+        build, tmp_path, 'old-qftfs-server',
+        '[ "$a" = --follow-symlinks ] && a=--follow-symlinkz; '
+        'set -- "$@" "$a"')
     assert 'unrecognized option' in r.stderr, r.stderr
     assert 'follow_symlinks needs a qftfs-server that knows ' \
         '--follow-symlinks' in r.stderr, r.stderr
-    assert not util.find_mount(str(mnt))
 
 
 def test_server_started_without_follow_fails_the_mount(build, need_fuse,
@@ -472,20 +458,10 @@ def test_server_started_without_follow_fails_the_mount(build, need_fuse,
     """A server command that drops --follow-symlinks (a forced command
     does: whoever starts the server decides) must not leave the mount
     showing links as links without a word: the handshake says why."""
-    root, _ = make_tree(tmp_path)
-    forced = tmp_path / 'forced-qftfs-server'
-    forced.write_text('#!/bin/sh\n'
-                      'for a; do shift; [ "$a" = --follow-symlinks ] || '
-                      'set -- "$@" "$a"; done\n'
-                      'exec %s "$@"\n' % util.server_bin(build))
-    forced.chmod(0o755)
-    mnt = tmp_path / 'mnt'
-    mnt.mkdir()
-    r = util.run([util.client_bin(build), '-o', 'follow_symlinks',
-                  '-o', 'server=' + str(forced), root, str(mnt)], timeout=60)
-    assert r.returncode != 0, (r.stdout, r.stderr)
+    r = mount_following_through(
+        build, tmp_path, 'forced-qftfs-server',
+        '[ "$a" = --follow-symlinks ] || set -- "$@" "$a"')
     assert 'the server does not follow symlinks' in r.stderr, r.stderr
-    assert not util.find_mount(str(mnt))
 
 
 # ---------------------------------------------------------------------------

@@ -54,46 +54,10 @@ def _server_exe():
 
 
 @pytest.fixture
-def start(tmp_path):
-    """Factory: start(root, hello=True, wrapper=()) -> wire.Server.  At
-    teardown every server must exit cleanly and log no crash."""
-    exe = _server_exe()
-    servers = []
-
-    def make(root, hello=True, wrapper=(), extra_env=None):
-        env = dict(os.environ)
-        if util.is_asan_build(util.build_dir()):
-            env = util.sanitizer_env(env)
-        env.pop('QFTFS_SCAN_LIMITS', None)
-        env.update(extra_env or {})
-        log = str(tmp_path / ('server%d.log' % len(servers)))
-        s = wire.Server(exe, str(root), log, env=env, wrapper=wrapper,
-                        timeout=30)
-        servers.append(s)
-        if hello:
-            r = s.hello()
-            assert r.status == 0, 'HELLO failed: %r\n%s' % (r, s.log())
-        return s
-
-    yield make
-    problems = []
-    for s in servers:
-        if s.proc.poll() is None:
-            rc = s.finish()
-            # A server that refused the HELLO exits 1, as it should.
-            if rc not in (0, None) and not getattr(s, 'refused', False):
-                problems.append('%s exited %r' % (s.log_path, rc))
-        else:
-            s.sock.close()
-            s.logf.close()
-        bad = util.log_problems(s.log())
-        if bad:
-            problems.append('%s:\n%s' % (s.log_path, '\n'.join(bad[:20])))
-        if s.proc.returncode is not None and s.proc.returncode < 0:
-            problems.append('server killed by signal %d\n%s'
-                            % (-s.proc.returncode, util.tail(s.log())))
-    if problems:
-        pytest.fail('\n'.join(problems), pytrace=False)
+def start(wire_server):
+    """wire_server (conftest.py): start(root, hello=True, wrapper=(),
+    extra_env=None) -> wire.Server."""
+    return wire_server
 
 
 # ---------------------------------------------------------------------------

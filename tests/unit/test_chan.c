@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "chan.h"
 #include "check.h"
+#include "fixture.h"
 #include "lz4chunk.h"
 #include "msg.h"
 #include "protocol.h"
@@ -29,24 +30,6 @@
 #define FRAME_LIMIT (QFT_HDR_SIZE + QFT_MAX_PAYLOAD)
 
 static uint8_t pattern[QFT_MAX_DATA];
-
-static void make_pair(int sv[2])
-{
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		perror("socketpair");
-		exit(errno == EAFNOSUPPORT || errno == EPERM ? T_SKIP : 1);
-	}
-}
-
-static void start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	int r = pthread_create(t, NULL, fn, arg);
-
-	if (r) {
-		fprintf(stderr, "pthread_create: %s\n", strerror(r));
-		exit(1);
-	}
-}
 
 static bool fd_open(int fd)
 {

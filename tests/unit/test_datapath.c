@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "chan.h"
 #include "check.h"
+#include "fixture.h"
 #include "msg.h"
 #include "pool.h"
 #include "protocol.h"
@@ -37,24 +38,6 @@ static const char *const mode_names[M__COUNT] = {
 
 /* Room for a full WRITE starting a few bytes in (each sender's skew). */
 static uint8_t data[QFT_MAX_DATA + 64];
-
-static void make_pair(int sv[2])
-{
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		perror("socketpair");
-		exit(errno == EAFNOSUPPORT || errno == EPERM ? T_SKIP : 1);
-	}
-}
-
-static void start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	int r = pthread_create(t, NULL, fn, arg);
-
-	if (r) {
-		fprintf(stderr, "pthread_create: %s\n", strerror(r));
-		exit(1);
-	}
-}
 
 static void sleep_ms(long ms)
 {
