@@ -246,8 +246,9 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 /*
  * Whether a read of [off, end) belongs to the read-ahead stream: it starts
  * one on the second read in a row that begins where the previous ended,
- * and stops it on a read past its window (random access).  Reads inside
- * the window are accepted in any order, since the kernel's parallel
+ * and stops it on a read further past its window than the window would
+ * grow for it (random access).  Reads inside the window are accepted in
+ * any order, since the kernel's parallel
  * read-ahead requests reach us in whatever order our threads take them.
  * For the same reason a read behind the window is no sign that the reader
  * left the stream: a late one of those parallel reads may fall in a chunk
@@ -264,7 +265,12 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 
 		if (off < lo)
 			return false;
-		if (off > f->ra.end) {
+		/* Ahead of the window, but no further than it would reach
+		 * had the reader come that far: one of the kernel's parallel
+		 * reads overtook its neighbours (the opening ones do, past
+		 * the chunk OPEN brought).  Stopping would drop chunks those
+		 * neighbours still need, which they then fetch again. */
+		if (off > f->ra.end && off - f->ra.end > f->ra.credit) {
 			qft_debug("handle %llu: read at %llu outside the "
 				  "read-ahead window, stopped",
 				  (unsigned long long)f->nf.handle,

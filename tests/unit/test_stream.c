@@ -241,6 +241,66 @@ static void test_start_stop(void)
 	free_file(f);
 }
 
+/* The data OPEN brought along, as qc_open hands it over: `got` of `asked`
+ * bytes at offset 0. */
+static void prime(struct qc_file *f, uint32_t asked, uint32_t got)
+{
+	struct qc_reply rep;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.msg.data.p = data;
+	rep.msg.data.len = got;
+	qc_ra_prime(&fs, f, asked, &rep);
+}
+
+/*
+ * The kernel's parallel reads overtake each other most at the start: the
+ * read of the second MiB may come before the read of the first, which
+ * OPEN's 128 KiB answer in part.  That is not random access: stopping
+ * the stream would drop OPEN's chunk, and the first read would fetch its
+ * 128 KiB again.  A jump further than the credit still is.
+ */
+static void test_overtaken(void)
+{
+	struct qc_file *f = new_file(16 * MiB);
+	int fresh = -1;
+
+	check_ctx("overtaken");
+	prime(f, QC_OPEN_DATA, QC_OPEN_DATA);
+	CHECK_EQ(read_through(f, 1 * MiB, 1 * MiB, &fresh), (long)MiB);
+	CHECK(f->ra.on);
+	/* [128K, 1M), [1M, 2M), [2M, 3M), [3M, 4M): the gap is asked for
+	 * too, since the overtaken read is still to come. */
+	CHECK_EQ(fresh, 4);
+	CHECK(f->ra.head != NULL && f->ra.head->off == 0);
+	/* The overtaken read: OPEN's chunk and the gap's, nothing fetched. */
+	CHECK_EQ(read_through(f, 0, 1 * MiB, &fresh), (long)MiB);
+	CHECK_EQ(fresh, 0);
+	CHECK_EQ(read_through(f, 2 * MiB, 1 * MiB, NULL), (long)MiB);
+	free_file(f);
+
+	/* The same in the middle of a stream: 1 MiB past the window with a
+	 * credit of 2 MiB extends it. */
+	f = new_file(16 * MiB);
+	CHECK_EQ(read_through(f, 0, 128 * KiB, NULL), NOT_STREAM);
+	CHECK_EQ(read_through(f, 128 * KiB, 128 * KiB, NULL), 128 * KiB);
+	CHECK_EQ(f->ra.end, 3 * MiB);
+	CHECK_EQ(read_through(f, 4 * MiB, 128 * KiB, NULL), 128 * KiB);
+	CHECK(f->ra.on);
+	CHECK_EQ(read_through(f, 256 * KiB, 128 * KiB, &fresh), 128 * KiB);
+	CHECK_EQ(fresh, 0);
+	free_file(f);
+
+	/* Further than the credit past OPEN's chunk is random access. */
+	f = new_file(16 * MiB);
+	prime(f, QC_OPEN_DATA, QC_OPEN_DATA);
+	CHECK_EQ(read_through(f, QC_OPEN_DATA + QC_RA_CREDIT_START + 1,
+			      4 * KiB, NULL), NOT_STREAM);
+	CHECK(!f->ra.on);
+	CHECK(f->ra.head == NULL);
+	free_file(f);
+}
+
 static void test_credit(void)
 {
 	struct qc_file *f = new_file(4 * MiB);
@@ -645,6 +705,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i * 7 + 1);
 	test_start_stop();
+	test_overtaken();
 	test_credit();
 	test_boundaries();
 	test_eof_and_errors();
