@@ -40,7 +40,7 @@ struct srv_handle {
 	 * sequence. */
 	bool regular;
 	bool append;
-	uint64_t dev, ino;
+	uint64_t dev, ino;  /* of a directory too: its entries' device */
 	/* file, regular: write-out behind a sequential stream of WRITEs
 	 * (xfer.c): bytes [wb_start, wb_end) were written by it but their
 	 * write-out not started, and below wb_waited it has completed.

@@ -72,7 +72,7 @@ static int reply_attr_fd(int fd, struct qft_msg *rep)
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	qft_attr_from_stat(&rep->attr, &st);
+	srv_path_attr_from_stat(&rep->attr, &st);
 	return 0;
 }
 
@@ -87,7 +87,7 @@ static int reply_attr_at(int dfd, const char *name, bool follow,
 		return srv_path_attr_at(dfd, name, true, &st, &rep->attr, NULL);
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	qft_attr_from_stat(&rep->attr, &st);
+	srv_path_attr_from_stat(&rep->attr, &st);
 	return 0;
 }
 
@@ -387,6 +387,7 @@ static int op_opendir(struct srv *s, const struct qft_msg *req,
 		      struct qft_msg *rep)
 {
 	struct srv_handle *h;
+	struct stat st;
 	DIR *dir;
 	int fd, r;
 
@@ -400,14 +401,20 @@ static int op_opendir(struct srv *s, const struct qft_msg *req,
 	fd = srv_path_open(&s->root, req->path.s, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return fd;
+	if (fstat(fd, &st) < 0)
+		goto out_close_fd;
 	dir = fdopendir(fd);
-	if (!dir) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+	if (!dir)
+		goto out_close_fd;
 	srv_handle_set_dir(&s->handles, h, dir);
+	/* The device READDIR shows its entries' inode numbers of. */
+	h->dev = (uint64_t)st.st_dev;
+	h->ino = (uint64_t)st.st_ino;
 	return 0;
+out_close_fd:
+	r = -errno;
+	close(fd);
+	return r;
 }
 
 static uint32_t dtype_to_mode(unsigned char t)
@@ -490,7 +497,7 @@ static int op_readdir(struct srv *s, const struct qft_msg *req,
 			break;
 		}
 		memset(&d, 0, sizeof(d));
-		d.ino = de->d_ino;
+		d.ino = srv_path_ino(h->dev, de->d_ino);
 		d.off = (uint64_t)de->d_off;
 		d.type = dtype_to_mode(de->d_type);
 		d.name.s = de->d_name;
@@ -612,7 +619,7 @@ static int finish_open(struct srv_handle *h, int fd, uint32_t qflags,
 		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
 			goto out_close_fd;
 	}
-	qft_attr_from_stat(&rep->attr, &st);
+	srv_path_attr_from_stat(&rep->attr, &st);
 	srv_handle_set_file(h, fd);
 	/* Truncating changed the file as much as a write would. */
 	h->dirty = (qflags & QFT_O_TRUNC) &&

@@ -20,6 +20,13 @@
 #include "path.h"
 #include "protocol.h"
 
+/*
+ * The served root's device, for srv_path_ino: set by srv_path_init, which
+ * runs before the session's threads start; a process serves one root.
+ */
+static uint64_t root_dev;
+static bool root_dev_known;
+
 /* openat2 fails with EAGAIN when a rename races with a RESOLVE_BENEATH
  * lookup; retrying is what the man page recommends. */
 #define OPENAT2_RETRIES 16
@@ -67,11 +74,16 @@ static int do_openat(int dirfd, const char *path, int flags)
 
 void srv_path_init(struct srv_root *r, int root_fd, bool force_walk)
 {
+	struct stat st;
 	int fd;
 
 	r->fd = root_fd;
 	r->use_openat2 = false;
 	r->follow = false;
+	if (fstat(root_fd, &st) == 0) {
+		root_dev = (uint64_t)st.st_dev;
+		root_dev_known = true;
+	}
 	if (force_walk) {
 		qft_debug("path resolution: component walk (forced)");
 		return;
@@ -193,6 +205,32 @@ void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
 	snprintf(buf, SRV_PROC_FD_MAX, "/proc/self/fd/%d", fd);
 }
 
+uint64_t srv_path_ino(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = dev;
+
+	if (!root_dev_known || dev == root_dev)
+		return ino;
+	/* Any good 64-bit mixer will do: device numbers differ in few
+	 * bits (the minor number, mostly). */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	h &= 0xffffffffull;
+	/* 0 would show the number unchanged, as if on the root's device. */
+	if (h == 0)
+		h = 1;
+	return ino ^ (h << 32);
+}
+
+void srv_path_attr_from_stat(struct qft_attr *a, const struct stat *st)
+{
+	qft_attr_from_stat(a, st);
+	a->ino = srv_path_ino((uint64_t)st->st_dev, (uint64_t)st->st_ino);
+}
+
 /*
  * The NOXATTR hint is read through an O_PATH descriptor of the very object
  * stat'ed, so a rename racing with us cannot pin another object's answer
@@ -211,14 +249,14 @@ static int attr_of(int dfd, const char *name, int oflags, struct stat *st,
 		if (fstatat(dfd, name, st, oflags & O_NOFOLLOW ?
 			    AT_SYMLINK_NOFOLLOW : 0) < 0)
 			return -errno;
-		qft_attr_from_stat(a, st);
+		srv_path_attr_from_stat(a, st);
 		return 0;
 	}
 	if (fstat(fd, st) < 0) {
 		r = -errno;
 		goto out_close_fd;
 	}
-	qft_attr_from_stat(a, st);
+	srv_path_attr_from_stat(a, st);
 	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
 		srv_path_proc_fd(proc, fd);
 		if (listxattr(proc, NULL, 0) == 0)

@@ -86,6 +86,23 @@ void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd);
 struct qft_attr;
 
 /*
+ * The inode number a client is shown for inode `ino` of device `dev`.
+ * A served tree may span file systems (a mount point below the root),
+ * but the client shows one device, so equal inode numbers of two of them
+ * would look like one object: hard links to tar, cp -a and rsync -H (a
+ * file stored as a link to another), a loop to find and du.  Objects on
+ * the root's device keep their number; others have a 32-bit hash of
+ * their device mixed into the high half, which leaves the low half (all
+ * of a number below 2^32) as it was.  Two devices can still collide when
+ * their hashes do, or with inode numbers of 2^32 and more.
+ */
+uint64_t srv_path_ino(uint64_t dev, uint64_t ino);
+
+/* qft_attr_from_stat() with the inode number as srv_path_ino shows it:
+ * for every attribute the server sends. */
+void srv_path_attr_from_stat(struct qft_attr *a, const struct stat *st);
+
+/*
  * Attributes of `name` in the directory `dfd`, not following it, with the
  * NOXATTR hint (protocol.h) for regular files and directories: what LSTAT,
  * READDIR PLUS and SCAN send.  0 or a negative errno (of the stat).

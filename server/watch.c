@@ -117,8 +117,11 @@ struct srv_watch {
 	uint32_t next_writer;
 };
 
+/* Of the low half of an inode number only, which srv_path_ino leaves as
+ * it was: UNWATCH names a watch by the number its client was shown. */
 static size_t bucket(const struct srv_watch *w, uint64_t v)
 {
+	v &= 0xffffffffull;
 	v ^= v >> 33;
 	v *= 0xff51afd7ed558ccdull;
 	v ^= v >> 33;
@@ -275,7 +278,7 @@ static void queue_gone(struct srv_watch *w, uint64_t ino)
  * GONE. */
 static void end_watch(struct srv_watch *w, struct watch *wt, bool rm)
 {
-	uint64_t ino = wt->ino;
+	uint64_t ino = srv_path_ino(wt->dev, wt->ino);
 
 	if (rm)
 		(void)inotify_rm_watch(w->ifd, wt->wd);
@@ -557,7 +560,8 @@ static bool next_notification(struct srv_watch *w, struct qft_msg *m,
 	if (!wt)
 		return false;
 	if (wt->whole || wt->nnames == 0) {
-		qft_msg_init_notify(m, wt->ino, QFT_NOTIFY_CHANGED, NULL, 0);
+		qft_msg_init_notify(m, srv_path_ino(wt->dev, wt->ino),
+				    QFT_NOTIFY_CHANGED, NULL, 0);
 		dequeue(w, wt);
 		return true;
 	}
@@ -565,7 +569,8 @@ static bool next_notification(struct srv_watch *w, struct qft_msg *m,
 	w->names--;
 	snprintf(name, QFT_MAX_NAME + 1, "%s", n);
 	free(n);
-	qft_msg_init_notify(m, wt->ino, QFT_NOTIFY_CHANGED, name,
+	qft_msg_init_notify(m, srv_path_ino(wt->dev, wt->ino),
+			    QFT_NOTIFY_CHANGED, name,
 			    (uint32_t)strlen(name));
 	if (wt->nnames == 0)
 		dequeue(w, wt);
@@ -910,7 +915,7 @@ void srv_watch_remove(struct srv_watch *w, uint64_t ino)
 	if (w->active) {
 		for (wt = w->by_id[bucket(w, ino)]; wt; wt = next) {
 			next = wt->id_next;
-			if (wt->ino != ino)
+			if (srv_path_ino(wt->dev, wt->ino) != ino)
 				continue;
 			(void)inotify_rm_watch(w->ifd, wt->wd);
 			watch_free(w, wt);
