@@ -91,8 +91,9 @@ struct qft_attr;
  * but the client shows one device, so equal inode numbers of two of them
  * would look like one object: hard links to tar, cp -a and rsync -H (a
  * file stored as a link to another), a loop to find and du.  Objects on
- * the root's device keep their number; others have a 32-bit hash of
- * their device mixed into the high half, which leaves the low half (all
+ * the root's device keep their number; others have a 31-bit hash of
+ * their device mixed into the high half (the top bit stays clear for
+ * the client's provisional numbers), which leaves the low half (all
  * of a number below 2^32) as it was.  Two devices can still collide when
  * their hashes do, or with inode numbers of 2^32 and more.
  */

@@ -67,6 +67,8 @@ int main(void)
 			/* Told apart from the root's 77, low half kept. */
 			CHECK(v != 77);
 			CHECK_EQ(v & 0xffffffffull, 77);
+			/* Clear of the client's provisional range. */
+			CHECK(!(v >> 63));
 			/* The same mix for every number of the device. */
 			CHECK_EQ(srv_path_ino(d, 1) ^ 1, v ^ 77);
 			/* XOR keeps the device's numbers apart. */
