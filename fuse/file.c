@@ -496,6 +496,8 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 		if (m->op == QFT_OP_CREATE)
 			f->creating = true;
 		f->attr = *a;
+		f->mtime_set = m->op == QFT_OP_SETATTR &&
+			       (m->valid & QFT_SET_MTIME);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0) {
@@ -533,9 +535,11 @@ static bool file_predicted(struct qn_file *nf, void *ctx)
 
 	pthread_mutex_lock(&f->lock);
 	/* With WRITEs in flight the size and times are the server's to
-	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes). */
-	if (f->predicted && (f->wb.bytes == 0 || f->flushing) &&
-	    !f->failed) {
+	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes);
+	 * unless a SETATTR behind them sets the mtime, the one time a
+	 * WRITE changes that is not the server's clock. */
+	if (f->predicted && (f->wb.bytes == 0 || f->flushing ||
+			     f->mtime_set) && !f->failed) {
 		*p->out = f->attr;
 		p->found = true;
 	}

@@ -90,6 +90,10 @@ struct qc_file {
 	struct qc_file *cnext;  /* commit lock: the closer's queue */
 	bool predicted;         /* lock: `attr` is what the kernel is told */
 	struct qft_attr attr;   /* lock: valid while `predicted` */
+	/* lock: a pipelined SETATTR set the mtime after f's last WRITE, so
+	 * `attr` holds with WRITEs in flight too: they execute before it,
+	 * and their sizes are counted in `attr` already */
+	bool mtime_set;
 };
 
 /* A file of `fs` that has no handle yet; NULL when out of memory. */
@@ -188,8 +192,10 @@ void qc_file_settle(struct qc_fs *fs);
 
 /*
  * The attributes the client predicts for `n` through one of its open
- * files with pipelined steps unanswered and no WRITE in flight; false
- * when there is none (ask the server).
+ * files with pipelined steps unanswered and no WRITE in flight (or only
+ * WRITEs before a SETATTR of the mtime: tar's futimens, then the fchown
+ * whose suid check makes the kernel ask); false when there is none (ask
+ * the server).
  */
 bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
 		       struct qft_attr *out);

@@ -694,6 +694,7 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 		clock_gettime(CLOCK_REALTIME, &ts);
 		f->attr.mtime.sec = f->attr.ctime.sec = ts.tv_sec;
 		f->attr.mtime.nsec = f->attr.ctime.nsec = (uint32_t)ts.tv_nsec;
+		f->mtime_set = false;
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0) {

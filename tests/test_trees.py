@@ -15,8 +15,10 @@ that file's close(), and nothing may be reported as done that is not.
 import errno
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import threading
 import time
 
 import pytest
@@ -467,6 +469,68 @@ def test_async_rsync_waits_per_directory_only(mounter, tmp_path):
     # directory's attributes are never predicted), its symlink and the
     # symlink's times; a few lookups.  Per file it would be 60 and more.
     assert d['requests_waited'] <= 8 * 3 + 10, d
+
+
+@pytest.mark.parametrize('opts', MODES)
+def test_tar_pattern_fchown_after_futimens_does_not_wait(mounter, opts):
+    """tar x restores a file's times, owner and mode through its handle
+    after writing it: futimens, fchown, fchmod, close.  The kernel asks
+    for the attributes before a chown (to clear set-id bits); with the
+    WRITEs still in flight they are known all the same, since the mtime
+    was set behind them.  So none of these steps waits for the server
+    (shown with the server stopped: a step that waited would hang), and
+    what the server ends with is exact."""
+    m = mounter(opts=opts)
+    src, mnt = m
+    assert len(m.server_pids) == 1, m.server_pids
+    pid = m.server_pids[0]
+    os.mkdir(P(mnt, 'x'))
+    nfiles = 5
+    uid, gid = os.getuid(), os.getgid()
+
+    def steps(fd, i, failures):
+        try:
+            for k in range(3):
+                os.write(fd, bytes([65 + i]) * (10240 + k))
+            os.utime(fd, ns=(1_000_000_000 + i, 2_000_000_000 + i))
+            st = os.fstat(fd)
+            assert st.st_mtime_ns == 2_000_000_000 + i, st
+            assert st.st_size == 3 * 10240 + 3, st
+            os.fchown(fd, uid, gid)
+            os.fchmod(fd, 0o640)
+        except BaseException as e:  # reported by the test's thread
+            failures.append(e)
+
+    for i in range(nfiles):
+        fd = os.open(P(mnt, 'x', 'f%d' % i),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        failures = []
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                t = threading.Thread(target=steps, args=(fd, i, failures))
+                t.start()
+                t.join(20)
+                hung = t.is_alive()
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            t.join(60)
+            assert not hung, \
+                'file %d: a step waited for the stopped server' % i
+            assert not failures, failures
+        finally:
+            os.close(fd)
+    if 'commit=async' in opts:
+        r = qftfs_sync(m)
+        assert r.returncode == 0, r.stderr
+    for i in range(nfiles):
+        st = os.stat(P(src, 'x', 'f%d' % i))
+        assert (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777,
+                st.st_uid, st.st_gid) == \
+            (3 * 10240 + 3, 2_000_000_000 + i, 0o640, uid, gid), i
+        with open(P(src, 'x', 'f%d' % i), 'rb') as f:
+            assert f.read() == b''.join(bytes([65 + i]) * (10240 + k)
+                                        for k in range(3)), i
 
 
 def _write_new(path, data):
