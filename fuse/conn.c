@@ -1699,10 +1699,9 @@ static void wait_ordered(struct qc_conn *c)
 	pthread_mutex_unlock(&c->olock);
 }
 
-static int call(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
-		struct qc_reply *rep)
+static int call(struct qc_conn *c, uint64_t gen, unsigned lane,
+		struct qft_msg *req, struct qc_reply *rep)
 {
-	unsigned lane = route(c, gen, req);
 	struct pending p;
 	struct link *l;
 	int r;
@@ -1765,7 +1764,7 @@ out_destroy:
 
 int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep)
 {
-	return call(c, 0, req, rep);
+	return call(c, 0, route(c, 0, req), req, rep);
 }
 
 int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
@@ -1773,7 +1772,15 @@ int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 {
 	if (!gen)
 		return -ENOTCONN;
-	return call(c, gen, req, rep);
+	return call(c, gen, route(c, gen, req), req, rep);
+}
+
+int qc_call_behind(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		   struct qc_reply *rep)
+{
+	if (!gen)
+		return -ENOTCONN;
+	return call(c, gen, LANE_BULK, req, rep);
 }
 
 static int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,

@@ -256,6 +256,16 @@ int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		struct qc_reply *rep);
 
 /*
+ * qc_call_gen on link `gen`'s bulk stream, whatever `req` is: behind
+ * everything sent there before it (the WRITEs, pipelined steps and
+ * FLUSHes of open files), which the server completes before it acts on a
+ * request that is neither READ nor WRITE.  For a path request that must
+ * find their effects, or must not be undone by them.
+ */
+int qc_call_behind(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
+		   struct qc_reply *rep);
+
+/*
  * Completion of an asynchronous call: err is 0 with `rep` the decoded
  * successful reply, or a negative errno (the server's status, -EIO when
  * the reply is malformed, -ENOTCONN when the link was lost before the

@@ -1648,6 +1648,34 @@ static void xattr_changed_attrs(struct qc_fs *fs, struct qn_node *n)
 	qn_touch(&fs->nodes, n);
 }
 
+/*
+ * Sends SETXATTR or REMOVEXATTR `m` of `ino`.  While an open handle of it
+ * has WRITEs or steps in flight, on their stream behind them: the server
+ * completes them first, so a WRITE executed after it cannot strip the
+ * file capability it sets (cp -a, tar --xattrs, setcap after a close in
+ * commit=async), and its pipelined CREATE has made the name.  Otherwise
+ * on meta, once no CREATE of the mount is unanswered (the path may name a
+ * file made by one).
+ */
+static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
+			     struct qft_msg *m, struct qc_reply *rep)
+{
+	struct qc_file *f;
+	uint64_t gen, handle;
+	int r;
+
+	f = (struct qc_file *)qn_file_borrow(&fs->nodes, qc_fs_node(fs, ino));
+	if (f && qc_file_writes_in_flight(fs, f) &&
+	    qc_file_handle(fs, f, &gen, &handle) == 0) {
+		r = qc_call_behind(fs->conn, gen, m, rep);
+		qc_file_put(fs, f);
+		return r;
+	}
+	qc_file_put(fs, f);
+	qc_file_settle(fs);
+	return qc_call(fs->conn, m, rep);
+}
+
 static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -1686,11 +1714,10 @@ static void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	qc_set_str(&m.xname, name);
 	m.data.p = (const uint8_t *)value;
 	m.data.len = (uint32_t)size;
-	qc_file_settle(fs);
 	/* The listing's hint first, then the generation (hints.h). */
 	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	caps = qc_hint_xattr_begin(fs, name);
-	r = qc_call(fs->conn, &m, &rep);
+	r = xattr_change_call(fs, ino, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Even a failed call may have changed them (a lost reply). */
@@ -1805,7 +1832,6 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	r = node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out;
-	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_REMOVEXATTR, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.xname, name);
@@ -1814,7 +1840,7 @@ static void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	/* The listing's hint first, then the generation (hints.h). */
 	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
 	caps = qc_hint_xattr_begin(fs, name);
-	r = qc_call(fs->conn, &m, &rep);
+	r = xattr_change_call(fs, ino, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Even a failed call may have changed them (a lost reply). */

@@ -682,3 +682,66 @@ def test_write_still_drops_file_capability(mount, need_root, where):
         os.getxattr(P(src, 'bin'), CAPS)
     assert e.value.errno == errno.ENODATA, \
         'a write left the file capability in place: %r' % e.value
+
+
+@pytest.mark.deadline(120)
+@pytest.mark.parametrize('opts', [[], ['commit=async']],
+                         ids=['commit=close', 'commit=async'])
+def test_capability_set_behind_writes_in_flight_is_kept(mounter, need_root,
+                                                        opts):
+    """cp -a, tar --xattrs and rsync -X set a file capability right after
+    the data, while its WRITEs are still on their way (with commit=async,
+    so does a setcap after close()).  The server must set it after them:
+    a WRITE executed later strips it.  The server is stopped while the
+    WRITEs and the SETXATTR are issued, so they are all in flight."""
+    m = mounter(opts=opts)
+    src, mnt = m
+    assert len(m.server_pids) == 1, m.server_pids
+    pid = m.server_pids[0]
+    # Little enough for the socket's buffer, which the stopped server
+    # does not empty.
+    data = _content(5, 96 * 1024)
+    # In a directory made here, whose names and xattrs the client knows:
+    # nothing of the writes waits for the server.
+    os.mkdir(P(mnt, 'd'))
+    fd = os.open(P(mnt, 'd', 'bin'), os.O_CREAT | os.O_WRONLY | os.O_EXCL,
+                 0o755)
+    closed = False
+    errors = []
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for off in range(0, len(data), 24 * 1024):
+                os.write(fd, data[off:off + 24 * 1024])
+            if opts:
+                os.close(fd)
+                closed = True
+            target = P(mnt, 'd', 'bin') if closed else fd
+
+            def set_cap():
+                try:
+                    os.setxattr(target, CAPS, CAP_NET_RAW)
+                except OSError as e:
+                    errors.append(e)
+
+            t = threading.Thread(target=set_cap)
+            t.start()
+            # Time for it to be sent; were it not yet, the test could
+            # only pass, never fail, for that reason.
+            time.sleep(0.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        t.join(60)
+        assert not t.is_alive(), 'setxattr hung'
+    finally:
+        if not closed:
+            os.close(fd)
+    if errors:
+        pytest.skip('cannot set a file capability here: %s' % errors[0])
+    if opts:
+        r = util.run([util.client_bin(m.build), '--sync', m.mnt],
+                     timeout=60)
+        assert r.returncode == 0, r.stderr
+    assert _read_all(P(src, 'd', 'bin')) == data
+    assert os.getxattr(P(src, 'd', 'bin'), CAPS) == CAP_NET_RAW, \
+        'a WRITE executed after the SETXATTR stripped the capability'
