@@ -373,11 +373,6 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 	return ok;
 }
 
-/*
- * The start of every open: the client's state for the new handle and a
- * handle number on the current link (waiting for one within the deadline
- * while reconnecting).  0, or the user's errno with nothing left to undo.
- */
 uint32_t qc_file_oflags(const struct qc_fs *fs, int oflags)
 {
 	uint32_t q = qft_oflags_from_host(oflags);
@@ -392,6 +387,11 @@ uint32_t qc_file_oflags(const struct qc_fs *fs, int oflags)
 	return q;
 }
 
+/*
+ * The start of every open: the client's state for the new handle and a
+ * handle number on the current link (waiting for one within the deadline
+ * while reconnecting).  0, or the user's errno with nothing left to undo.
+ */
 int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 		  struct qc_file **fp, uint64_t *gen, uint64_t *handle)
 {
