@@ -101,7 +101,13 @@
  * instead of showing them as links without a word.
  */
 #define QFT_FEAT_FOLLOW    0x00000010u
-#define QFT_FEAT_KNOWN     0x0000001fu
+/*
+ * LAZY: the client may mark OPEN and CREATE with QFT_O_LAZY.  A server
+ * that does not know the bit refuses it (unknown open flags are EINVAL),
+ * so the client sends it only where this was agreed.
+ */
+#define QFT_FEAT_LAZY      0x00000020u
+#define QFT_FEAT_KNOWN     0x0000003fu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 enum qft_op {
@@ -204,7 +210,15 @@ enum qft_status {
 #define QFT_O_SYNC      0x0040u
 #define QFT_O_DSYNC     0x0080u
 #define QFT_O_NOATIME   0x0100u
-#define QFT_O_KNOWN     0x01fbu
+/*
+ * No host flag: the client will not wait for this handle's data to be
+ * durable at close (commit=async, commit=none), so the server does not
+ * pace its WRITEs to the disk (no write-out behind the stream); FLUSH and
+ * FSYNC still sync when asked.  Valid only once HELLO agreed on
+ * QFT_FEAT_LAZY.
+ */
+#define QFT_O_LAZY      0x0200u
+#define QFT_O_KNOWN     0x03fbu
 
 /* SETATTR: which fields to change. */
 #define QFT_SET_MODE      0x0001u

@@ -120,6 +120,10 @@ struct lane {
 	/* HELLO granted QFT_FEAT_PROGRESS: PROGRESS frames are accepted
 	 * here (link_progress).  Set before the readers start. */
 	bool progress;
+	/* HELLO granted QFT_FEAT_LAZY: OPEN and CREATE may carry QFT_O_LAZY
+	 * here (link_send drops it elsewhere).  Set before the readers
+	 * start. */
+	bool lazy;
 	pthread_t reader;
 	bool reader_running;    /* the thread that frees the link only */
 };
@@ -853,6 +857,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	if (l->c->o.want_follow)
 		m.features |= QFT_FEAT_FOLLOW;
 	m.features |= QFT_FEAT_PROGRESS;
+	m.features |= QFT_FEAT_LAZY;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
@@ -927,6 +932,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	/* A bit that was not asked for grants nothing. */
 	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);
 	ln->progress = rep.features & QFT_FEAT_PROGRESS;
+	ln->lazy = rep.features & QFT_FEAT_LAZY;
 	r = 0;
 out_free_buf:
 	qbuf_free(&b);
@@ -1570,10 +1576,19 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 			    .limit = sizeof(stack) };
 	struct qft_blob tail;
 	struct iovec iov[2];
+	uint32_t opflags = req->opflags;
 	int r;
 
 	if (lane >= l->nlanes)
 		lane = LANE_BULK;
+	/* QFT_O_LAZY is a hint the callers set whatever the server: a
+	 * server that did not agree on it (an older one, after a
+	 * reconnect too) would refuse the open, and without it only the
+	 * pace of the WRITEs changes.  The caller's request keeps it for a
+	 * resend on another link. */
+	if ((req->op == QFT_OP_OPEN || req->op == QFT_OP_CREATE) &&
+	    !l->lane[lane].lazy)
+		req->opflags &= ~QFT_O_LAZY;
 	/* The head goes on the stack (a view that cannot grow), a WRITE's
 	 * data stays where the caller has it: nothing is allocated or
 	 * copied for the frame.  Only a head too big for the stack (long
@@ -1583,6 +1598,7 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 		qbuf_init(&out, FRAME_LIMIT);
 		r = qft_msg_encode_head(&out, req, &tail);
 	}
+	req->opflags = opflags;
 	if (r < 0) {
 		/* Callers check sizes first; this is a bug, not the peer's. */
 		qft_err("cannot encode a %s request: %s",

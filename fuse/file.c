@@ -196,8 +196,8 @@ static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	m.handle = h;
 	qc_set_str(&m.path, path);
 	if (!f->dir)
-		m.opflags = qft_oflags_from_host(f->oflags &
-						 ~(O_CREAT | O_EXCL | O_TRUNC));
+		m.opflags = qc_file_oflags(fs, f->oflags &
+					   ~(O_CREAT | O_EXCL | O_TRUNC));
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r < 0) {
 		qc_handle_free(fs->conn, gen, h);
@@ -371,6 +371,20 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 	}
 	qc_file_put(fs, f);
 	return ok;
+}
+
+uint32_t qc_file_oflags(const struct qc_fs *fs, int oflags)
+{
+	uint32_t q = qft_oflags_from_host(oflags);
+
+	/* The server's pacing is there so that the fdatasync of a durable
+	 * close waits only for the tail; without that close it only slows
+	 * the copy to the disk's speed (conn.c drops the bit for a server
+	 * that does not know it). */
+	if ((q & QFT_O_ACCMODE) != QFT_O_RDONLY &&
+	    (fs->commit.on || fs->commit_none))
+		q |= QFT_O_LAZY;
+	return q;
 }
 
 /*

@@ -110,6 +110,15 @@ int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 		  struct qc_file **fp, uint64_t *gen, uint64_t *handle);
 
 /*
+ * The OPEN or CREATE flags for host open flags `oflags` (from which the
+ * caller removed what the request must not carry): with QFT_O_LAZY when
+ * the file is opened for writing and close() will not wait for its data
+ * to be durable (commit=async, commit=none), so that the server does not
+ * pace its WRITEs to its disk.  fsync() still syncs (FSYNC).
+ */
+uint32_t qc_file_oflags(const struct qc_fs *fs, int oflags);
+
+/*
  * Completes one async call of f: wakes whoever waits for it, releases the
  * lock (held on entry), and frees f if it was released and this was its
  * last call.  f must not be touched after this.

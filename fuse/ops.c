@@ -1175,7 +1175,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	qft_msg_init(&m, QFT_OP_OPEN, 0);
 	m.handle = handle;
 	qc_set_str(&m.path, path);
-	m.opflags = qft_oflags_from_host(fi->flags & ~(O_CREAT | O_EXCL));
+	m.opflags = qc_file_oflags(fs, fi->flags & ~(O_CREAT | O_EXCL));
 	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
 		f->gen = gen;
 		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
@@ -1375,7 +1375,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qft_msg_init(&m, QFT_OP_CREATE, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
-	m.opflags = qft_oflags_from_host(fi->flags & ~O_CREAT);
+	m.opflags = qc_file_oflags(fs, fi->flags & ~O_CREAT);
 	m.mode = mode & 07777;
 	owned = owner_for(req, fs, qc_fs_node(fs, parent), &uid, &gid);
 	if (owned < 0) {

@@ -47,6 +47,9 @@ struct srv_handle {
 	 * wb_off: sync_file_range refused, or failed, on this file. */
 	uint64_t wb_start, wb_end, wb_waited;
 	bool wb_off;
+	/* file, set at open (QFT_O_LAZY): nobody waits for its data to be
+	 * durable at close, so there is no write-out behind its WRITEs */
+	bool lazy;
 	/* file opened for writing: its registration with the session's
 	 * change notification (srv_watch_writer_open), 0 if none */
 	uint32_t watch_writer;

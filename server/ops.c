@@ -133,6 +133,11 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 		rep->features |= QFT_FEAT_NOTIFY;
 		s->notify = true;
 	}
+	/* Lazy handles need nothing the server might lack. */
+	if (req->features & QFT_FEAT_LAZY) {
+		rep->features |= QFT_FEAT_LAZY;
+		s->lazy = true;
+	}
 	/* Progress frames: a client that asks for them counts them as life
 	 * while a sync takes longer than its deadline.  A reconnect's HELLO
 	 * comes on a new connection, so there is never one already. */
@@ -626,6 +631,9 @@ static int finish_open(struct srv_handle *h, int fd, uint32_t qflags,
 		   (qflags & QFT_O_ACCMODE) != QFT_O_RDONLY;
 	h->regular = S_ISREG(st.st_mode);
 	h->append = qflags & QFT_O_APPEND;
+	h->lazy = qflags & QFT_O_LAZY;
+	if (h->lazy)
+		qft_debug("lazy handle: no write-out behind its WRITEs");
 	h->dev = (uint64_t)st.st_dev;
 	h->ino = (uint64_t)st.st_ino;
 	return 0;
@@ -633,6 +641,15 @@ out_close_fd:
 	r = -errno;
 	close(fd);
 	return r;
+}
+
+/* The open flags of OPEN and CREATE, beyond what the decoder checks. */
+static int check_oflags(const struct srv *s, uint32_t qflags)
+{
+	/* As an older server would: the bit means nothing unless agreed. */
+	if ((qflags & QFT_O_LAZY) && !s->lazy)
+		return -EINVAL;
+	return 0;
 }
 
 static int op_create(struct srv *s, const struct qft_msg *req,
@@ -643,7 +660,8 @@ static int op_create(struct srv *s, const struct qft_msg *req,
 	uint32_t writer;
 	int dfd, fd, r;
 
-	if ((r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
+	if ((r = check_oflags(s, req->opflags)) < 0 ||
+	    (r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
 		return r;
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
@@ -715,7 +733,8 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 	uint32_t writer = 0;
 	int fd, r;
 
-	if ((r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
+	if ((r = check_oflags(s, req->opflags)) < 0 ||
+	    (r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
 		return r;
 	srv_watch_begin(s->watch, &wop);
 	if (srv_watch_on(s->watch) &&

@@ -56,6 +56,9 @@ struct srv {
 	 * while they run (pulse.h).  NULL otherwise; freed by the loop. */
 	struct srv_pulse *pulse;
 
+	/* HELLO granted QFT_FEAT_LAZY: OPEN and CREATE accept QFT_O_LAZY. */
+	bool lazy;
+
 	/* File data of regular files goes through the engine (xfer.c). */
 	enum srv_io_backend io_backend;  /* what --io / QFTFS_SERVER_IO chose */
 	struct srv_uring *io;

@@ -12,7 +12,11 @@ What must hold (docs/protocol.md, "Progress"; qftfs(1), timeout=):
 - the server writes a big file out behind the stream (sync_file_range),
   so that by the time the last WRITE is answered all but a bounded tail
   is on the disk already, and close() waits only for that tail.  Counted
-  in bytes the server's cgroup wrote, not in seconds.
+  in bytes the server's cgroup wrote, not in seconds;
+- but not where close() does not wait for the disk (commit=async,
+  commit=none: the client marks those handles QFT_O_LAZY): there the
+  stream goes at the link's pace, and fsync(2) still makes the server
+  write the whole file out before it returns.
 
 "Slow storage" is an ext4 file system on a loop device whose writes are
 throttled for the server's cgroup: cgroup v2 io.max (wbps) or, on a
@@ -335,28 +339,82 @@ def test_server_lost_during_long_flush_fails(slowdisk, mounter, sig):
 WRITEOUT_TAIL = 36 * MiB
 
 
+# The server's debug line for a lazy handle (server/ops.c finish_open).
+LAZY_LOG = 'lazy handle: no write-out behind its WRITEs'
+
+
+def _mount_debug(mounter, disk, commit):
+    src = P(disk.root, 'src')
+    os.makedirs(src, exist_ok=True)
+    # attr_timeout=0: an fstat asks the server, behind the WRITEs.
+    return mounter(src=src, server_wrapper=disk.wrapper,
+                   server=util.server_bin(util.build_dir()) + ' -d',
+                   opts=['attr_timeout=0', 'commit=' + commit])
+
+
 @pytest.mark.deadline(240)
-def test_writeout_behind_the_stream(slowdisk, mounter):
-    """Before close(), all but the tail of a 96 MiB file has reached the
-    disk, and after it the file is whole."""
+@pytest.mark.parametrize('commit', ['close', 'async', 'none'])
+def test_writeout_behind_the_stream(slowdisk, mounter, commit):
+    """commit=close: before close(), all but the tail of a 96 MiB file has
+    reached the disk, and after it the file is whole.  commit=async and
+    commit=none, where close() does not wait for the disk: the stream is
+    not paced to it (the server wrote out less than pacing would have
+    made it write before answering the last WRITE)."""
     size = 96 * MiB
     slowdisk.set_rate(32 * MiB)
-    src = P(slowdisk.root, 'src')
-    os.makedirs(src, exist_ok=True)
-    # attr_timeout=0: the fstat below asks the server, behind the WRITEs.
-    m = mounter(src=src, server_wrapper=slowdisk.wrapper,
-                opts=['attr_timeout=0'])
+    m = _mount_debug(mounter, slowdisk, commit)
     src, mnt = m
     before = slowdisk.written()
     f, digest = _write_unclosed(P(mnt, 'big'), size)
-    f.flush()
-    # Runs on the server after every WRITE before it was answered.
-    assert os.fstat(f.fileno()).st_size == size
-    early = slowdisk.written() - before
-    f.close()
-    total = slowdisk.written() - before
-    assert total >= size, 'the close wrote %d of %d bytes' % (total, size)
-    assert early >= size - WRITEOUT_TAIL, (
-        'only %.1f MiB of %d MiB reached the disk before close(): no '
-        'write-out behind the stream' % (early / MiB, size // MiB))
+    with f:
+        f.flush()
+        # Runs on the server after every WRITE before it was answered.
+        assert os.fstat(f.fileno()).st_size == size
+        early = slowdisk.written() - before
+    if commit == 'close':
+        total = slowdisk.written() - before
+        assert total >= size, 'the close wrote %d of %d bytes' % (total, size)
+        assert early >= size - WRITEOUT_TAIL, (
+            'only %.1f MiB of %d MiB reached the disk before close(): no '
+            'write-out behind the stream' % (early / MiB, size // MiB))
+        assert LAZY_LOG not in m.log(), util.tail(m.log())
+    else:
+        assert early < size - WRITEOUT_TAIL, (
+            '%.1f MiB of %d MiB reached the disk before close() although '
+            'commit=%s does not wait for it: the stream was paced to the '
+            'disk' % (early / MiB, size // MiB, commit))
+        assert LAZY_LOG in m.log(), util.tail(m.log())
+    if commit == 'async':
+        r = util.run([m.client, '--sync', mnt], timeout=120)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+    assert util.sha256_file(P(src, 'big')) == digest
+
+
+@pytest.mark.deadline(240)
+def test_fsync_of_lazy_handle_is_durable(slowdisk, mounter):
+    """commit=async: fsync() of a file whose WRITEs were not paced still
+    makes the server fdatasync it: the server's own cgroup wrote the whole
+    file to the disk before fsync() returned."""
+    size = 48 * MiB
+    slowdisk.set_rate(32 * MiB)
+    m = _mount_debug(mounter, slowdisk, 'async')
+    src, mnt = m
+    before = slowdisk.written()
+    f, digest = _write_unclosed(P(mnt, 'big'), size)
+    with f:
+        f.flush()
+        assert os.fstat(f.fileno()).st_size == size
+        assert LAZY_LOG in m.log(), util.tail(m.log())
+        early = slowdisk.written() - before
+        assert early < size - WRITEOUT_TAIL, (
+            'the stream was paced: %.1f MiB on the disk before fsync'
+            % (early / MiB))
+        os.fsync(f.fileno())
+        synced = slowdisk.written() - before
+    assert synced >= size, (
+        'fsync() returned when the server had written %.1f of %d MiB'
+        % (synced / MiB, size // MiB))
+    fsyncs = [l for l in m.log().splitlines() if 'FSYNC id' in l]
+    assert fsyncs and all(l.endswith(': ok') for l in fsyncs), \
+        util.tail(m.log())
     assert util.sha256_file(P(src, 'big')) == digest

@@ -29,6 +29,8 @@ OP_PING = 28
 RENAME_NOREPLACE, RENAME_EXCHANGE = 0x1, 0x2
 READDIR_PLUS, READDIR_EOF = 0x1, 0x1
 OPEN_DATA, OPEN_EOF = wire.OPEN_DATA, wire.OPEN_EOF
+# Lazy handles: the open flag and its HELLO feature.
+O_LAZY, FEAT_LAZY = 0x200, 0x20
 SCAN_WATCH, SCAN_EOF, SCAN_TRUNCATED = (wire.SCAN_WATCH, wire.SCAN_EOF,
                                         wire.SCAN_TRUNCATED)
 S_IFCHR = 0o020000
@@ -183,6 +185,12 @@ def frame_seeds():
                            mtime=(5, 6)),
         'create-req': req('CREATE', 4, handle=7, path='d', name='n',
                           opflags=wire.O_RDWR | wire.O_EXCL, mode=0o644),
+        'create-req-lazy': req('CREATE', 4, handle=7, path='d', name='n',
+                               opflags=wire.O_WRONLY | O_LAZY, mode=0o644),
+        'open-req-lazy': req('OPEN', 30, handle=3, path='d/f',
+                             opflags=wire.O_RDWR | wire.O_TRUNC | O_LAZY),
+        'bad-open-flag': req('OPEN', 30, handle=3, path='d/f',
+                             opflags=O_LAZY << 1),
         'rename-req': req('RENAME', 5, path='a', name='b', path2='c',
                           name2='d', opflags=RENAME_NOREPLACE),
         'read-rep': rep('READ', 6, data=b'file data'),
@@ -355,6 +363,24 @@ def server_seeds():
          ('CLOSE', handle=1)('LSTAT', path='new'))
     add('write', HELLO, t)
     add('write-uring', HELLO | URING, t)
+
+    # Lazy handles: with the feature agreed (the stream's own HELLO), a
+    # lazy stream of WRITEs and its explicit syncs; without it (the
+    # harness's HELLO asks for nothing), the bit is refused.
+    def lazy(t):
+        return (t('CREATE', handle=1, path='', name='lazy',
+                  opflags=wire.O_WRONLY | wire.O_TRUNC | O_LAZY, mode=0o644)
+                ('WRITE', handle=1, offset=0, data=b'x' * 4096)
+                ('WRITE', handle=1, offset=4096, data=b'y' * 4096)
+                ('FSYNC', handle=1, opflags=1)('FLUSH', handle=1, opflags=0)
+                ('OPEN', handle=2, path='a', opflags=wire.O_RDWR | O_LAZY,
+                 length=10)
+                ('WRITE', handle=2, offset=0, data=b'z')('CLOSE', handle=2)
+                ('OPEN', handle=3, path='a', opflags=O_LAZY << 1)
+                ('CLOSE', handle=1))
+    add('lazy', 0, lazy(Stream()('HELLO', magic=wire.MAGIC,
+                                 version=wire.VERSION, features=FEAT_LAZY)))
+    add('lazy-unagreed', HELLO, lazy(Stream()))
 
     t = (Stream()('OPENDIR', handle=3, path='')
          ('READDIR', handle=3, offset=0, length=4096, opflags=0)

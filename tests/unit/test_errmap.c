@@ -190,6 +190,10 @@ static void test_oflags(void)
 	CHECK_EQ(qft_oflags_from_host(O_SYNC), QFT_O_SYNC | QFT_O_DSYNC);
 	CHECK_EQ(qft_oflags_from_host(O_DSYNC), QFT_O_DSYNC);
 	CHECK_EQ(qft_oflags_to_host(QFT_O_SYNC), O_SYNC);
+	/* QFT_O_LAZY is for the server's pacing, not a host open flag. */
+	CHECK_EQ(qft_oflags_to_host(QFT_O_WRONLY | QFT_O_TRUNC | QFT_O_LAZY),
+		 O_WRONLY | O_TRUNC);
+	CHECK_EQ(qft_oflags_from_host(~O_ACCMODE | O_RDWR) & QFT_O_LAZY, 0);
 
 	/*
 	 * A peer's flags can only ever become the listed host flags with a

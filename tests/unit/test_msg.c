@@ -1630,6 +1630,81 @@ static void test_dirents(void)
 	check_ctx("%s", "");
 }
 
+/*
+ * Lazy handles: QFT_O_LAZY (0x200) on OPEN and CREATE, under HELLO
+ * feature LAZY (0x20).  The numbers are the wire's (docs/protocol.md):
+ * pinned here so that a renumbering shows up as a failure, not as old and
+ * new programs quietly disagreeing.
+ */
+static void test_lazy_open(void)
+{
+	const struct op_spec *op = &specs[QFT_OP_OPEN - 1];
+	struct qft_msg m;
+	struct wr w;
+
+	check_ctx("lazy: wire values");
+	CHECK_EQ(QFT_O_LAZY, 0x200u);
+	CHECK_EQ(QFT_FEAT_LAZY, 0x20u);
+	CHECK(QFT_O_KNOWN & QFT_O_LAZY);
+	CHECK(QFT_FEAT_KNOWN & QFT_FEAT_LAZY);
+
+	check_ctx("golden CREATE request, lazy");
+	qft_msg_init(&m, QFT_OP_CREATE, 4);
+	m.handle = 7;
+	m.path = S("d");
+	m.name = S("n");
+	m.opflags = QFT_O_WRONLY | QFT_O_TRUNC | QFT_O_LAZY;
+	m.mode = 0644;
+	whdr(&w, QFT_OP_CREATE, 0, 4);
+	wput(&w, 7, 8);
+	wstr(&w, "d");
+	wstr(&w, "n");
+	wput(&w, 0x211, 4);
+	wput(&w, 0644, 4);
+	wdone(&w);
+	check_golden(&m, &w);
+	CHECK_EQ(roundtrip(&m), 0);
+	keep_frame(&m, "lazy");
+
+	check_ctx("golden HELLO request asking for LAZY");
+	qft_msg_init(&m, QFT_OP_HELLO, 1);
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = QFT_FEAT_PROGRESS | QFT_FEAT_LAZY;
+	whdr(&w, QFT_OP_HELLO, 0, 1);
+	wput(&w, QFT_MAGIC, 4);
+	wput(&w, QFT_VERSION, 4);
+	wput(&w, 0x28, 4);
+	wdone(&w);
+	check_golden(&m, &w);
+
+	check_ctx("lazy OPEN requests");
+	fill(&m, op, false);
+	for (uint32_t acc = 0; acc < 3; acc++) {
+		m.opflags = acc | QFT_O_LAZY;
+		CHECK_EQ(roundtrip(&m), 0);
+	}
+	/* The access mode check still holds with the bit. */
+	m.opflags = QFT_O_ACCMODE | QFT_O_LAZY;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	/* The next bit is still unknown. */
+	m.opflags = QFT_O_RDWR | (QFT_O_LAZY << 1);
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	/* Open flags only: not a FLUSH or FSYNC flag, not in OPEN's reply. */
+	check_ctx("lazy bit elsewhere");
+	fill(&m, &specs[QFT_OP_FLUSH - 1], false);
+	m.opflags = QFT_O_LAZY;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	fill(&m, &specs[QFT_OP_FSYNC - 1], false);
+	m.opflags = QFT_O_LAZY;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	fill(&m, op, true);
+	m.opflags = QFT_O_LAZY;
+	m.data.len = 0;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	check_ctx("%s", "");
+}
+
 static void test_host_conversions(void)
 {
 	struct qft_attr a = {
@@ -2833,6 +2908,7 @@ int main(void)
 	test_dirents();
 	test_hello_versions();
 	test_open_flush();
+	test_lazy_open();
 	test_scan_records();
 	test_scan_check();
 	test_host_conversions();
