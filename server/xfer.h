@@ -35,6 +35,28 @@
 #include "msg.h"
 #include "srv.h"
 
+/*
+ * Direct I/O (--direct).  With SRV_DIRECT_AUTO (the default) a READ or
+ * WRITE of a regular file that is large (256 KiB or more) and aligned in
+ * file offset, length and memory as statx(STATX_DIOALIGN) says goes
+ * through a second descriptor of the file opened O_DIRECT: the disk moves
+ * the data to or from the pool buffer without the page cache copy.  A
+ * READ does so only when none of its range is in the page cache
+ * (cachestat(2)); a file system without direct I/O, tails, small and
+ * unaligned transfers use the page cache as before.  The kernel keeps the
+ * two coherent (a direct transfer writes back and drops the cached pages
+ * of its range), so buffered and direct requests, other handles and
+ * truncation see one file.  SRV_DIRECT_OFF: never.
+ */
+enum srv_direct {
+	SRV_DIRECT_AUTO = 0,
+	SRV_DIRECT_OFF,
+};
+/* Sets the mode for every connection; before the first one starts. */
+void srv_xfer_direct(enum srv_direct mode);
+/* "auto" or "off": 0 and *mode set, or -EINVAL. */
+int srv_xfer_direct_parse(const char *name, enum srv_direct *mode);
+
 /* Creates the engine with s->io_backend; logs why when it cannot. */
 int srv_xfer_init(struct srv *s);
 /* Waits for what the kernel still has and frees the engine. */
