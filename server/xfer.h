@@ -36,17 +36,18 @@
 #include "srv.h"
 
 /*
- * Direct I/O (--direct).  With SRV_DIRECT_AUTO (the default) a READ or
- * WRITE of a regular file that is large (256 KiB or more) and aligned in
- * file offset, length and memory as statx(STATX_DIOALIGN) says goes
- * through a second descriptor of the file opened O_DIRECT: the disk moves
- * the data to or from the pool buffer without the page cache copy.  A
- * READ does so only when none of its range is in the page cache
- * (cachestat(2)); a file system without direct I/O, tails, small and
- * unaligned transfers use the page cache as before.  The kernel keeps the
- * two coherent (a direct transfer writes back and drops the cached pages
- * of its range), so buffered and direct requests, other handles and
- * truncation see one file.  SRV_DIRECT_OFF: never.
+ * Direct I/O (--direct).  With SRV_DIRECT_AUTO (the default) a WRITE of a
+ * regular file that is large (256 KiB or more) and aligned in file
+ * offset, length and memory as statx(STATX_DIOALIGN) says goes through a
+ * second descriptor of the file opened O_DIRECT: the disk takes the data
+ * from the pool buffer without the page cache copy.  So does such a READ
+ * on io_uring (with pread each direct MiB would wait for the disk), while
+ * the next 32 MiB of the file are mostly not in the page cache
+ * (cachestat(2), probed once per 32 MiB).  File systems without direct
+ * I/O, tails, small and unaligned transfers use the page cache as before.
+ * The kernel keeps the two coherent (a direct transfer writes back and
+ * drops the cached pages of its range), so buffered and direct requests,
+ * other handles and truncation see one file.  SRV_DIRECT_OFF: never.
  */
 enum srv_direct {
 	SRV_DIRECT_AUTO = 0,
