@@ -458,9 +458,15 @@ static void dio_open(struct srv_handle *h)
 	if ((fl = fcntl(h->fd, F_GETFL)) < 0)
 		return;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", h->fd);
-	h->dfd = open(path, (fl & O_ACCMODE) | O_DIRECT | O_CLOEXEC);
+	/* O_SYNC and O_DSYNC too: a direct write is not durable by itself. */
+	h->dfd = open(path, (fl & (O_ACCMODE | O_SYNC | O_DSYNC)) |
+		      O_DIRECT | O_CLOEXEC);
 	if (h->dfd < 0) {
-		if (first_time_xfer(&said_no_dio))
+		/* A file created without the permission to open it again
+		 * (creat(path, 0444)) is this file's business only. */
+		if (errno == EACCES || errno == EPERM)
+			qft_debug("direct I/O: %s: %s", path, strerror(errno));
+		else if (first_time_xfer(&said_no_dio))
 			qft_info("direct I/O unavailable (%s: %s): using the "
 				 "page cache", path, strerror(errno));
 		h->dfd = -1;
