@@ -29,6 +29,10 @@ static int close_entry(struct srv_handles *t, struct srv_handle *e)
 		/* After close() the descriptor is gone even on EINTR. */
 		if (close(e->fd) < 0 && errno != EINTR)
 			ret = -errno;
+		/* Its writes were waited for (the handle's operations were
+		 * drained) and their errors are the FLUSH's. */
+		if (e->dfd >= 0)
+			(void)close(e->dfd);
 	}
 	memset(e, 0, sizeof(*e));
 	e->fd = -1;
@@ -93,6 +97,7 @@ void srv_handle_set_file(struct srv_handle *e, int fd)
 	memset(e, 0, sizeof(*e));
 	e->kind = SRV_H_FILE;
 	e->fd = fd;
+	e->dfd = -1;
 }
 
 void srv_handle_set_dir(struct srv_handles *t, struct srv_handle *e,

@@ -50,6 +50,16 @@ struct srv_handle {
 	/* file, set at open (QFT_O_LAZY): nobody waits for its data to be
 	 * durable at close, so there is no write-out behind its WRITEs */
 	bool lazy;
+	/* file, regular: the same file opened again with O_DIRECT for large
+	 * aligned READs and WRITEs (xfer.c), or -1; dio_tried once that was
+	 * decided; the alignment statx gave (0: none, or no direct I/O). */
+	int dfd;
+	bool dio_tried;
+	/* READs at [dio_rd_from, dio_rd_until) go direct when dio_rd: the
+	 * window's cache state as last probed */
+	bool dio_rd;
+	uint64_t dio_rd_from, dio_rd_until;
+	uint32_t dio_mem_align, dio_off_align;
 	/* file opened for writing: its registration with the session's
 	 * change notification (srv_watch_writer_open), 0 if none */
 	uint32_t watch_writer;

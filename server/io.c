@@ -177,6 +177,38 @@ ssize_t srv_io_write(int fd, const void *buf, size_t len, uint64_t off)
 	return (ssize_t)len;
 }
 
+ssize_t srv_io_read_once(int fd, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+#ifdef QFT_FAULT_INJECTION
+	int f = srv_io_fault(fd, SRV_IO_FAULT_READ, off, len);
+
+	if (f < 0)
+		return f;
+#endif
+	do
+		n = pread(fd, buf, len, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+ssize_t srv_io_write_once(int fd, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+#ifdef QFT_FAULT_INJECTION
+	int f = srv_io_fault(fd, SRV_IO_FAULT_WRITE, off, len);
+
+	if (f < 0)
+		return f;
+#endif
+	do
+		n = pwrite(fd, buf, len, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
 int srv_io_sync(int fd, bool datasync)
 {
 	int r;

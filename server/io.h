@@ -29,6 +29,13 @@
 ssize_t srv_io_read(int fd, void *buf, size_t len, uint64_t off);
 /* Writes all `len` bytes at `off`; returns `len` or a negative errno. */
 ssize_t srv_io_write(int fd, const void *buf, size_t len, uint64_t off);
+/*
+ * One pread or pwrite (retried on EINTR only), for a direct descriptor:
+ * what it leaves undone continues elsewhere, because O_DIRECT takes only
+ * aligned offsets.  Subject to the same injected faults as the two above.
+ */
+ssize_t srv_io_read_once(int fd, void *buf, size_t len, uint64_t off);
+ssize_t srv_io_write_once(int fd, const void *buf, size_t len, uint64_t off);
 /* fsync, or fdatasync when `datasync`; 0 or a negative errno. */
 int srv_io_sync(int fd, bool datasync);
 

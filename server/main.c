@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 
 #include "io.h"
+#include "xfer.h"
 #include "log.h"
 #include "loop.h"
 #include "session.h"
@@ -65,13 +66,14 @@ enum {
 	OPT_META_FD,
 	OPT_MAX_WATCHES,
 	OPT_FOLLOW_SYMLINKS,
+	OPT_DIRECT,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
-		"                    [--meta-fd N] [--max-watches N]\n"
+		"                    [--direct=MODE] [--meta-fd N] [--max-watches N]\n"
 		"                    [--follow-symlinks] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
@@ -91,6 +93,10 @@ static void usage(FILE *f)
 		"                uring (io_uring; fail if it is refused) or\n"
 		"                auto (io_uring where the kernel allows it,\n"
 		"                else pread/pwrite)\n"
+		"  --direct=MODE large aligned reads and writes of regular\n"
+		"                files bypass the page cache (O_DIRECT): auto\n"
+		"                (the default: where the file system allows it;\n"
+		"                reads only of data not cached) or off\n"
 		"  --no-compress refuse the client's lz4 compression\n"
 		"                (qftfs -o compress=): frames travel as they are\n"
 		"  --meta-fd N   with --stdio: descriptor N is a second stream\n"
@@ -370,12 +376,14 @@ int main(int argc, char **argv)
 		{ "meta-fd", required_argument, NULL, OPT_META_FD },
 		{ "max-watches", required_argument, NULL, OPT_MAX_WATCHES },
 		{ "follow-symlinks", no_argument, NULL, OPT_FOLLOW_SYMLINKS },
+		{ "direct",  required_argument, NULL, OPT_DIRECT },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *root = NULL, *resolve, *io = NULL;
+	const char *root = NULL, *resolve, *io = NULL, *direct = NULL;
+	enum srv_direct direct_mode = SRV_DIRECT_AUTO;
 	bool use_stdio = false, debug = false, session = false;
 	bool follow = false;
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
@@ -411,6 +419,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_FOLLOW_SYMLINKS:
 			follow = true;
+			break;
+		case OPT_DIRECT:
+			direct = optarg;
 			break;
 		case 'd':
 			debug = true;
@@ -468,6 +479,11 @@ int main(int argc, char **argv)
 	}
 	if (choose_io(io, &s.io_backend) < 0)
 		return EXIT_USAGE;
+	if (direct && srv_xfer_direct_parse(direct, &direct_mode) < 0) {
+		qft_err("--direct=%s: expected auto or off", direct);
+		return EXIT_USAGE;
+	}
+	srv_xfer_direct(direct_mode);
 	if (max_watches_arg &&
 	    parse_max_watches(max_watches_arg, &max_watches) < 0)
 		return EXIT_USAGE;

@@ -64,6 +64,9 @@ struct srv {
 	struct srv_uring *io;
 	struct srv_uring_buf *rx;      /* the pool buffer `in` points into */
 	size_t read_head;              /* READ reply bytes before its data */
+	size_t write_pad;              /* bytes before a received frame in
+					* its buffer: a WRITE's data then
+					* starts on a page (direct I/O) */
 	struct srv_xfer_stream streams[SRV_XFER_BUFS];
 
 	/*

@@ -50,6 +50,7 @@ struct srv_uring_op {
 	enum srv_uring_kind kind;
 	enum op_state state;
 	bool datasync;
+	bool direct;                  /* READ/WRITE through st->dfd */
 };
 
 struct srv_uring {
@@ -68,6 +69,7 @@ struct srv_uring {
 	struct srv_uring_buf *free_bufs;
 	unsigned nbufs;
 	unsigned nfree;
+	uint64_t direct_rd, direct_wr; /* done through a direct descriptor */
 	uint8_t *mem;                 /* nbufs * buf_size, page-aligned */
 };
 
@@ -245,6 +247,13 @@ int srv_uring_fd(const struct srv_uring *e)
 	return e->evfd;
 }
 
+void srv_uring_direct_ops(const struct srv_uring *e, uint64_t *rd,
+			  uint64_t *wr)
+{
+	*rd = e->direct_rd;
+	*wr = e->direct_wr;
+}
+
 unsigned srv_uring_outstanding(const struct srv_uring *e)
 {
 	return e->outstanding;
@@ -288,6 +297,29 @@ void srv_uring_stream_init(struct srv_uring_stream *st, int fd)
 {
 	memset(st, 0, sizeof(*st));
 	st->fd = fd;
+	st->dfd = -1;
+}
+
+bool srv_uring_dio_fits(const struct srv_uring_dio *dio, uint64_t off,
+			size_t len, const void *mem)
+{
+	if (!dio->mem_align || !dio->off_align || len == 0 ||
+	    len < dio->min_len)
+		return false;
+	return (off & (dio->off_align - 1)) == 0 &&
+	       (len & (dio->off_align - 1)) == 0 &&
+	       ((uintptr_t)mem & (dio->mem_align - 1)) == 0;
+}
+
+/*
+ * The descriptor for (the rest of) `op`: a direct one only from its
+ * start, because what continues a short transfer (end of file) starts at
+ * an unaligned offset.
+ */
+static int op_fd(const struct srv_uring_op *op)
+{
+	return op->direct && op->done == 0 && op->st->dfd >= 0 ?
+	       op->st->dfd : op->st->fd;
 }
 
 /* Makes the eventfd readable when completions wait to be reaped. */
@@ -300,8 +332,15 @@ static void notify(struct srv_uring *e)
 	}
 }
 
-static void op_complete(struct srv_uring_op *op, int64_t res)
+static void op_complete(struct srv_uring *e, struct srv_uring_op *op,
+			int64_t res)
 {
+	if (res > 0 && op->direct && op->st->dfd >= 0) {
+		if (op->kind == SRV_URING_READ)
+			e->direct_rd++;
+		else
+			e->direct_wr++;
+	}
 	op->res = res;
 	op->state = OP_COMPLETE;
 	if (res < 0 && op->kind != SRV_URING_READ && op->st->err == 0)
@@ -355,7 +394,7 @@ static bool must_wait(const struct srv_uring_op *op,
 static int sqe_prep(struct srv_uring *e, struct srv_uring_op *op)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
-	int fd = op->st->fd;
+	int fd = op_fd(op);
 
 	/* At most `depth` operations are in flight and the SQ has `depth`
 	 * entries, so this only fails if earlier submits were refused. */
@@ -385,8 +424,32 @@ static int sqe_prep(struct srv_uring *e, struct srv_uring_op *op)
 	return 0;
 }
 
-static int64_t posix_run(const struct srv_uring_op *op)
+/* A direct transfer: one call through the direct descriptor, and what it
+ * left (end of file, or a short write) through the buffered one. */
+static int64_t posix_direct(struct srv_uring_op *op)
 {
+	bool rd = op->kind == SRV_URING_READ;
+	ssize_t n, m;
+
+	n = rd ? srv_io_read_once(op->st->dfd, op->data, op->len, op->off) :
+		 srv_io_write_once(op->st->dfd, op->data, op->len, op->off);
+	if (n == -EINVAL) { /* refused after all, as in handle_cqe() */
+		op->direct = false;
+		n = 0;
+	}
+	else if (n < 0 || (size_t)n == op->len || (n == 0 && rd))
+		return n;
+	m = rd ? srv_io_read(op->st->fd, op->data + n, op->len - (size_t)n,
+			     op->off + (uint64_t)n) :
+		 srv_io_write(op->st->fd, op->data + n, op->len - (size_t)n,
+			      op->off + (uint64_t)n);
+	return m < 0 ? m : n + m;
+}
+
+static int64_t posix_run(struct srv_uring_op *op)
+{
+	if (op->direct && op->st->dfd >= 0)
+		return posix_direct(op);
 	switch (op->kind) {
 	case SRV_URING_READ:
 		return srv_io_read(op->st->fd, op->data, op->len, op->off);
@@ -403,11 +466,11 @@ static void op_start(struct srv_uring *e, struct srv_uring_op *op)
 	int r;
 
 	if (op->kind != SRV_URING_SYNC && op->len == 0) {
-		op_complete(op, 0);
+		op_complete(e, op, 0);
 		return;
 	}
 	if (e->backend == SRV_IO_POSIX) {
-		op_complete(op, posix_run(op));
+		op_complete(e, op, posix_run(op));
 		return;
 	}
 #ifdef QFT_FAULT_INJECTION
@@ -416,12 +479,12 @@ static void op_start(struct srv_uring *e, struct srv_uring_op *op)
 			      SRV_IO_FAULT_READ : op->kind == SRV_URING_WRITE ?
 			      SRV_IO_FAULT_WRITE : SRV_IO_FAULT_SYNC,
 			      op->off, op->len)) < 0) {
-		op_complete(op, r);
+		op_complete(e, op, r);
 		return;
 	}
 #endif
 	if ((r = sqe_prep(e, op)) < 0) {
-		op_complete(op, r);
+		op_complete(e, op, r);
 		return;
 	}
 	op->state = OP_INFLIGHT;
@@ -464,28 +527,33 @@ static void handle_cqe(struct srv_uring *e, struct srv_uring_op *op, int res)
 {
 	e->in_kernel--;
 	if (op->kind == SRV_URING_SYNC) {
-		op_complete(op, res < 0 ? res : 0);
+		op_complete(e, op, res < 0 ? res : 0);
 	} else if (res == -EINTR) {
 		goto again;
+	} else if (res == -EINVAL && op_fd(op) != op->st->fd) {
+		/* The file system refused this direct transfer after all
+		 * (its alignment is not what statx said): buffered. */
+		op->direct = false;
+		goto again;
 	} else if (res < 0) {
-		op_complete(op, res);
+		op_complete(e, op, res);
 	} else if (res == 0) {
 		/* EOF for a read; a write that makes no progress would loop
 		 * forever, and a regular file never does that. */
-		op_complete(op, op->kind == SRV_URING_READ ?
+		op_complete(e, op, op->kind == SRV_URING_READ ?
 				(int64_t)op->done : -EIO);
 	} else {
 		op->done += (size_t)res;
 		if (op->done < op->len)
 			goto again; /* short, but not at EOF: continue */
-		op_complete(op, (int64_t)op->len);
+		op_complete(e, op, (int64_t)op->len);
 	}
 	/* What waited for this operation may start now. */
 	stream_run(e, op->st);
 	return;
 again:
 	if ((res = sqe_prep(e, op)) < 0) {
-		op_complete(op, res);
+		op_complete(e, op, res);
 		stream_run(e, op->st);
 		return;
 	}
@@ -530,7 +598,7 @@ static int wait_some(struct srv_uring *e)
 static int submit(struct srv_uring *e, struct srv_uring_stream *st,
 		  enum srv_uring_kind kind, uint64_t off, size_t len,
 		  struct srv_uring_buf *buf, size_t skip, bool datasync,
-		  uint64_t tag)
+		  bool direct, uint64_t tag)
 {
 	struct srv_uring_op *op;
 
@@ -552,6 +620,7 @@ static int submit(struct srv_uring *e, struct srv_uring_stream *st,
 	op->off = off;
 	op->len = len;
 	op->datasync = datasync;
+	op->direct = direct && kind != SRV_URING_SYNC;
 	op->tag = tag;
 	op->state = OP_WAITING;
 	if (buf) {
@@ -576,42 +645,49 @@ int srv_uring_read(struct srv_uring *e, struct srv_uring_stream *st,
 		   uint64_t off, size_t len, struct srv_uring_buf *buf,
 		   uint64_t tag)
 {
-	return submit(e, st, SRV_URING_READ, off, len, buf, 0, false, tag);
+	return submit(e, st, SRV_URING_READ, off, len, buf, 0, false, false,
+		      tag);
 }
 
 int srv_uring_read_into(struct srv_uring *e, struct srv_uring_stream *st,
 			uint64_t off, uint8_t *data, size_t len,
-			struct srv_uring_buf *buf, uint64_t tag)
+			struct srv_uring_buf *buf, unsigned flags,
+			uint64_t tag)
 {
 	if (!buf_ours(e, buf) || data < buf->data ||
 	    data > buf->data + buf->cap)
 		return -EINVAL;
 	return submit(e, st, SRV_URING_READ, off, len, buf,
-		      (size_t)(data - buf->data), false, tag);
+		      (size_t)(data - buf->data), false,
+		      (flags & SRV_URING_DIRECT) != 0, tag);
 }
 
 int srv_uring_write(struct srv_uring *e, struct srv_uring_stream *st,
 		    uint64_t off, size_t len, struct srv_uring_buf *buf,
 		    uint64_t tag)
 {
-	return submit(e, st, SRV_URING_WRITE, off, len, buf, 0, false, tag);
+	return submit(e, st, SRV_URING_WRITE, off, len, buf, 0, false, false,
+		      tag);
 }
 
 int srv_uring_write_from(struct srv_uring *e, struct srv_uring_stream *st,
 			 uint64_t off, const uint8_t *data, size_t len,
-			 struct srv_uring_buf *buf, uint64_t tag)
+			 struct srv_uring_buf *buf, unsigned flags,
+			 uint64_t tag)
 {
 	if (!buf_ours(e, buf) || data < buf->data ||
 	    data > buf->data + buf->cap)
 		return -EINVAL;
 	return submit(e, st, SRV_URING_WRITE, off, len, buf,
-		      (size_t)(data - buf->data), false, tag);
+		      (size_t)(data - buf->data), false,
+		      (flags & SRV_URING_DIRECT) != 0, tag);
 }
 
 int srv_uring_sync(struct srv_uring *e, struct srv_uring_stream *st,
 		   bool datasync, uint64_t tag)
 {
-	return submit(e, st, SRV_URING_SYNC, 0, 0, NULL, 0, datasync, tag);
+	return submit(e, st, SRV_URING_SYNC, 0, 0, NULL, 0, datasync, false,
+		      tag);
 }
 
 int srv_uring_stream_wait(struct srv_uring *e, struct srv_uring_stream *st)

@@ -122,6 +122,12 @@ struct srv_uring_buf {
 struct srv_uring_stream {
 	int fd;
 	/*
+	 * The same file opened again with O_DIRECT, or -1 (the default):
+	 * operations submitted with SRV_URING_DIRECT go through it, the rest
+	 * through `fd`.  Owned by the caller, like `fd`.
+	 */
+	int dfd;
+	/*
 	 * First error (-errno) of a WRITE or SYNC on this stream, or 0.  The
 	 * engine only ever sets it when it is 0; the caller reads it, and
 	 * clears it once it has reported it.
@@ -156,6 +162,30 @@ struct srv_uring_done {
 	enum srv_uring_kind kind;
 };
 
+/*
+ * Direct I/O (O_DIRECT) moves data between the disk and the caller's
+ * buffer without the page cache copy, but only for transfers whose file
+ * offset and length are multiples of `off_align` and whose memory address
+ * is a multiple of `mem_align` (statx STATX_DIOALIGN of the file), and it
+ * pays off only for large ones (`min_len`): everything else goes through
+ * the page cache.
+ */
+struct srv_uring_dio {
+	uint32_t mem_align;   /* power of two, or 0: no direct I/O */
+	uint32_t off_align;   /* power of two, or 0: no direct I/O */
+	size_t min_len;
+};
+
+/* Whether a transfer of `len` bytes at `off` from or to `mem` may go
+ * direct under `dio`. */
+bool srv_uring_dio_fits(const struct srv_uring_dio *dio, uint64_t off,
+			size_t len, const void *mem);
+
+/* Submission flag: run the READ or WRITE through st->dfd.  The caller has
+ * checked it with srv_uring_dio_fits(); a transfer the kernel leaves short
+ * (end of file) continues through st->fd. */
+#define SRV_URING_DIRECT 1u
+
 /* Defaults: SRV_IO_AUTO, depth 8, 16 buffers of QFT_MAX_DATA bytes. */
 void srv_uring_cfg_default(struct srv_uring_cfg *cfg);
 /* "auto", "uring", "posix" (for --io=): 0 and *b set, or -EINVAL. */
@@ -179,6 +209,10 @@ void srv_uring_destroy(struct srv_uring *e);
 enum srv_io_backend srv_uring_backend(const struct srv_uring *e);
 /* The eventfd to poll for POLLIN (see above); owned by the engine. */
 int srv_uring_fd(const struct srv_uring *e);
+/* READs and WRITEs that went through a stream's direct descriptor
+ * (SRV_URING_DIRECT, not refused), since the engine started. */
+void srv_uring_direct_ops(const struct srv_uring *e, uint64_t *rd,
+			  uint64_t *wr);
 /* Operations submitted and not yet reaped (<= depth). */
 unsigned srv_uring_outstanding(const struct srv_uring *e);
 
@@ -211,11 +245,13 @@ int srv_uring_read(struct srv_uring *e, struct srv_uring_stream *st,
 /*
  * Reads into `data`, which lies inside `buf`, leaving room before it: the
  * server reads a READ's data where its reply frame will carry it, so the
- * frame goes out without a copy.  The same rules otherwise.
+ * frame goes out without a copy.  `flags`: 0 or SRV_URING_DIRECT.  The
+ * same rules otherwise.
  */
 int srv_uring_read_into(struct srv_uring *e, struct srv_uring_stream *st,
 			uint64_t off, uint8_t *data, size_t len,
-			struct srv_uring_buf *buf, uint64_t tag);
+			struct srv_uring_buf *buf, unsigned flags,
+			uint64_t tag);
 /* Writes buf->data[0..len) at `off`; the same rules. */
 int srv_uring_write(struct srv_uring *e, struct srv_uring_stream *st,
 		    uint64_t off, size_t len, struct srv_uring_buf *buf,
@@ -223,11 +259,13 @@ int srv_uring_write(struct srv_uring *e, struct srv_uring_stream *st,
 /*
  * Writes `len` bytes from `data`, which lies inside `buf`: the server
  * receives a WRITE frame into a pool buffer and writes its data from
- * there, after the header, without a copy.  The same rules otherwise.
+ * there, after the header, without a copy.  `flags` as for
+ * srv_uring_read_into().  The same rules otherwise.
  */
 int srv_uring_write_from(struct srv_uring *e, struct srv_uring_stream *st,
 			 uint64_t off, const uint8_t *data, size_t len,
-			 struct srv_uring_buf *buf, uint64_t tag);
+			 struct srv_uring_buf *buf, unsigned flags,
+			 uint64_t tag);
 /*
  * fdatasync (datasync) or fsync of st->fd, run once every WRITE submitted
  * on `st` before it has completed.  When its completion arrives, st->err

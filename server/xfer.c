@@ -3,7 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "buf.h"
 #include "chan.h"
@@ -28,6 +32,70 @@
 #define REAP_BATCH SRV_XFER_BUFS
 /* Room for the head of a READ reply frame; it is 24 bytes. */
 #define READ_HEAD_MAX 64
+
+/*
+ * Direct I/O (see srv_xfer_direct).  DIO_PAD is the alignment the data of
+ * a frame is given in its pool buffer, the largest memory alignment
+ * direct I/O may ask for that we honour; DIO_MIN the smallest transfer
+ * worth it (below it the page cache copy costs less than a disk request
+ * of its own).
+ */
+#define DIO_PAD 4096u
+#define DIO_MIN (256u << 10)
+/* The window of a READ stream whose cache state is probed at once. */
+#define DIO_PROBE (32ull << 20)
+
+/* cachestat(2), Linux 6.5; the same number on every architecture. */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+struct xfer_cachestat_range {
+	uint64_t off, len;
+};
+struct xfer_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted,
+		 nr_recently_evicted;
+};
+
+/* --direct: set once by main() before any connection, then read only. */
+static enum srv_direct direct_mode = SRV_DIRECT_AUTO;
+/* No cachestat(2) here: reads stay buffered (written once, racily but
+ * idempotently, by any connection's thread). */
+static bool no_cachestat;
+static bool said_no_dio;
+
+void srv_xfer_direct(enum srv_direct mode)
+{
+	direct_mode = mode;
+}
+
+int srv_xfer_direct_parse(const char *name, enum srv_direct *mode)
+{
+	if (strcmp(name, "auto") == 0)
+		*mode = SRV_DIRECT_AUTO;
+	else if (strcmp(name, "off") == 0)
+		*mode = SRV_DIRECT_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* The byte at which a WRITE frame's data starts, when it is the frame's
+ * last field as checked here; 0 if not (no padding then). */
+static size_t measure_write_head(void)
+{
+	uint8_t p[READ_HEAD_MAX];
+	struct qbuf b = { .data = p, .len = 0, .cap = sizeof(p),
+			  .limit = sizeof(p) };
+	struct qft_msg m;
+
+	qft_msg_init(&m, QFT_OP_WRITE, 0);
+	if (qft_msg_encode(&b, &m) < 0 || b.len < QFT_HDR_SIZE + 4 ||
+	    qft_load32(p) != b.len - QFT_HDR_SIZE ||
+	    qft_load32(p + b.len - 4) != 0)
+		return 0;
+	return b.len;
+}
 
 /*
  * A successful READ reply is its head (frame header, status, the data
@@ -80,10 +148,18 @@ int srv_xfer_init(struct srv *s)
 	/* Every operation holds a buffer, so slots never run out first. */
 	cfg.depth = SRV_XFER_BUFS;
 	cfg.nbufs = SRV_XFER_BUFS;
-	cfg.buf_size = QFT_CHAN_RECV_LIMIT;
+	/* Room to move a frame's data to a DIO_PAD boundary. */
+	cfg.buf_size = QFT_CHAN_RECV_LIMIT + DIO_PAD;
 	memset(s->streams, 0, sizeof(s->streams));
 	s->rx = NULL;
 	s->read_head = measure_read_head();
+	s->write_pad = 0;
+	if (direct_mode != SRV_DIRECT_OFF) {
+		size_t k = measure_write_head();
+
+		if (k)
+			s->write_pad = (DIO_PAD - k % DIO_PAD) % DIO_PAD;
+	}
 	r = srv_uring_init(&s->io, &cfg);
 	if (r < 0) {
 		s->io = NULL;
@@ -99,6 +175,13 @@ int srv_xfer_init(struct srv *s)
 
 void srv_xfer_destroy(struct srv *s)
 {
+	uint64_t rd, wr;
+
+	if (s->io) {
+		srv_uring_direct_ops(s->io, &rd, &wr);
+		qft_debug("direct I/O: %llu reads, %llu writes",
+			  (unsigned long long)rd, (unsigned long long)wr);
+	}
 	srv_uring_destroy(s->io);
 	s->io = NULL;
 	s->rx = NULL;
@@ -197,6 +280,11 @@ static void writeout_behind(struct srv *s, struct srv_handle *h,
 	}
 }
 
+static bool first_time_xfer(bool *said)
+{
+	return !__atomic_exchange_n(said, true, __ATOMIC_RELAXED);
+}
+
 /* Builds and sends the reply of one completed operation. */
 static int complete(struct srv *s, const struct srv_uring_done *d)
 {
@@ -209,7 +297,7 @@ static int complete(struct srv *s, const struct srv_uring_done *d)
 	int r;
 
 	if (rd && d->res >= 0 && s->read_head) {
-		uint8_t *frame = d->buf->data;
+		uint8_t *frame = d->buf->data + DIO_PAD - s->read_head;
 
 		encode_read_head(frame, s->read_head, d->tag,
 				 (uint32_t)d->res);
@@ -233,7 +321,7 @@ static int complete(struct srv *s, const struct srv_uring_done *d)
 					  &h) == 0 && h->err == 0)
 			h->err = (int)d->res;
 	} else if (rd) {
-		rep.data.p = d->buf->data + s->read_head;
+		rep.data.p = d->buf->data + (s->read_head ? DIO_PAD : 0);
 		rep.data.len = (uint32_t)d->res;
 	} else {
 		rep.count = (uint64_t)d->res;
@@ -309,10 +397,11 @@ int srv_xfer_rx(struct srv *s)
 	}
 	/* A qbuf whose limit is its capacity never reallocates: the channel
 	 * fills the pool buffer in place. */
-	s->in.data = s->rx->data;
+	/* A WRITE's data lands on a DIO_PAD boundary (direct I/O). */
+	s->in.data = s->rx->data + s->write_pad;
 	s->in.len = 0;
-	s->in.cap = s->rx->cap;
-	s->in.limit = s->rx->cap;
+	s->in.cap = s->rx->cap - s->write_pad;
+	s->in.limit = s->in.cap;
 	return 0;
 }
 
@@ -356,12 +445,126 @@ static struct srv_xfer_stream *stream_of(struct srv *s, uint64_t num, int fd)
 	return idle;
 }
 
+/*
+ * Opens handle h's direct descriptor, once: the same open file again
+ * through /proc/self/fd (the name may have changed or gone since OPEN),
+ * with O_DIRECT and the same access mode, if statx says the file system
+ * does direct I/O and with which alignment.  Nothing of this is an error:
+ * without it the handle stays on the page cache.
+ */
+static void dio_open(struct srv_handle *h)
+{
+	struct statx stx;
+	char path[64];
+	int fl;
+
+	h->dio_tried = true;
+	if (statx(h->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
+	    !(stx.stx_mask & STATX_DIOALIGN) || !stx.stx_dio_mem_align ||
+	    !stx.stx_dio_offset_align || stx.stx_dio_mem_align > DIO_PAD ||
+	    (stx.stx_dio_mem_align & (stx.stx_dio_mem_align - 1)) ||
+	    (stx.stx_dio_offset_align & (stx.stx_dio_offset_align - 1))) {
+		qft_debug("direct I/O: not on this file system");
+		return;
+	}
+	if ((fl = fcntl(h->fd, F_GETFL)) < 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", h->fd);
+	/* O_SYNC and O_DSYNC too: a direct write is not durable by itself. */
+	h->dfd = open(path, (fl & (O_ACCMODE | O_SYNC | O_DSYNC)) |
+		      O_DIRECT | O_CLOEXEC);
+	if (h->dfd < 0) {
+		/* A file created without the permission to open it again
+		 * (creat(path, 0444)) is this file's business only. */
+		if (errno == EACCES || errno == EPERM)
+			qft_debug("direct I/O: %s: %s", path, strerror(errno));
+		else if (first_time_xfer(&said_no_dio))
+			qft_info("direct I/O unavailable (%s: %s): using the "
+				 "page cache", path, strerror(errno));
+		h->dfd = -1;
+		return;
+	}
+	h->dio_mem_align = stx.stx_dio_mem_align;
+	h->dio_off_align = stx.stx_dio_offset_align;
+}
+
+/*
+ * Whether READs at `off` are to go direct: whether the window of
+ * DIO_PROBE bytes from there (up to end of file) is mostly (3/4) not in
+ * the page cache.  A direct read goes to the disk for data the cache has
+ * (and writes back dirty pages first), a buffered one copies it.  Decided
+ * per window, not per READ: each buffered READ has the kernel read ahead
+ * of it (read_ahead_kb, even with POSIX_FADV_RANDOM), so the next READ's
+ * range would always look cached; the window is much larger than that
+ * read-ahead.
+ */
+static bool window_uncached(struct srv_handle *h, uint64_t off)
+{
+	struct xfer_cachestat_range cr = { .off = off, .len = DIO_PROBE };
+	struct xfer_cachestat cs;
+	struct stat st;
+
+	if (__atomic_load_n(&no_cachestat, __ATOMIC_RELAXED) ||
+	    fstat(h->fd, &st) < 0 || (uint64_t)st.st_size <= off)
+		return false;
+	if ((uint64_t)st.st_size - off < cr.len)
+		cr.len = (uint64_t)st.st_size - off;
+	if (syscall(__NR_cachestat, h->fd, &cr, &cs, 0) < 0) {
+		if (errno == ENOSYS || errno == EPERM)
+			__atomic_store_n(&no_cachestat, true,
+					 __ATOMIC_RELAXED);
+		return false;
+	}
+	return cs.nr_cache * (uint64_t)sysconf(_SC_PAGESIZE) <= cr.len / 4;
+}
+
+/* SRV_URING_DIRECT when a READ (rd) or WRITE of `len` bytes at `off`
+ * to or from `mem` is to bypass h's page cache, else 0. */
+static unsigned dio_flags(struct srv *s, struct srv_handle *h, bool rd,
+			  uint64_t off, size_t len, const void *mem)
+{
+	struct srv_uring_dio dio;
+
+	/*
+	 * Reads go direct only on io_uring, which keeps several in flight:
+	 * pread with O_DIRECT waits for the disk for every MiB, with no
+	 * read-ahead to hide it (docs/benchmarks.md: cold downloads 25 %
+	 * slower, more CPU per GB).
+	 */
+	if (direct_mode == SRV_DIRECT_OFF || len < DIO_MIN ||
+	    (rd && srv_uring_backend(s->io) != SRV_IO_URING))
+		return 0;
+	/* A lazy handle's WRITEs stay in the page cache: nobody waits for
+	 * them at close, and a direct write waits for the disk, so a
+	 * commit=async copy onto a slow card would go at the card's pace. */
+	if (!rd && h->lazy)
+		return 0;
+	if (!h->dio_tried)
+		dio_open(h);
+	if (h->dfd < 0)
+		return 0;
+	dio.mem_align = h->dio_mem_align;
+	dio.off_align = h->dio_off_align;
+	dio.min_len = DIO_MIN;
+	if (!srv_uring_dio_fits(&dio, off, len, mem))
+		return 0;
+	if (rd && (off < h->dio_rd_from || off >= h->dio_rd_until)) {
+		h->dio_rd = window_uncached(h, off);
+		h->dio_rd_from = off;
+		h->dio_rd_until = off + DIO_PROBE;
+	}
+	if (rd && !h->dio_rd)
+		return 0;
+	return SRV_URING_DIRECT;
+}
+
 int srv_xfer_submit(struct srv *s, const struct qft_msg *req)
 {
 	bool rd = req->op == QFT_OP_READ;
 	struct srv_xfer_stream *xs;
 	struct srv_uring_buf *buf;
 	struct srv_handle *h;
+	uint8_t *data;
 	uint64_t len;
 	int r;
 
@@ -389,6 +592,7 @@ int srv_xfer_submit(struct srv *s, const struct qft_msg *req)
 		qft_err("closing connection: no I/O stream free");
 		return -ENOBUFS;
 	}
+	xs->st.dfd = h->dfd;
 	if (rd) {
 		/* The decoder bounds length and offset separately, not
 		 * their sum; past 2^63-1 a file has nothing to read. */
@@ -396,9 +600,12 @@ int srv_xfer_submit(struct srv *s, const struct qft_msg *req)
 		if (len > (uint64_t)INT64_MAX - req->offset)
 			len = (uint64_t)INT64_MAX - req->offset;
 		buf = srv_uring_buf_get(s->io);
-		r = srv_uring_read_into(s->io, &xs->st, req->offset,
-					buf->data + s->read_head, (size_t)len,
-					buf, req->id);
+		data = buf->data + (s->read_head ? DIO_PAD : 0);
+		r = srv_uring_read_into(s->io, &xs->st, req->offset, data,
+					(size_t)len, buf,
+					dio_flags(s, h, true, req->offset,
+						  (size_t)len, data),
+					req->id);
 		if (r < 0)
 			srv_uring_buf_put(s->io, buf);
 	} else {
@@ -406,6 +613,8 @@ int srv_xfer_submit(struct srv *s, const struct qft_msg *req)
 		h->dirty = true;
 		r = srv_uring_write_from(s->io, &xs->st, req->offset,
 					 req->data.p, req->data.len, s->rx,
+					 dio_flags(s, h, false, req->offset,
+						   req->data.len, req->data.p),
 					 req->id);
 		if (r == 0) {
 			/* The frame's buffer now belongs to the write. */

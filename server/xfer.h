@@ -35,6 +35,29 @@
 #include "msg.h"
 #include "srv.h"
 
+/*
+ * Direct I/O (--direct).  With SRV_DIRECT_AUTO (the default) a WRITE of a
+ * regular file that is large (256 KiB or more) and aligned in file
+ * offset, length and memory as statx(STATX_DIOALIGN) says goes through a
+ * second descriptor of the file opened O_DIRECT: the disk takes the data
+ * from the pool buffer without the page cache copy.  So does such a READ
+ * on io_uring (with pread each direct MiB would wait for the disk), while
+ * the next 32 MiB of the file are mostly not in the page cache
+ * (cachestat(2), probed once per 32 MiB).  File systems without direct
+ * I/O, tails, small and unaligned transfers use the page cache as before.
+ * The kernel keeps the two coherent (a direct transfer writes back and
+ * drops the cached pages of its range), so buffered and direct requests,
+ * other handles and truncation see one file.  SRV_DIRECT_OFF: never.
+ */
+enum srv_direct {
+	SRV_DIRECT_AUTO = 0,
+	SRV_DIRECT_OFF,
+};
+/* Sets the mode for every connection; before the first one starts. */
+void srv_xfer_direct(enum srv_direct mode);
+/* "auto" or "off": 0 and *mode set, or -EINVAL. */
+int srv_xfer_direct_parse(const char *name, enum srv_direct *mode);
+
 /* Creates the engine with s->io_backend; logs why when it cannot. */
 int srv_xfer_init(struct srv *s);
 /* Waits for what the kernel still has and frees the engine. */
