@@ -71,11 +71,14 @@ TREE_SOURCES = {"tree": "/usr/include/openssl", "bigtree": "/usr/include"}
 # probe_qftfs); a variant can also be named on its own.
 # qftfs-lz4-auto (-o compress=auto) is named on its own: it answers whether
 # auto costs nothing on the big random file and still gains on json.
+# qftfs-buffered (the server with --direct=off: the page cache path that
+# direct I/O replaced) is named on its own too.
 # qftfs-async (-o commit=async: close() returns once the data is queued)
 # runs the workloads that write (copy-up, rsync-up, tar-x); while the client
 # refuses the option its records say "not available: <the client's message>".
 QFTFS_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
-                  "qftfs-chacha20", "qftfs-lz4-auto", "qftfs-async"]
+                  "qftfs-chacha20", "qftfs-lz4-auto", "qftfs-async",
+                  "qftfs-buffered"]
 QFTFS_DEFAULT_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
                           "qftfs-async"]
 # the variants that run the tree workloads (the others are about bulk data)
@@ -669,6 +672,8 @@ def probe_qftfs(build):
     res["qftfs-uring"] = (None if "--io" in shelp
                           else "qftfs-server --help has no --io=uring|posix")
     res["qftfs-async"] = None
+    res["qftfs-buffered"] = (None if "--direct" in shelp
+                             else "qftfs-server --help has no --direct=auto|off")
     return res, client, server
 
 
@@ -698,6 +703,10 @@ def mount_argv(ctx, tool):
         # pread/pwrite is the server's default (measured faster here);
         # this row keeps io_uring honest.
         server += " --io=uring"
+    elif tool == "qftfs-buffered":
+        # Direct I/O is the server's default where the file system has
+        # it; this row is the page cache path it replaced.
+        server += " --direct=off"
     opts.append(f"server={server}")
     opts += [f"IdentityFile={ctx.lab.identity}",
              f"UserKnownHostsFile={ctx.known_hosts}", "StrictHostKeyChecking=yes"]
@@ -1334,7 +1343,7 @@ def quick_prune(quick, link, dname, tool, trees_only=False):
         return "only on the json data and the big file"
     if tool == "qftfs-async" and dname not in ("tree", "bigtree"):
         return "only on the trees"
-    if tool == "qftfs-uring" and dname != "big":
+    if tool in ("qftfs-uring", "qftfs-buffered") and dname != "big":
         return "only on the big file"
     if tool in ("qftfs-cipher-none", "qftfs-chacha20") and (dname != "big" or link != "veth"):
         return "only for the big file on veth (where the cipher's CPU cost shows)"
