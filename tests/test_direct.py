@@ -114,13 +114,19 @@ def _run_sizes(mounter, src, io, direct):
     return reads + r, writes + w
 
 
-@pytest.mark.parametrize('io', BACKENDS)
-def test_awkward_sizes(mounter, tmp_path, io):
-    src = tmp_path / 'src'
-    src.mkdir()
-    if not _dio_align(str(src)):
+@pytest.fixture
+def src(tmp_path):
+    """The served directory, on a file system with direct I/O."""
+    d = tmp_path / 'src'
+    d.mkdir()
+    if not _dio_align(str(d)):
         pytest.skip('no direct I/O on %s (statx STATX_DIOALIGN): the '
-                    'direct path cannot be tested here' % src)
+                    'direct path cannot be tested here' % d)
+    return d
+
+
+@pytest.mark.parametrize('io', BACKENDS)
+def test_awkward_sizes(mounter, src, io):
     reads, writes = _run_sizes(mounter, str(src), io, 'auto')
     # How the client cuts a file into WRITEs and READs is its own
     # business; 5 MiB + 123 has whole aligned MiB in it either way.
@@ -136,12 +142,7 @@ def test_awkward_sizes(mounter, tmp_path, io):
 
 
 @pytest.mark.parametrize('io', BACKENDS)
-def test_mixed_handles_and_truncate(mounter, tmp_path, io):
-    src = tmp_path / 'src'
-    src.mkdir()
-    if not _dio_align(str(src)):
-        pytest.skip('no direct I/O on %s (statx STATX_DIOALIGN): the '
-                    'direct path cannot be tested here' % src)
+def test_mixed_handles_and_truncate(mounter, src, io):
     rnd = random.Random(12)
     size = 6 * MiB + 321
     model = bytearray(size)
