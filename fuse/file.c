@@ -128,6 +128,17 @@ bool qc_file_writes_in_flight(struct qc_fs *fs, struct qc_file *f)
 	return busy;
 }
 
+struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n)
+{
+	struct qc_file *f = (struct qc_file *)qn_file_borrow(&fs->nodes, n);
+
+	if (f && !qc_file_writes_in_flight(fs, f)) {
+		qc_file_put(fs, f);
+		f = NULL;
+	}
+	return f;
+}
+
 /*
  * After a failed OPEN or OPENDIR of `path` for node `n`: the name may now
  * lead to another type of object than the kernel looked up (replaced
@@ -357,8 +368,8 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 	struct qft_msg m;
 	bool ok = false;
 
-	f = (struct qc_file *)qn_file_borrow(&fs->nodes, n);
-	if (f && qc_file_writes_in_flight(fs, f)) {
+	f = qc_file_borrow_busy(fs, n);
+	if (f) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 		if (qc_file_call(fs, f, &m, &rep) == 0) {
 			ok = rep.msg.attr.ino == a->ino &&

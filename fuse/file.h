@@ -155,6 +155,13 @@ int qc_file_open_error(struct qc_fs *fs, struct qn_node *n,
 
 /* Whether WRITEs sent through f on the live link are still unanswered. */
 bool qc_file_writes_in_flight(struct qc_fs *fs, struct qc_file *f);
+/*
+ * An open file of `n` with WRITEs or steps in flight, borrowed (give it
+ * back with qc_file_put), or NULL: what a request about n must queue
+ * behind on the bulk stream to see their effects (conn.h, "Two
+ * streams").
+ */
+struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n);
 
 /*
  * The attributes of `n` as an FSTAT through an open handle of it with

@@ -147,13 +147,11 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 		 * handle are unanswered, only a request queued behind them
 		 * on the same stream is sure to see them.
 		 */
-		nf = qn_file_borrow(&fs->nodes, qc_fs_node(fs, ino));
-		if (nf && qc_file_writes_in_flight(fs, (struct qc_file *)nf)) {
-			*borrowed = (struct qc_file *)nf;
+		*borrowed = qc_file_borrow_busy(fs, qc_fs_node(fs, ino));
+		if (*borrowed) {
 			path[0] = '\0';
 			return 0;
 		}
-		qc_file_put(fs, (struct qc_file *)nf);
 	}
 	if (r != -ENOENT || !borrowed)
 		return r;
@@ -1664,9 +1662,8 @@ static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
 	uint64_t gen, handle;
 	int r;
 
-	f = (struct qc_file *)qn_file_borrow(&fs->nodes, qc_fs_node(fs, ino));
-	if (f && qc_file_writes_in_flight(fs, f) &&
-	    qc_file_handle(fs, f, &gen, &handle) == 0) {
+	f = qc_file_borrow_busy(fs, qc_fs_node(fs, ino));
+	if (f && qc_file_handle(fs, f, &gen, &handle) == 0) {
 		r = qc_call_behind(fs->conn, gen, m, rep);
 		qc_file_put(fs, f);
 		return r;

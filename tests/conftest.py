@@ -299,21 +299,7 @@ def wire_server(tmp_path):
         return s
 
     yield make
-    problems = []
-    for s in servers:
-        if s.proc.poll() is None:
-            rc = s.finish()
-            # A server that refused the HELLO exits 1, as it should.
-            if rc not in (0, None) and not getattr(s, 'refused', False):
-                problems.append('%s exited %r' % (s.log_path, rc))
-        else:
-            s.sock.close()
-            s.logf.close()
-        bad = util.log_problems(s.log())
-        if bad:
-            problems.append('%s:\n%s' % (s.log_path, '\n'.join(bad[:20])))
-        if s.proc.returncode is not None and s.proc.returncode < 0:
-            problems.append('server killed by signal %d\n%s'
-                            % (-s.proc.returncode, util.tail(s.log())))
+    # A server that refused the HELLO exits 1, as it should (s.refused).
+    problems = util.wire_server_problems(servers, check_exit=True)
     if problems:
         pytest.fail('\n'.join(problems), pytrace=False)

@@ -194,19 +194,7 @@ def server(request, tmp_path):
         return s
 
     yield make
-    problems = []
-    for s in servers:
-        if s.proc.poll() is None:
-            s.finish()
-        else:
-            s.sock.close()
-            s.logf.close()
-        bad = util.log_problems(s.log())
-        if bad:
-            problems.append('%s:\n%s' % (s.log_path, '\n'.join(bad[:20])))
-        if s.proc.returncode is not None and s.proc.returncode < 0:
-            problems.append('server killed by signal %d\n%s'
-                            % (-s.proc.returncode, util.tail(s.log())))
+    problems = util.wire_server_problems(servers)
     if problems:
         pytest.fail('\n'.join(problems), pytrace=False)
 

@@ -289,6 +289,31 @@ def tail(text, n=60):
     return '\n'.join(lines[-n:])
 
 
+def wire_server_problems(servers, check_exit=False):
+    """What went wrong with wire.Servers (tests/wire.py) at a fixture's
+    teardown, as lines for pytest.fail: each one still running is finished
+    (with check_exit, a non-zero exit is a problem unless it refused the
+    HELLO on purpose, s.refused); none may log a crash or die of a
+    signal."""
+    problems = []
+    for s in servers:
+        if s.proc.poll() is None:
+            rc = s.finish()
+            if (check_exit and rc not in (0, None)
+                    and not getattr(s, 'refused', False)):
+                problems.append('%s exited %r' % (s.log_path, rc))
+        else:
+            s.sock.close()
+            s.logf.close()
+        bad = log_problems(s.log())
+        if bad:
+            problems.append('%s:\n%s' % (s.log_path, '\n'.join(bad[:20])))
+        if s.proc.returncode is not None and s.proc.returncode < 0:
+            problems.append('server killed by signal %d\n%s'
+                            % (-s.proc.returncode, tail(s.log())))
+    return problems
+
+
 def thread_stacks(pid):
     """Every thread's stack of a stuck process, for the failure report
     (gdb from Debian's package; a note when it cannot attach)."""
