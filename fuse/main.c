@@ -28,21 +28,21 @@
 
 #include <fuse_lowlevel.h>
 
-#include "bootstrap.h"
-#include "compat.h"
+#include "login/bootstrap.h"
+#include "cli/compat.h"
 #include "config.h"
-#include "commit.h"
-#include "conn.h"
-#include "dircache.h"
+#include "fs/commit.h"
+#include "net/conn.h"
+#include "fs/dircache.h"
 #include "log.h"
-#include "node.h"
-#include "ops.h"
-#include "fs.h"
-#include "idmap.h"
+#include "fs/node.h"
+#include "ops/ops.h"
+#include "fs/fs.h"
+#include "fs/idmap.h"
 #include "protocol.h"
-#include "reqlog.h"
-#include "statcmd.h"
-#include "transport.h"
+#include "ops/reqlog.h"
+#include "cli/statcmd.h"
+#include "net/transport.h"
 
 #define EXIT_USAGE        2
 #define HELLO_TIMEOUT_S   30

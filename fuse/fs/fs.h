@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mounted filesystem: the state every module of the client shares
+ * (struct qc_fs, fuse_req_userdata() of every request), its options, and
+ * the small helpers they all use.
+ *
+ * Modules of the FUSE side, each with its own prefix:
+ *   ops.c      qc_ops: the FUSE callbacks, thin glue over the others
+ *   file.c     qc_file_: an open file or directory, its handle, reopen
+ *   stream.c   qc_ra_, qc_wb_: read-ahead and write-behind of a file
+ *   dircache.c qc_dir_: directory listings: lookups and readdirs answered
+ *              locally, SCAN of walked trees, leases
+ *   hints.c    qc_hint_: what the client may answer about xattrs itself
+ *   node.c     qn_: the inode table
+ *   fs.c       qc_fs_: options, entry replies, teardown
+ *   commit.c   qc_commit_: -o commit=async
+ *   reqlog.c   qc_reqlog_: every request to its answer (stats, -d log)
+ *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
+ *
+ * Error convention: 0 or a negative errno.
+ */
+#ifndef QC_FS_H
+#define QC_FS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs/commit.h"
+#include "net/conn.h"
+#include "fs/hints.h"
+#include "fs/node.h"
+#include "ops/stats.h"
+
+struct qc_fs {
+	struct fuse_session *se; /* for cache invalidation notices */
+	struct qc_conn *conn;
+	struct qn_table nodes;
+	double entry_timeout;    /* seconds the kernel may cache a name */
+	double attr_timeout;     /* ... attributes */
+	double negative_timeout; /* ... a missing name; 0: not cached */
+	bool commit_none;        /* -o commit=none: FLUSH without fdatasync */
+	/* -o allow_other: other local users use the mount, and with a
+	 * server running as root what they make is theirs (ops.c,
+	 * owner_for).  Immutable once mounted. */
+	bool multi_user;
+	/* -o follow_symlinks: the server shows each symlink as what it
+	 * leads to (ops.c, make_entry).  Immutable once mounted. */
+	bool follow;
+	/*
+	 * Bulk streams.  window: most bytes of WRITEs per handle sent and
+	 * not yet acknowledged (-o window=SIZE; 0 = every write waits for
+	 * its answer).  readahead: most bytes a sequential reader's
+	 * read-ahead may ask for ahead of it (-o readahead=SIZE; 0 = off).
+	 * Until sizes_set (qc_fs_set_sizes), init applies the defaults.
+	 */
+	uint64_t window;
+	uint64_t readahead;
+	bool sizes_set;
+	/* Read-ahead bytes asked for and not yet consumed, all handles:
+	 * bounds the client's memory whatever the number of readers. */
+	atomic_uint_fast64_t ra_bytes;
+	/* atomic: generations of the xattr hints (hints.h) */
+	struct qc_hints hints;
+	/* The directory cache (dircache.h; its own lock); NULL when off. */
+	struct qc_dircache *dirs;
+	/* atomic: what the mount did (stats.h) */
+	struct qc_stats stats;
+	/*
+	 * Pipelined CREATEs not answered yet, all files (qc_file_settle):
+	 * requests on the meta stream that could meet such a name wait
+	 * for them, since only requests on one stream keep their order.
+	 */
+	pthread_mutex_t creates_lock;
+	pthread_cond_t creates_cond; /* creates_lock: creates fell to 0 */
+	uint64_t creates;       /* creates_lock */
+	/* -o commit=async (commit.h) */
+	struct qc_commit commit;
+};
+
+#define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)
+#define QC_READAHEAD_DEFAULT ((uint64_t)16 << 20)
+#define QC_STREAM_SIZE_MAX   ((uint64_t)1 << 30)
+
+/* The node table and the locks, before the session starts. */
+int qc_fs_init(struct qc_fs *fs);
+
+/*
+ * Parses -o window= and -o readahead= (either may be NULL for the
+ * default): a byte count with an optional K, M or G suffix (powers of
+ * 1024), at most QC_STREAM_SIZE_MAX.  Prints the reason and returns
+ * -EINVAL on a bad value.
+ */
+int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
+		    const char *readahead);
+
+/* Frees the node table and what the kernel left open, once the session
+ * has ended. */
+void qc_fs_destroy(struct qc_fs *fs);
+
+/* Protocol attributes of node `n` as the kernel gets them (its inode
+ * number as node.h, "Inode numbers as the kernel is shown them"). */
+void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
+			const struct qft_attr *a, struct stat *st);
+
+/* An entry reply for node `n` with attributes `a`, with the mount's
+ * timeouts. */
+void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
+		      struct qn_node *n, const struct qft_attr *a);
+
+static inline struct qn_node *qc_fs_node(struct qc_fs *fs, fuse_ino_t ino)
+{
+	return qn_from_ino(&fs->nodes, ino);
+}
+
+/* CLOCK_MONOTONIC in ns: the clock of every hint's and cache's expiry. */
+static inline uint64_t qc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Until when attributes fetched now may answer getattr (attr_timeout). */
+static inline uint64_t qc_fs_attr_until(const struct qc_fs *fs)
+{
+	return qc_now_ns() + (uint64_t)(fs->attr_timeout * 1e9);
+}
+
+static inline void qc_set_str(struct qft_str *s, const char *p)
+{
+	s->s = p;
+	s->len = (uint32_t)strlen(p);
+}
+
+#endif /* QC_FS_H */

@@ -1,0 +1,1015 @@
+// SPDX-License-Identifier: MIT
+/* The inode table (see node.h).  Every function takes t->lock. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <fuse_lowlevel.h>
+
+#include "log.h"
+#include "fs/node.h"
+#include "protocol.h"
+
+#define INITIAL_BUCKETS 1024u
+
+/* Node ids are addresses; they must fit the kernel's 64-bit node id. */
+_Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t),
+	       "fuse_ino_t cannot hold a pointer");
+
+/* CLOCK_MONOTONIC in ns, the clock of the change stamps. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An open or release of a file: writes through it change its attributes
+ * behind every cached copy.  Directories' opens change nothing. */
+static void stamp_open(struct qn_node *n)
+{
+	if (n->rtype != QFT_S_IFDIR)
+		n->changed_ns = now_ns();
+}
+
+static size_t hash_of(const struct qn_node *parent, const char *name)
+{
+	uint64_t h = 14695981039346656037ull ^
+		     ((uint64_t)(uintptr_t)parent * 0x9e3779b97f4a7c15ull);
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ull;
+	}
+	return (size_t)(h ^ (h >> 32));
+}
+
+static struct qn_node **bucket_of(struct qn_table *t,
+				  const struct qn_node *parent,
+				  const char *name)
+{
+	return &t->buckets[hash_of(parent, name) & (t->nbuckets - 1)];
+}
+
+static struct qn_node *find(struct qn_table *t, const struct qn_node *parent,
+			    const char *name)
+{
+	struct qn_node *n = *bucket_of(t, parent, name);
+
+	for (; n; n = n->hnext)
+		if (n->parent == parent && strcmp(n->name, name) == 0)
+			return n;
+	return NULL;
+}
+
+static void unhash(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node **pp;
+
+	if (!n->hashed)
+		return;
+	for (pp = bucket_of(t, n->parent, n->name); *pp; pp = &(*pp)->hnext) {
+		if (*pp == n) {
+			*pp = n->hnext;
+			break;
+		}
+	}
+	n->hnext = NULL;
+	n->hashed = false;
+	t->count--;
+}
+
+/* Doubles the bucket array at load 1; on failure chains just get longer. */
+static void grow(struct qn_table *t)
+{
+	size_t nb = t->nbuckets * 2;
+	struct qn_node **nbuckets;
+
+	if (t->count < t->nbuckets)
+		return;
+	nbuckets = calloc(nb, sizeof(*nbuckets));
+	if (!nbuckets)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct qn_node *n = t->buckets[i];
+
+		while (n) {
+			struct qn_node *next = n->hnext;
+			size_t b = hash_of(n->parent, n->name) & (nb - 1);
+
+			n->hnext = nbuckets[b];
+			nbuckets[b] = n;
+			n = next;
+		}
+	}
+	free(t->buckets);
+	t->buckets = nbuckets;
+	t->nbuckets = nb;
+}
+
+static void hash_insert(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node **b;
+
+	grow(t);
+	b = bucket_of(t, n->parent, n->name);
+	n->hnext = *b;
+	*b = n;
+	n->hashed = true;
+	t->count++;
+}
+
+static size_t vbucket(const struct qn_table *t, uint64_t rino)
+{
+	return (size_t)((rino * 0x9e3779b97f4a7c15ull) >> 32) &
+	       (t->nvbuckets - 1);
+}
+
+static void vunhash(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node **pp;
+
+	if (!n->vhashed)
+		return;
+	for (pp = &t->vbuckets[vbucket(t, n->rino)]; *pp;
+	     pp = &(*pp)->vnext) {
+		if (*pp == n) {
+			*pp = n->vnext;
+			break;
+		}
+	}
+	n->vnext = NULL;
+	n->vhashed = false;
+	t->vcount--;
+}
+
+/* Doubles the vino buckets at load 1; on failure chains get longer. */
+static void vgrow(struct qn_table *t)
+{
+	size_t nb = t->nvbuckets ? t->nvbuckets * 2 : INITIAL_BUCKETS;
+	struct qn_node **nbuckets, **old = t->vbuckets;
+	size_t oldn = t->nvbuckets;
+
+	if (t->vbuckets && t->vcount < t->nvbuckets)
+		return;
+	nbuckets = calloc(nb, sizeof(*nbuckets));
+	if (!nbuckets)
+		return;
+	t->vbuckets = nbuckets;
+	t->nvbuckets = nb;
+	for (size_t i = 0; i < oldn; i++) {
+		struct qn_node *n = old[i];
+
+		while (n) {
+			struct qn_node *next = n->vnext;
+			size_t b = vbucket(t, n->rino);
+
+			n->vnext = nbuckets[b];
+			nbuckets[b] = n;
+			n = next;
+		}
+	}
+	free(old);
+}
+
+/* A node with a provisional number learnt its server inode: list it, so
+ * that other names of that inode show the same number. */
+static void vhash(struct qn_table *t, struct qn_node *n)
+{
+	size_t b;
+
+	if (n->vhashed || !n->vino || !n->rino)
+		return;
+	vgrow(t);
+	if (!t->vbuckets)
+		return;         /* out of memory: only n shows it */
+	b = vbucket(t, n->rino);
+	n->vnext = t->vbuckets[b];
+	t->vbuckets[b] = n;
+	n->vhashed = true;
+	t->vcount++;
+}
+
+/* Frees `n` and then each ancestor that nothing holds any more. */
+static void maybe_free(struct qn_table *t, struct qn_node *n)
+{
+	while (n && n != &t->root && n->nlookup == 0 && n->refs == 0) {
+		struct qn_node *parent = n->parent;
+
+		unhash(t, n);
+		vunhash(t, n);
+		n->aprev->anext = n->anext;
+		n->anext->aprev = n->aprev;
+		if (parent && n->changed_ns > parent->child_changed_ns)
+			parent->child_changed_ns = n->changed_ns;
+		free(n->name);
+		free(n);
+		if (!parent)
+			break;
+		parent->refs--;
+		n = parent;
+	}
+}
+
+/* Takes `n` out of the namespace: it keeps living for the kernel. */
+static void detach(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node *parent = n->parent;
+
+	unhash(t, n);
+	n->parent = NULL;
+	if (parent)
+		parent->refs--;
+	maybe_free(t, n);
+	maybe_free(t, parent);
+}
+
+int qn_table_init(struct qn_table *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->buckets = calloc(INITIAL_BUCKETS, sizeof(*t->buckets));
+	if (!t->buckets)
+		return -ENOMEM;
+	t->nbuckets = INITIAL_BUCKETS;
+	t->next_vino = QN_VINO_BASE;
+	t->root.rtype = QFT_S_IFDIR;
+	t->root.anext = t->root.aprev = &t->root;
+	pthread_mutex_init(&t->lock, NULL);
+	return 0;
+}
+
+static void drop_files(struct qn_node *n, void (*drop_file)(struct qn_file *))
+{
+	while (n->files) {
+		struct qn_file *f = n->files;
+
+		n->files = f->next;
+		f->listed = false;
+		f->node = NULL;
+		drop_file(f);
+	}
+}
+
+void qn_table_destroy(struct qn_table *t,
+		      void (*drop_file)(struct qn_file *f))
+{
+	struct qn_node *n = t->root.anext;
+
+	drop_files(&t->root, drop_file);
+	while (n != &t->root) {
+		struct qn_node *next = n->anext;
+
+		drop_files(n, drop_file);
+		free(n->name);
+		free(n);
+		n = next;
+	}
+	t->root.anext = t->root.aprev = &t->root;
+	free(t->buckets);
+	t->buckets = NULL;
+	free(t->vbuckets);
+	t->vbuckets = NULL;
+	pthread_mutex_destroy(&t->lock);
+}
+
+struct qn_node *qn_from_ino(struct qn_table *t, uint64_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &t->root;
+	return (struct qn_node *)(uintptr_t)ino;
+}
+
+uint64_t qn_to_ino(struct qn_table *t, struct qn_node *n)
+{
+	if (n == &t->root)
+		return FUSE_ROOT_ID;
+	return (uint64_t)(uintptr_t)n;
+}
+
+int qn_path(struct qn_table *t, struct qn_node *n, const char *name,
+	    char *buf)
+{
+	size_t total = 0, pos, len;
+	int r;
+
+	pthread_mutex_lock(&t->lock);
+	for (struct qn_node *p = n; p != &t->root; p = p->parent) {
+		if (!p->hashed) {
+			r = -ENOENT;
+			goto out_unlock;
+		}
+		total += strlen(p->name) + 1;
+	}
+	if (name)
+		total += strlen(name) + 1;
+	if (total)
+		total--; /* no leading slash */
+	if (total > QFT_MAX_PATH) {
+		r = -ENAMETOOLONG;
+		goto out_unlock;
+	}
+
+	pos = total;
+	buf[pos] = '\0';
+	if (name) {
+		len = strlen(name);
+		pos -= len;
+		memcpy(buf + pos, name, len);
+		if (pos)
+			buf[--pos] = '/';
+	}
+	for (struct qn_node *p = n; p != &t->root; p = p->parent) {
+		len = strlen(p->name);
+		pos -= len;
+		memcpy(buf + pos, p->name, len);
+		if (pos)
+			buf[--pos] = '/';
+	}
+	r = (int)total;
+out_unlock:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+static bool same_time(const struct qft_time *a, const struct qft_time *b)
+{
+	return a->sec == b->sec && a->nsec == b->nsec;
+}
+
+/* Fresh size and times; different ones from known ones are a change. */
+static void note_times_locked(struct qn_node *n, const struct qft_attr *a,
+			      bool known)
+{
+	if (known && (n->size != a->size || !same_time(&n->mtime, &a->mtime) ||
+		      !same_time(&n->ctime, &a->ctime)))
+		n->changed_ns = now_ns();
+	n->size = a->size;
+	n->mtime = a->mtime;
+	n->ctime = a->ctime;
+}
+
+static void set_attr_locked(struct qn_table *t, struct qn_node *n,
+			    const struct qft_attr *a, bool known)
+{
+	if (n->rino != a->ino) {
+		vunhash(t, n);
+		n->rino = a->ino;
+		vhash(t, n);
+	}
+	n->rtype = a->mode & QFT_S_IFMT;
+	note_times_locked(n, a, known);
+	n->attr = *a;
+}
+
+/*
+ * The node of `name` in `parent` for attributes `a`, made if needed (NULL
+ * when out of memory); table lock held, parent pinned by the caller.
+ */
+static struct qn_node *get_child(struct qn_table *t, struct qn_node *parent,
+				 const char *name, const struct qft_attr *a)
+{
+	struct qn_node *n;
+	bool known;
+
+	n = find(t, parent, name);
+	/* rino 0: a file this client created and whose CREATE is not
+	 * answered yet (qn_note_created), not another object. */
+	if (n && ((n->rino && n->rino != a->ino) ||
+		  n->rtype != (a->mode & QFT_S_IFMT))) {
+		/* A different object now has the name; the old node stays
+		 * with the kernel until it forgets it. */
+		detach(t, n);
+		n = NULL;
+	}
+	known = n != NULL;
+	if (!n) {
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			return NULL;
+		n->name = strdup(name);
+		if (!n->name) {
+			free(n);
+			return NULL;
+		}
+		n->parent = parent;
+		parent->refs++;
+		/* What a freed node of this name was stamped with is kept
+		 * only in its parent's aggregate: a new node starts from it,
+		 * or attributes fetched before that change would be trusted
+		 * again once the kernel had forgotten the old node. */
+		n->changed_ns = parent->child_changed_ns;
+		hash_insert(t, n);
+		n->anext = t->root.anext;
+		n->aprev = &t->root;
+		t->root.anext->aprev = n;
+		t->root.anext = n;
+	}
+	set_attr_locked(t, n, a, known);
+	return n;
+}
+
+struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
+			  const char *name, const struct qft_attr *a)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	parent->refs++; /* pins it while a stale child is detached */
+	n = get_child(t, parent, name, a);
+	if (n)
+		n->nlookup++;
+	parent->refs--;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+struct qn_node *qn_child_ref(struct qn_table *t, struct qn_node *parent,
+			     const char *name, const struct qft_attr *a)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	parent->refs++;
+	n = get_child(t, parent, name, a);
+	if (n)
+		n->refs++;
+	parent->refs--;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+struct qn_node *qn_find_ref(struct qn_table *t, struct qn_node *parent,
+			    const char *name)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	if (n)
+		n->refs++;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void qn_ref(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->refs++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_unref(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n != &t->root) {
+		n->refs--;
+		maybe_free(t, n);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int qn_parent_ref(struct qn_table *t, struct qn_node *n,
+		  struct qn_node **parent, char *name)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (n == &t->root || !n->hashed || !n->parent) {
+		r = -ENOENT;
+		goto out_unlock;
+	}
+	*parent = n->parent;
+	n->parent->refs++;
+	/* Names are checked against QFT_MAX_NAME before they get here. */
+	strncpy(name, n->name, QFT_MAX_NAME);
+	name[QFT_MAX_NAME] = '\0';
+out_unlock:
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+uint64_t qn_provisional_ino(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&t->lock);
+	if (!n->vino)
+		n->vino = ++t->next_vino;
+	vhash(t, n);
+	v = n->vino;
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+/* Table lock held. */
+static uint64_t shown_locked(struct qn_table *t, struct qn_node *n,
+			     uint64_t rino)
+{
+	/* rino 0 on either side: the CREATE is not answered yet, and the
+	 * node's attributes can only be of its own object. */
+	if (n && n->vino && (!rino || !n->rino || rino == n->rino))
+		return n->vino;
+	if (rino && t->vcount) {
+		for (struct qn_node *v = t->vbuckets[vbucket(t, rino)]; v;
+		     v = v->vnext)
+			if (v->rino == rino)
+				return v->vino;
+	}
+	return rino;
+}
+
+uint64_t qn_shown_ino(struct qn_table *t, struct qn_node *n, uint64_t rino)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&t->lock);
+	v = shown_locked(t, n, rino);
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+uint64_t qn_shown_child_ino(struct qn_table *t, struct qn_node *dir,
+			    const char *name, uint64_t rino)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&t->lock);
+	v = shown_locked(t, rino ? NULL : find(t, dir, name), rino);
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+uint64_t qn_rino(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t ino;
+
+	pthread_mutex_lock(&t->lock);
+	ino = n->rino;
+	pthread_mutex_unlock(&t->lock);
+	return ino;
+}
+
+bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
+		     const char *name, uint64_t since)
+{
+	struct qn_node *n;
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	/* An open directory changes nothing by being open. */
+	if (n)
+		ok = (n->rtype == QFT_S_IFDIR || !n->files) &&
+		     n->changed_ns < since;
+	else
+		ok = parent->child_changed_ns < since;
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
+void qn_touch(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->changed_ns = now_ns();
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n != &t->root) {
+		if (n->nlookup < nlookup) {
+			qft_warn("kernel forgot %llu lookups of '%s', only %llu known",
+				 (unsigned long long)nlookup, n->name,
+				 (unsigned long long)n->nlookup);
+			nlookup = n->nlookup;
+		}
+		n->nlookup -= nlookup;
+		maybe_free(t, n);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
+	n = find(t, parent, name);
+	if (n) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+size_t qn_other_names(struct qn_table *t, struct qn_node *parent,
+		      const char *name, uint64_t *ids, size_t max)
+{
+	struct qn_node *n;
+	size_t k = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	/* Rare (hard links), so a walk of every node rather than an index
+	 * that every lookup would pay for. */
+	if (n && n->rino && n->attr.nlink > 1 && n->rtype != QFT_S_IFDIR) {
+		for (struct qn_node *o = t->root.anext;
+		     o != &t->root && k < max; o = o->anext)
+			if (o != n && o->rino == n->rino)
+				ids[k++] = (uint64_t)(uintptr_t)o;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return k;
+}
+
+/* Gives unhashed node `n` a new place; detaches it if memory runs out. */
+static void place(struct qn_table *t, struct qn_node *n,
+		  struct qn_node *parent, const char *name)
+{
+	char *dup = strdup(name);
+	struct qn_node *old = n->parent;
+
+	if (!dup) {
+		detach(t, n);
+		return;
+	}
+	free(n->name);
+	n->name = dup;
+	parent->refs++;
+	n->parent = parent;
+	if (old)
+		old->refs--;
+	hash_insert(t, n);
+}
+
+void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
+	       struct qn_node *newparent, const char *newname, bool exchange)
+{
+	struct qn_node *src, *dst;
+
+	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
+	/* Pin both directories: moving children out must not free them. */
+	parent->refs++;
+	newparent->refs++;
+	src = find(t, parent, name);
+	dst = find(t, newparent, newname);
+	if (src == dst)
+		goto out_unpin;
+	if (exchange) {
+		if (src)
+			unhash(t, src);
+		if (dst)
+			unhash(t, dst);
+		if (src)
+			place(t, src, newparent, newname);
+		if (dst)
+			place(t, dst, parent, name);
+	} else {
+		if (dst)
+			detach(t, dst);
+		if (src) {
+			unhash(t, src);
+			place(t, src, newparent, newname);
+		}
+	}
+out_unpin:
+	parent->refs--;
+	newparent->refs--;
+	maybe_free(t, parent);
+	maybe_free(t, newparent);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_note_attr(struct qn_table *t, struct qn_node *n,
+		  const struct qft_attr *a, bool *same)
+{
+	pthread_mutex_lock(&t->lock);
+	if (same)
+		*same = n->size == a->size && same_time(&n->mtime, &a->mtime);
+	/* Changed: the kernel drops the pages on the next open. */
+	if (n->size != a->size || !same_time(&n->mtime, &a->mtime))
+		n->paged = false;
+	note_times_locked(n, a, true);
+	if (!n->rino || n->rino == a->ino)
+		n->attr = *a;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
+		       const struct qft_attr *a, bool created)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	if (n && created && !n->rino) {
+		set_attr_locked(t, n, a, true);
+	} else if (n && !created) {
+		note_times_locked(n, a, true);
+		if (!n->rino || n->rino == a->ino)
+			n->attr = *a;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_unlink_node(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n, *parent;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	parent = n ? n->parent : NULL;
+	if (parent && n->hashed) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_note_created(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!n->rino)
+		set_attr_locked(t, n, a, true);
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_attr_gen(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&t->lock);
+	gen = n->attr_gen;
+	pthread_mutex_unlock(&t->lock);
+	return gen;
+}
+
+/* qn_note_fresh with the table lock held; n may be NULL (detached). */
+static void note_fresh_locked(struct qn_table *t, struct qn_node *n,
+			      const struct qft_attr *a, uint64_t gen,
+			      uint64_t until)
+{
+	if (n && n->rino == a->ino && n->attr_gen == gen) {
+		note_times_locked(n, a, true);
+		n->attr = *a;
+		n->attr_until = until;
+		n->attr_ns = t->ns_gen;
+	}
+}
+
+void qn_note_fresh(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *a, uint64_t gen, uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	note_fresh_locked(t, n, a, gen, until);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
+			const struct qft_attr *a, uint64_t gen,
+			uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	note_fresh_locked(t, f->node, a, gen, until);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_names_changed(struct qn_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->ns_gen++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void attr_stale_locked(struct qn_node *n)
+{
+	n->attr_gen++;
+	n->attr_until = 0;
+}
+
+void qn_attr_stale(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	attr_stale_locked(n);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_attr_stale(struct qn_table *t, struct qn_file *f)
+{
+	pthread_mutex_lock(&t->lock);
+	if (f->node)
+		attr_stale_locked(f->node);
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
+		   struct qft_attr *out, double *left)
+{
+	bool fresh;
+
+	pthread_mutex_lock(&t->lock);
+	fresh = now < n->attr_until && n->attr_ns == t->ns_gen;
+	if (fresh) {
+		*out = n->attr;
+		*left = (double)(n->attr_until - now) / 1e9;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return fresh;
+}
+
+void qn_note_paged(struct qn_table *t, struct qn_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	n->paged = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_paged(struct qn_table *t, struct qn_node *n)
+{
+	bool paged;
+
+	pthread_mutex_lock(&t->lock);
+	paged = n->paged;
+	pthread_mutex_unlock(&t->lock);
+	return paged;
+}
+
+bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out)
+{
+	bool known;
+
+	pthread_mutex_lock(&t->lock);
+	known = n->attr.mode != 0;
+	*out = n->attr;
+	pthread_mutex_unlock(&t->lock);
+	return known;
+}
+
+void qn_unlink_node(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_node *parent;
+
+	pthread_mutex_lock(&t->lock);
+	parent = n->parent;
+	if (parent && n->hashed) {
+		parent->refs++;
+		detach(t, n);
+		parent->refs--;
+		maybe_free(t, parent);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
+		    uint64_t handle)
+{
+	pthread_mutex_lock(&t->lock);
+	f->node = n;
+	f->handle = handle;
+	f->refs = 1;
+	f->listed = true;
+	f->next = n->files;
+	n->files = f;
+	n->refs++;
+	stamp_open(n);
+	pthread_mutex_unlock(&t->lock);
+}
+
+struct qn_file *qn_file_borrow(struct qn_table *t, struct qn_node *n)
+{
+	struct qn_file *f;
+
+	pthread_mutex_lock(&t->lock);
+	f = n->files;
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&t->lock);
+	return f;
+}
+
+static void unlist(struct qn_file *f)
+{
+	struct qn_file **pp;
+
+	if (!f->listed)
+		return;
+	for (pp = &f->node->files; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+	f->next = NULL;
+	f->listed = false;
+}
+
+/* Drops one reference; table lock held. */
+static bool file_unref(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n = f->node;
+
+	if (--f->refs > 0)
+		return false;
+	unlist(f);
+	stamp_open(n);
+	n->refs--;
+	maybe_free(t, n);
+	f->node = NULL;
+	return true;
+}
+
+bool qn_file_put(struct qn_table *t, struct qn_file *f)
+{
+	bool last;
+
+	pthread_mutex_lock(&t->lock);
+	last = file_unref(t, f);
+	pthread_mutex_unlock(&t->lock);
+	return last;
+}
+
+bool qn_file_detach(struct qn_table *t, struct qn_file *f)
+{
+	bool last;
+
+	pthread_mutex_lock(&t->lock);
+	unlist(f);
+	last = file_unref(t, f);
+	pthread_mutex_unlock(&t->lock);
+	return last;
+}
+
+bool qn_replaced(struct qn_table *t, struct qn_node *n,
+		 const struct qft_attr *a, bool ino_too)
+{
+	bool changed;
+
+	pthread_mutex_lock(&t->lock);
+	changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
+		  (ino_too && n->rino && n->rino != a->ino);
+	pthread_mutex_unlock(&t->lock);
+	return changed;
+}
+
+bool qn_file_replaced(struct qn_table *t, struct qn_file *f,
+		      const struct qft_attr *a)
+{
+	struct qn_node *n;
+	bool changed = false;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	if (n)
+		changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
+			  (n->rino && n->rino != a->ino);
+	pthread_mutex_unlock(&t->lock);
+	return changed;
+}
+
+void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
+			  uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	n->noxattr_until = until;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t until;
+
+	pthread_mutex_lock(&t->lock);
+	until = n->noxattr_until;
+	pthread_mutex_unlock(&t->lock);
+	return until;
+}
+
+struct qn_node *qn_file_node(struct qn_table *t, struct qn_file *f)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = f->node;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void qn_for_each_file(struct qn_table *t, struct qn_node *n,
+		      bool (*fn)(struct qn_file *f, void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&t->lock);
+	for (struct qn_file *f = n ? n->files : NULL; f; f = f->next)
+		if (fn(f, ctx))
+			break;
+	pthread_mutex_unlock(&t->lock);
+}

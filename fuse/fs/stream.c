@@ -1,0 +1,751 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Read-ahead and write-behind of an open file (see stream.h for which
+ * functions decide and which send).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "net/conn.h"
+#include "fs/file.h"
+#include "fs/fs.h"
+#include "log.h"
+#include "msg.h"
+#include "fs/node.h"
+#include "protocol.h"
+#include "fs/stream.h"
+
+/*
+ * One estimate per direction for the whole process: a client process
+ * serves one mount, whose files all share its link.
+ */
+struct qc_bdp qc_bdp_up = { .lock = PTHREAD_MUTEX_INITIALIZER };
+struct qc_bdp qc_bdp_down = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* Set once before the mount serves anything (qc_stream_set_auto). */
+static bool window_auto, ra_auto;
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void qc_bdp_reset(struct qc_bdp *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->gen = b->rtt_us = b->bw = b->bw_at = 0;
+	b->bytes = b->mark_us = b->mark_bytes = 0;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void qc_bdp_sample(struct qc_bdp *b, uint64_t gen, uint64_t sent_us,
+		   uint64_t now_us, uint32_t len)
+{
+	uint64_t rtt = now_us > sent_us ? now_us - sent_us : 1;
+	uint64_t span;
+
+	pthread_mutex_lock(&b->lock);
+	if (gen != b->gen) {
+		/* Another link: what was measured was another path. */
+		b->gen = gen;
+		b->rtt_us = b->bw = b->bw_at = 0;
+		b->mark_us = 0;
+	}
+	if (b->rtt_us == 0 || rtt < b->rtt_us)
+		b->rtt_us = rtt;
+	b->bytes += len;
+	if (b->mark_us == 0 || now_us < b->mark_us) {
+		b->mark_us = now_us;
+		b->mark_bytes = b->bytes;
+		goto out;
+	}
+	span = now_us - b->mark_us;
+	if (span >= QC_BDP_INTERVAL_US && span >= b->rtt_us) {
+		uint64_t rate = (b->bytes - b->mark_bytes) * 1000000u / span;
+
+		if (rate >= b->bw || now_us - b->bw_at > QC_BDP_FORGET_US) {
+			b->bw = rate;
+			b->bw_at = now_us;
+		}
+		b->mark_us = now_us;
+		b->mark_bytes = b->bytes;
+	}
+out:
+	pthread_mutex_unlock(&b->lock);
+}
+
+uint64_t qc_bdp_size(struct qc_bdp *b, uint64_t dflt, uint64_t max)
+{
+	uint64_t v = dflt;
+
+	pthread_mutex_lock(&b->lock);
+	/* rtt_us is at most seconds and bw at most some GB/s: no overflow */
+	if (b->rtt_us && b->bw)
+		v = QC_BDP_GAIN * (b->bw * b->rtt_us / 1000000u);
+	pthread_mutex_unlock(&b->lock);
+	if (v < QC_BDP_MIN)
+		v = QC_BDP_MIN;
+	return v < max ? v : max;
+}
+
+void qc_stream_set_auto(bool window, bool readahead)
+{
+	window_auto = window;
+	ra_auto = readahead;
+}
+
+uint64_t qc_wb_window(const struct qc_fs *fs)
+{
+	uint64_t dflt = QC_WINDOW_DEFAULT < fs->window ? QC_WINDOW_DEFAULT :
+		fs->window;
+
+	if (!window_auto || fs->window == 0)
+		return fs->window;
+	return qc_bdp_size(&qc_bdp_up, dflt, fs->window);
+}
+
+uint64_t qc_ra_limit(const struct qc_fs *fs)
+{
+	uint64_t dflt = QC_READAHEAD_DEFAULT < fs->readahead ?
+		QC_READAHEAD_DEFAULT : fs->readahead;
+
+	if (!ra_auto || fs->readahead == 0)
+		return fs->readahead;
+	return qc_bdp_size(&qc_bdp_down, dflt, fs->readahead);
+}
+
+void qc_ra_init(struct qc_ra *ra)
+{
+	memset(ra, 0, sizeof(*ra));
+	/* No read continues "the previous one" before there is one. */
+	ra->next = UINT64_MAX;
+	ra->credit = QC_RA_CREDIT_START;
+}
+
+/* Frees c once nothing holds it any more; file lock held (or f unshared). */
+static void ra_chunk_maybe_free(struct qc_ra_chunk *c)
+{
+	if (c->listed || !c->done || c->pins)
+		return;
+	atomic_fetch_sub(&c->f->fs->ra_bytes, c->charged);
+	qc_reply_free(&c->rep);
+	free(c);
+}
+
+static void ra_unlink_head(struct qc_file *f)
+{
+	struct qc_ra_chunk *c = f->ra.head;
+
+	f->ra.head = c->next;
+	if (!f->ra.head)
+		f->ra.tail = NULL;
+	c->next = NULL;
+	c->listed = false;
+	ra_chunk_maybe_free(c);
+}
+
+/*
+ * Ends the read-ahead stream and drops its data; chunks still awaited are
+ * freed by their completion, chunks in use by their last reader.  Another
+ * stream needs two reads in a row again.
+ */
+void qc_ra_stop(struct qc_file *f)
+{
+	while (f->ra.head)
+		ra_unlink_head(f);
+	f->ra.on = false;
+	f->ra.eof = false;
+	f->ra.next = UINT64_MAX;
+}
+
+/* A change made f's read-ahead stale: drops it.  File lock held. */
+void qc_ra_drop(struct qc_file *f)
+{
+	bool wasted = false;
+
+	/*
+	 * Read-ahead thrown away unread means reads and writes take
+	 * turns on this file: ask less far ahead next time, down to
+	 * one chunk, so that each turn does not refetch a window.
+	 */
+	for (struct qc_ra_chunk *c = f->ra.head; c; c = c->next)
+		wasted |= !c->done || c->served < c->got;
+	if (wasted && f->ra.credit / 2 >= QC_RA_CHUNK)
+		f->ra.credit /= 2;
+	qc_ra_stop(f);
+}
+
+/* Table lock held, then the file's: the one lock order. */
+static bool invalidate_one(struct qn_file *nf, void *ctx)
+{
+	struct qc_file *f = (struct qc_file *)nf;
+
+	(void)ctx;
+	if (f->dir)
+		return false;
+	pthread_mutex_lock(&f->lock);
+	qc_ra_drop(f);
+	pthread_mutex_unlock(&f->lock);
+	return false;
+}
+
+/*
+ * Drops the read-ahead data of every open file of n, which a write or a
+ * truncation through this mount has just made stale.  Called after that
+ * request was sent, so a chunk asked for later is fresh, and before the
+ * kernel hears back, so no read issued after it can be served old data.
+ */
+void qc_ra_invalidate(struct qc_fs *fs, struct qn_node *n)
+{
+	qn_for_each_file(&fs->nodes, n, invalidate_one, NULL);
+}
+
+/* The same for the node of an open file (whose node is stable while the
+ * kernel holds the file, but read under the table lock all the same). */
+void qc_ra_invalidate_file(struct qc_fs *fs, struct qc_file *f)
+{
+	qc_ra_invalidate(fs, qn_file_node(&fs->nodes, &f->nf));
+}
+
+static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
+		       size_t size, uint64_t off)
+{
+	struct qc_reply rep;
+	struct qft_msg m;
+	int r;
+
+	qft_msg_init(&m, QFT_OP_READ, 0);
+	m.offset = off;
+	m.length = size;
+	r = qc_file_call(fs, f, &m, &rep);
+	if (r < 0) {
+		fuse_reply_err(req, -qc_file_error(f, r));
+		return;
+	}
+	if (rep.msg.data.len > size) {
+		/* More than asked for is a broken server, not data. */
+		qft_err("READ of %zu bytes at %llu: the server sent %u bytes; "
+			"failing the read with EIO", size,
+			(unsigned long long)off, rep.msg.data.len);
+		fuse_reply_err(req, EIO);
+	} else {
+		fuse_reply_buf(req, (const char *)rep.msg.data.p,
+			       rep.msg.data.len);
+	}
+	qc_reply_free(&rep);
+}
+
+/*
+ * Whether a read of [off, end) belongs to the read-ahead stream: it starts
+ * one on the second read in a row that begins where the previous ended,
+ * and stops it on a read further past its window than the window would
+ * grow for it (random access).  Reads inside the window are accepted in
+ * any order, since the kernel's parallel
+ * read-ahead requests reach us in whatever order our threads take them.
+ * For the same reason a read behind the window is no sign that the reader
+ * left the stream: a late one of those parallel reads may fall in a chunk
+ * dropped as skipped when a later one arrived first.  It is served on its
+ * own and the stream goes on (a reader going backwards wastes no more
+ * than what was asked for already, since only admitted reads ask for
+ * more).  File lock held.
+ */
+bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
+		 uint64_t end)
+{
+	if (f->ra.on) {
+		uint64_t lo = f->ra.head ? f->ra.head->off : f->ra.end;
+
+		if (off < lo)
+			return false;
+		/* Ahead of the window, but no further than it would reach
+		 * had the reader come that far: one of the kernel's parallel
+		 * reads overtook its neighbours (the opening ones do, past
+		 * the chunk OPEN brought).  Stopping would drop chunks those
+		 * neighbours still need, which they then fetch again. */
+		if (off > f->ra.end && off - f->ra.end > f->ra.credit) {
+			qft_debug("handle %llu: read at %llu outside the "
+				  "read-ahead window, stopped",
+				  (unsigned long long)f->nf.handle,
+				  (unsigned long long)off);
+			qc_ra_stop(f);
+			f->ra.next = end;
+			f->ra.credit = QC_RA_CREDIT_START;
+			return false;
+		}
+	} else {
+		bool seq = off == f->ra.next;
+
+		f->ra.next = end;
+		if (!seq)
+			return false;
+		qft_debug("handle %llu: sequential reads, read-ahead from %llu",
+			  (unsigned long long)f->nf.handle,
+			  (unsigned long long)off);
+		f->ra.on = true;
+		f->ra.eof = false;
+		f->ra.end = off;
+		f->ra.pos = off;
+		if (f->ra.credit > qc_ra_limit(fs))
+			f->ra.credit = qc_ra_limit(fs);
+		f->ra.eaten = 0;
+	}
+	if (end > f->ra.pos)
+		f->ra.pos = end;
+	/* Chunks far behind the reader were skipped, not read. */
+	while (f->ra.head &&
+	       f->ra.head->off + f->ra.head->len + QC_RA_SKIPPED <= off)
+		ra_unlink_head(f);
+	return true;
+}
+
+/*
+ * Adds chunks up to `ra_credit` past the reader and returns them, linked
+ * by snext, for the caller to send once it dropped the lock.  What the
+ * reader asked for is always requested; beyond it only within the budget
+ * of all handles together.  File lock held.
+ */
+struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
+{
+	uint64_t limit = qc_ra_limit(fs);
+	uint64_t want = f->ra.pos + f->ra.credit;
+	uint64_t budget = 2 * limit > QC_RA_TOTAL_MIN ?
+		2 * limit : QC_RA_TOTAL_MIN;
+	struct qc_ra_chunk *first = NULL, **tail = &first;
+
+	while (!f->ra.eof && f->ra.end < want) {
+		uint64_t len = QC_RA_CHUNK - f->ra.end % QC_RA_CHUNK;
+		struct qc_ra_chunk *c;
+
+		if (f->ra.end >= f->ra.pos &&
+		    atomic_load(&fs->ra_bytes) + len > budget)
+			break;
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			break;
+		c->f = f;
+		c->off = f->ra.end;
+		c->len = (uint32_t)len;
+		c->charged = (uint32_t)len;
+		c->listed = true;
+		atomic_fetch_add(&fs->ra_bytes, len);
+		if (f->ra.tail)
+			f->ra.tail->next = c;
+		else
+			f->ra.head = c;
+		f->ra.tail = c;
+		f->ra.end += len;
+		f->async++;
+		*tail = c;
+		tail = &c->snext;
+	}
+	return first;
+}
+
+/*
+ * Records the outcome of chunk c's READ: its data (moved out of `rep`),
+ * or its error.  File lock held.
+ */
+void qc_ra_complete(struct qc_ra_chunk *c, int err, struct qc_reply *rep)
+{
+	struct qc_file *f = c->f;
+
+	if (err == 0 && rep->msg.data.len > c->len) {
+		qft_err("server sent %u bytes for a READ of %u",
+			rep->msg.data.len, c->len);
+		err = -EIO;
+	}
+	c->done = true;
+	c->err = err;
+	if (err == 0) {
+		c->got = rep->msg.data.len;
+		c->rep = *rep;
+		memset(rep, 0, sizeof(*rep));
+		/* The server answers short only at the end of the file. */
+		if (c->got < c->len && c->listed)
+			f->ra.eof = true;
+	}
+	/* Readers parked at the end of a file must not hold budget for
+	 * data that never came. */
+	atomic_fetch_sub(&f->fs->ra_bytes, c->charged - c->got);
+	c->charged = c->got;
+	ra_chunk_maybe_free(c);
+}
+
+void qc_ra_prime(struct qc_fs *fs, struct qc_file *f, uint32_t asked,
+		 struct qc_reply *rep)
+{
+	uint32_t got = rep->msg.data.len;
+	struct qc_ra_chunk *c;
+
+	if (got > asked) {
+		/* More than asked for is a broken server, not data. */
+		qft_err("server sent %u bytes of a file with an OPEN that "
+			"asked for %u; reading them again", got, asked);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->f = f;
+	c->len = asked;
+	c->got = got;
+	c->charged = got;
+	c->listed = true;
+	c->done = true;
+	c->rep = *rep;
+	memset(rep, 0, sizeof(*rep));
+	atomic_fetch_add(&fs->ra_bytes, got);
+	pthread_mutex_lock(&f->lock);
+	f->ra.head = f->ra.tail = c;
+	f->ra.on = true;
+	f->ra.eof = got < asked;
+	f->ra.end = asked;
+	f->ra.pos = 0;
+	f->ra.eaten = 0;
+	if (f->ra.credit > qc_ra_limit(fs))
+		f->ra.credit = qc_ra_limit(fs);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void ra_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct qc_ra_chunk *c = ctx;
+	struct qc_file *f = c->f;
+
+	/* Only full chunks: a short one ends the file, not the link's rate. */
+	if (err == 0 && rep->msg.data.len == c->len)
+		qc_bdp_sample(&qc_bdp_down, c->sent_gen, c->sent_us, mono_us(),
+			      c->len);
+	pthread_mutex_lock(&f->lock);
+	qc_ra_complete(c, err, rep);
+	qc_file_async_done(f);
+}
+
+/* Sends the READs of chunks on handle `handle` of link `gen` (a chunk of
+ * a link that is gone completes with -ENOTCONN). */
+void qc_ra_send(struct qc_fs *fs, uint64_t gen, uint64_t handle,
+		struct qc_ra_chunk *c)
+{
+	while (c) {
+		/* Once sent, the chunk may be completed and freed. */
+		struct qc_ra_chunk *next = c->snext;
+		struct qft_msg m;
+
+		qft_msg_init(&m, QFT_OP_READ, 0);
+		m.handle = handle;
+		m.offset = c->off;
+		m.length = c->len;
+		c->sent_us = mono_us();
+		c->sent_gen = gen;
+		(void)qc_call_async(fs->conn, gen, &m, ra_done, c);
+		c = next;
+	}
+}
+
+/*
+ * Pins the chunks that cover [off, end) and returns how many, or 0 (and
+ * pins nothing) when they do not cover it.  A chunk known to end the file
+ * or to have failed covers everything after it.  File lock held.
+ */
+int qc_ra_pin(struct qc_file *f, uint64_t off, uint64_t end,
+	      struct qc_ra_chunk **pinned)
+{
+	uint64_t pos = off;
+	int n = 0;
+
+	for (struct qc_ra_chunk *c = f->ra.head; c && pos < end; c = c->next) {
+		if (c->off + c->len <= pos)
+			continue;
+		if (c->off > pos || n == QC_RA_MAX_IOV)
+			break;
+		pinned[n++] = c;
+		pos = c->off + c->len;
+		if (c->done && (c->err || c->got < c->len))
+			pos = end;
+	}
+	if (pos < end)
+		return 0;
+	for (int i = 0; i < n; i++)
+		pinned[i]->pins++;
+	return n;
+}
+
+/*
+ * Points `iov` at the bytes of [off, end) in the pinned chunks (all done)
+ * and counts them as consumed.  Returns the byte count, which is short
+ * only where the file ends, or a chunk's error: a failed READ is never
+ * passed off as end of file.  File lock held.
+ */
+ssize_t qc_ra_collect(struct qc_fs *fs, struct qc_file *f, uint64_t off,
+		      uint64_t end, struct qc_ra_chunk **pinned, int npin,
+		      struct iovec *iov, int *niov)
+{
+	uint64_t pos = off, limit;
+
+	*niov = 0;
+	for (int i = 0; i < npin && pos < end; i++) {
+		struct qc_ra_chunk *c = pinned[i];
+		uint64_t in = pos - c->off, n;
+
+		if (c->err) {
+			qc_ra_stop(f);
+			return c->err;
+		}
+		if (in >= c->got)
+			break;
+		n = c->got - in < end - pos ? c->got - in : end - pos;
+		iov[*niov].iov_base = (void *)(c->rep.msg.data.p + in);
+		iov[*niov].iov_len = n;
+		(*niov)++;
+		c->served += (uint32_t)n;
+		pos += n;
+		if (c->got < c->len)
+			break;
+	}
+	/* Consumed chunks go; each credit's worth consumed doubles it. */
+	while (f->ra.head && f->ra.head->done && !f->ra.head->err &&
+	       f->ra.head->served >= f->ra.head->got) {
+		f->ra.eaten += f->ra.head->len;
+		ra_unlink_head(f);
+	}
+	limit = qc_ra_limit(fs);
+	if (f->ra.on && f->ra.eaten >= f->ra.credit && f->ra.credit < limit) {
+		f->ra.credit = 2 * f->ra.credit < limit ? 2 * f->ra.credit : limit;
+		f->ra.eaten = 0;
+	}
+	return (ssize_t)(pos - off);
+}
+
+void qc_ra_unpin(struct qc_ra_chunk **pinned, int npin)
+{
+	for (int i = 0; i < npin; i++) {
+		pinned[i]->pins--;
+		ra_chunk_maybe_free(pinned[i]);
+	}
+}
+
+void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
+		size_t size, off_t off)
+{
+	struct qc_ra_chunk *pinned[QC_RA_MAX_IOV], *fresh = NULL;
+	struct iovec iov[QC_RA_MAX_IOV];
+	uint64_t start = (uint64_t)off, end;
+	int npin = 0, niov = 0;
+	uint64_t gen, handle;
+	ssize_t got;
+	int r;
+
+	/* The kernel never asks for more than max_read; a larger request
+	 * would just see a short read. */
+	if (size > QFT_MAX_DATA)
+		size = QFT_MAX_DATA;
+	end = start + size;
+	if (size == 0 || fs->readahead == 0 || off < 0) {
+		read_plain(req, fs, f, size, start);
+		return;
+	}
+	/* A stream only on a live handle (re-opened after a reconnect). */
+	r = qc_file_handle(fs, f, &gen, &handle);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (qc_ra_admit(fs, f, start, end)) {
+		fresh = qc_ra_fill(fs, f);
+		npin = qc_ra_pin(f, start, end, pinned);
+	}
+	gen = f->gen;
+	handle = f->nf.handle;
+	pthread_mutex_unlock(&f->lock);
+	qc_ra_send(fs, gen, handle, fresh);
+	if (npin == 0) {
+		read_plain(req, fs, f, size, start);
+		return;
+	}
+
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < npin; i++)
+		while (!pinned[i]->done)
+			pthread_cond_wait(&f->cond, &f->lock);
+	got = qc_ra_collect(fs, f, start, end, pinned, npin, iov, &niov);
+	if (got > 0) {
+		/* Once the kernel has its reply it may release the file while
+		 * we still unpin: hold it like an async call. */
+		f->async++;
+		pthread_mutex_unlock(&f->lock);
+		fuse_reply_iov(req, iov, niov);
+		pthread_mutex_lock(&f->lock);
+	}
+	qc_ra_unpin(pinned, npin);
+	if (got > 0) {
+		qc_file_async_done(f);
+		return;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (got < 0 && got != -ENOTCONN)
+		fuse_reply_err(req, -qc_file_error(f, (int)got));
+	else
+		/* Nothing at all where the stream saw the end: ask the
+		 * server, in case the file grew since.  Or the chunk was
+		 * lost with its link: read it again on the handle re-opened
+		 * (or fail with EIO when that cannot be). */
+		read_plain(req, fs, f, size, start);
+}
+
+bool qc_wb_must_wait(const struct qc_wb *wb, uint64_t window, uint32_t len)
+{
+	/* Room in the window; a write larger than it goes alone. */
+	return wb->err == 0 && wb->bytes > 0 && wb->bytes + len > window;
+}
+
+int qc_wb_account(struct qc_file *f, uint32_t len)
+{
+	int r = f->wb.err;
+
+	if (r == 0) {
+		/* Flagged before sending, so a FLUSH that races with this
+		 * write is never skipped. */
+		f->written = true;
+		f->mods++;
+		f->wb.bytes += len;
+		f->wb.issued++;
+		f->async++;
+	}
+	return r;
+}
+
+void qc_wb_complete(struct qc_file *f, uint32_t len, int err)
+{
+	f->wb.bytes -= len;
+	f->wb.answered++;
+	if (err < 0 && f->wb.err == 0)
+		f->wb.err = err;
+}
+
+/* One WRITE in flight, for its completion. */
+struct wb_write {
+	struct qc_file *f;
+	uint32_t len;
+	uint64_t gen;
+	uint64_t sent_us;
+};
+
+static void wb_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct wb_write *w = ctx;
+	struct qc_file *f = w->f;
+
+	if (err == 0 && rep->msg.count != w->len) {
+		/* Already answered in full to the kernel: data is lost. */
+		qft_err("server wrote %llu bytes of %u",
+			(unsigned long long)rep->msg.count, w->len);
+		err = -EIO;
+	}
+	if (err == 0)
+		qc_bdp_sample(&qc_bdp_up, w->gen, w->sent_us, mono_us(),
+			      w->len);
+	/* Lost with its link: whether it was written nobody knows. */
+	err = qc_conn_user_err(err);
+	pthread_mutex_lock(&f->lock);
+	qc_wb_complete(f, w->len, err);
+	free(w);
+	qc_file_async_done(f);
+}
+
+int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
+		uint32_t len, off_t off)
+{
+	struct wb_write *w;
+	struct qft_msg m;
+	uint64_t gen, handle, window = qc_wb_window(fs);
+	int r;
+
+	r = qc_file_handle(fs, f, &gen, &handle);
+	if (r < 0)
+		return r;
+	w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->f = f;
+	w->len = len;
+
+	pthread_mutex_lock(&f->lock);
+	while (qc_wb_must_wait(&f->wb, window, len))
+		pthread_cond_wait(&f->cond, &f->lock);
+	r = qc_wb_account(f, len);
+	if (r == 0 && (uint64_t)off + len > f->wend)
+		f->wend = (uint64_t)off + len;
+	if (r == 0 && f->predicted) {
+		/* What the kernel is told once these WRITEs are answered and
+		 * pipelined steps are still out (file.h). */
+		struct timespec ts;
+
+		if ((uint64_t)off + len > f->attr.size)
+			f->attr.size = (uint64_t)off + len;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		f->attr.mtime.sec = f->attr.ctime.sec = ts.tv_sec;
+		f->attr.mtime.nsec = f->attr.ctime.nsec = (uint32_t)ts.tv_nsec;
+		f->mtime_set = false;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (r < 0) {
+		/* Data already lost on this handle: no later write may look
+		 * like it succeeded. */
+		free(w);
+		return r;
+	}
+
+	/* Size and mtime change: no getattr may be answered from before. */
+	qn_file_attr_stale(&fs->nodes, &f->nf);
+	qft_msg_init(&m, QFT_OP_WRITE, 0);
+	m.handle = handle;
+	m.offset = (uint64_t)off;
+	m.data.p = (const uint8_t *)buf;
+	m.data.len = len;
+	w->gen = gen;
+	w->sent_us = mono_us();
+	/* On failure wb_done has run and made the error sticky. */
+	r = qc_conn_user_err(qc_call_async(fs->conn, gen, &m, wb_done, w));
+	qc_ra_invalidate_file(fs, f);
+	if (r == 0 && fs->window == 0) {
+		/* No write-behind: answer once the server did. */
+		pthread_mutex_lock(&f->lock);
+		while (f->wb.bytes > 0)
+			pthread_cond_wait(&f->cond, &f->lock);
+		r = f->wb.err;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return r;
+}
+
+/*
+ * FLUSH and FSYNC are sent at once, behind the WRITEs in flight, not after
+ * draining them: the server executes them after those WRITEs, so their
+ * success covers them, and a drain would cost a round trip per close().
+ * Their reply is then matched up with the answers to every WRITE issued
+ * before them (today those arrived first, replies being in order; the wait
+ * keeps that true if the server ever answers out of order), so a WRITE's
+ * error is in wb.err when the result is decided.
+ */
+int qc_wb_collect(struct qc_file *f, uint64_t issued, bool clear)
+{
+	int werr;
+
+	pthread_mutex_lock(&f->lock);
+	while (f->wb.answered < issued)
+		pthread_cond_wait(&f->cond, &f->lock);
+	werr = f->wb.err;
+	if (clear)
+		f->wb.err = 0;
+	pthread_mutex_unlock(&f->lock);
+	return werr;
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A remote mount's start: from `[user@]host:[dir]` to an authenticated
+ * data plane (docs/security.md, "How a remote mount is built").
+ *
+ *   1. log in with ssh (ssh.h) and run
+ *        <server> --session --root '<dir>'
+ *      with every word single-quoted for the remote shell; without
+ *      -o server=, a script that finds or installs the server first and
+ *      then execs it the same way (install.h);
+ *   2. write a fresh 256-bit secret S to the channel as 64 hex digits and
+ *      a newline (never argv, never the environment), and read back one
+ *      line, "QFTFS <version> <port>";
+ *   3. direct transport: connect to that port on the address the ssh
+ *      connection goes to and run the handshake (auth.h) over it; if the
+ *      connection cannot be made, say so in one line and run the same
+ *      handshake through the ssh channel instead (the tunnel).
+ *
+ * The result is a descriptor and the record keys; the caller builds its
+ * connection on them (qc_conn_set_keys) and wipes the keys.
+ *
+ * Error convention: 0 or a negative errno, with the reason already on
+ * stderr ("qftfs: ...").
+ */
+#ifndef QC_BOOTSTRAP_H
+#define QC_BOOTSTRAP_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "auth.h"
+#include "login/install.h"
+#include "seal.h"
+#include "login/ssh.h"
+
+enum qc_transport_mode {
+	QC_TRANSPORT_AUTO,      /* direct, else the tunnel with a notice */
+	QC_TRANSPORT_DIRECT,    /* direct or nothing */
+	QC_TRANSPORT_SSH,       /* the tunnel only */
+};
+
+/* SOURCE split scp-style; every field malloc'd. */
+struct qc_remote {
+	char *user;             /* NULL when not given */
+	char *host;             /* brackets of [v6] removed */
+	char *dir;              /* "." when empty: the remote home */
+};
+
+struct qc_boot_opts {
+	struct qc_ssh_opts ssh;
+	const char *server;     /* -o server=; NULL: qftfs-server from PATH,
+				 * else installed (install.h) */
+	struct qc_install_opts install;
+	const char *dir;
+	bool follow;            /* -o follow_symlinks: --follow-symlinks */
+	enum qft_cipher cipher;
+	enum qc_transport_mode transport;
+	/* The direct connection: unacknowledged data this long ends it
+	 * (TCP_USER_TIMEOUT), and kernel keepalives probe an idle one after
+	 * keepalive_s.  0: the kernel's defaults. */
+	int timeout_s;
+	int keepalive_s;
+};
+
+struct qc_boot {
+	struct qc_ssh *ssh;
+	int ctl_fd;             /* our end of the channel, or -1 */
+	int data_fd;            /* the data plane; the caller takes it */
+	bool tunnel;            /* data_fd is the channel itself */
+	enum qft_cipher cipher;
+	struct qft_session_keys keys;
+	/* Direct only: for the meta connection (qc_boot_open_meta), the
+	 * secret and the server's address; wiped after its one use. */
+	bool meta_ok;
+	uint8_t meta_secret[QFT_SECRET_SIZE];
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+};
+
+/*
+ * True when SOURCE names a remote directory: a ':' before the first '/'
+ * (scp's rule; "[v6addr]:dir" too).
+ */
+bool qc_boot_is_remote(const char *source);
+
+/*
+ * Splits a remote SOURCE.  -EINVAL, after a message, for an empty host,
+ * or a user, host or directory starting with '-', which could pass for an
+ * option somewhere down the line.
+ */
+int qc_boot_parse_source(const char *source, struct qc_remote *out);
+void qc_remote_free(struct qc_remote *r);
+
+/* "aes256-gcm" (default), "chacha20" or "chacha20-poly1305", "none". */
+int qc_boot_parse_cipher(const char *s, enum qft_cipher *out);
+/* "auto" (default), "direct", "ssh". */
+int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out);
+
+/*
+ * Reads one line from `fd` a byte at a time (nothing after the newline is
+ * consumed: it belongs to the server).  Its length without the newline,
+ * -EPIPE at end of stream (buf holds what came before it), -ETIMEDOUT, or
+ * -EMSGSIZE when it does not fit.
+ */
+int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);
+
+/* Steps 1-3 (with the install of install.h before step 2 when no
+ * -o server= is given).  On failure everything is released. */
+int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);
+
+/*
+ * The meta connection of a direct data plane (docs/protocol.md,
+ * "Connections"): another TCP connection to the same port and a fresh
+ * handshake under the same secret, which is then wiped.  0 with *fd and
+ * *keys set, -ENOTSUP for the tunnel (one connection), or -errno after a
+ * notice; the mount then goes on with one connection.
+ */
+int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
+		      int *fd, struct qft_session_keys *keys);
+
+/* Around fuse_daemonize(), which forks (see ssh.h). */
+void qc_boot_pause(struct qc_boot *b);
+int qc_boot_resume(struct qc_boot *b);
+
+/*
+ * After the data connection ended: closes our end of the channel, waits
+ * up to `timeout_ms` for the server to exit (logging a bad exit status),
+ * and releases everything.  Returns 0 when the server exited cleanly.
+ */
+int qc_boot_close(struct qc_boot *b, int timeout_ms);
+
+#endif /* QC_BOOTSTRAP_H */
