@@ -19,7 +19,7 @@
 #include "log.h"
 #include "login/sshproc.h"
 #include "thread.h"
-#include "net/transport.h"
+#include "login/exec.h"
 
 /* What the remote shell prints once logged in, before the command. */
 #define MARKER        "qftfs-ssh-login-ok"
@@ -110,8 +110,8 @@ static void __attribute__((noreturn)) exec_ssh(int sock, int err,
 	if (sock < 0 || err < 0 || dup2(sock, STDIN_FILENO) < 0 ||
 	    dup2(sock, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)
 		_exit(127);
-	qc_transport_exec(argv, STDERR_FILENO + 1, "qftfs-exec-failed: ", ": ",
-			  "\n");
+	qc_exec(argv, STDERR_FILENO + 1, "qftfs-exec-failed: ", ": ",
+		"\n");
 }
 
 /* Appends what ssh said on stderr during login. */

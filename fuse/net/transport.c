@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "thread.h"
+#include "login/exec.h"
 #include "net/transport.h"
 
 #define SERVER_NAME "qftfs-server"
@@ -146,29 +147,8 @@ static void __attribute__((noreturn)) exec_server(int sock, int meta,
 		_exit(127);
 	if (errfd >= 0 && dup2(errfd, STDERR_FILENO) < 0)
 		_exit(127);
-	qc_transport_exec(argv, QC_META_FD + 1, "qftfs: cannot run server '",
-			  "': ", "; set -o server=PATH\n");
-}
-
-void qc_transport_exec(char **argv, int first, const char *before,
-		       const char *between, const char *after)
-{
-	char msg[512];
-	int n;
-
-	if (close_range((unsigned)first, ~0u, 0) < 0) {
-		long max = sysconf(_SC_OPEN_MAX);
-
-		for (int fd = first; fd < max; fd++)
-			close(fd);
-	}
-	execvp(argv[0], argv);
-	n = snprintf(msg, sizeof(msg), "%s%s%s%s%s", before, argv[0], between,
-		     strerror(errno), after);
-	if (n > 0)
-		(void)!write(STDERR_FILENO, msg,
-			     (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
-	_exit(127);
+	qc_exec(argv, QC_META_FD + 1, "qftfs: cannot run server '",
+		"': ", "; set -o server=PATH\n");
 }
 
 /* A program named by path is made absolute, as the child leaves the

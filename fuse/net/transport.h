@@ -88,13 +88,4 @@ void qc_transport_free(struct qc_transport *t, int timeout_ms);
 /* Describes a waitpid status for a message ("exit status 127"). */
 const char *qc_transport_status_str(int status, char *buf, size_t size);
 
-/*
- * In a child about to become `argv`: closes every descriptor from `first`
- * on, executes it, and when that fails writes BEFORE argv[0] BETWEEN the
- * reason AFTER to stderr and exits 127.  Never returns.
- */
-void qc_transport_exec(char **argv, int first, const char *before,
-		       const char *between, const char *after)
-	__attribute__((noreturn));
-
 #endif /* QC_TRANSPORT_H */
