@@ -42,7 +42,7 @@
 #include <sys/socket.h>
 
 #include "buf.h"
-#include "conn.h"
+#include "net/conn.h"
 #include "fuzz.h"
 #include "log.h"
 #include "msg.h"

@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 
 #include "check.h"
-#include "conn.h"
+#include "net/conn.h"
 #include "log.h"
 #include "msg.h"
 #include "protocol.h"

@@ -15,9 +15,9 @@
 #include <time.h>
 
 #include "check.h"
-#include "dircache.h"
-#include "fs.h"
-#include "node.h"
+#include "fs/dircache.h"
+#include "fs/fs.h"
+#include "fs/node.h"
 #include "protocol.h"
 
 static struct qft_attr attr(uint64_t ino, uint32_t type, uint64_t size,

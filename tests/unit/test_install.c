@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "install.h"
+#include "login/install.h"
 
 /* install.c reads lines through the bootstrap's reader; not reached. */
 int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "node.h"
+#include "fs/node.h"
 #include "protocol.h"
 
 static struct qft_attr attr(uint64_t ino, uint32_t type)

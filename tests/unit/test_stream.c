@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "file.h"
-#include "fs.h"
-#include "stream.h"
+#include "fs/file.h"
+#include "fs/fs.h"
+#include "fs/stream.h"
 
 #define CHUNK QC_RA_CHUNK
 #define KiB   ((uint64_t)1 << 10)
