@@ -72,7 +72,7 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 	struct qn_file *nf;
 	int r;
 
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (borrowed && r == 0) {
 		/*
 		 * Path requests travel on the meta stream, file data on
@@ -96,8 +96,8 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 	return 0;
 }
 
-void qc_getattr(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -165,7 +165,7 @@ void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		/* The handle borrowed for the name never opened (its CREATE
 		 * was refused, and the node lost the name): the name is what
 		 * the server has there, if anything. */
-		r = node_path(fs, ino, NULL, path);
+		r = qc_ops_node_path(fs, ino, NULL, path);
 		if (r == 0) {
 			qft_msg_init(&m, QFT_OP_LSTAT, 0);
 			qc_set_str(&m.path, path);
@@ -196,7 +196,7 @@ static bool setattr_predicted(struct qc_fs *fs, struct qn_node *n,
 	uint32_t uid, gid, type;
 
 	if (!fs->commit.on || fs->window == 0 || (m->valid & QFT_SET_SIZE) ||
-	    !current_attr(fs, n, a))
+	    !qc_ops_current_attr(fs, n, a))
 		return false;
 	type = a->mode & QFT_S_IFMT;
 	if (type != QFT_S_IFREG && type != QFT_S_IFDIR)
@@ -284,8 +284,8 @@ static int setattr_async(struct qc_fs *fs, struct qn_node *n,
 	return r;
 }
 
-void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int valid, struct fuse_file_info *fi)
+void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		    int valid, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1] = "";
@@ -347,7 +347,7 @@ void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
 		/* The server does not use it, but recognises the change
 		 * as ours by it (no NOTIFY ends the directory's lease). */
-		if (node_path(fs, ino, NULL, path) == 0)
+		if (qc_ops_node_path(fs, ino, NULL, path) == 0)
 			qc_set_str(&m.path, path);
 		qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 		/*
@@ -406,7 +406,7 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_readlink(fuse_req_t req, fuse_ino_t ino)
+void qc_ops_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -414,7 +414,7 @@ void qc_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct qft_msg m;
 	int r;
 
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
 	qft_msg_init(&m, QFT_OP_READLINK, 0);
@@ -429,7 +429,7 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_statfs(fuse_req_t req, fuse_ino_t ino)
+void qc_ops_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -440,7 +440,7 @@ void qc_statfs(fuse_req_t req, fuse_ino_t ino)
 
 	/* A node without a name still lives on the same filesystem as the
 	 * root, near enough for statfs. */
-	if (node_path(fs, ino, NULL, path) < 0)
+	if (qc_ops_node_path(fs, ino, NULL, path) < 0)
 		path[0] = '\0';
 	qft_msg_init(&m, QFT_OP_STATFS, 0);
 	qc_set_str(&m.path, path);

@@ -21,17 +21,17 @@
 #include "protocol.h"
 
 /* Kernel names can be up to 1024 bytes; the protocol allows NAME_MAX. */
-int check_name(const char *name)
+int qc_ops_check_name(const char *name)
 {
 	return strlen(name) > QFT_MAX_NAME ? -ENAMETOOLONG : 0;
 }
 
-int node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
+int qc_ops_node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
 		     char *buf)
 {
 	int r;
 
-	if (name && (r = check_name(name)) < 0)
+	if (name && (r = qc_ops_check_name(name)) < 0)
 		return r;
 	r = qn_path(&fs->nodes, qc_fs_node(fs, ino), name, buf);
 	return r < 0 ? r : 0;
@@ -46,7 +46,7 @@ int node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
  * it wait too, unless "other" may write.  Root may, short of a
  * read-only or immutable directory, which the close then reports.
  */
-bool may_create_in(const struct qft_attr *pa, uint32_t uid,
+bool qc_ops_may_create_in(const struct qft_attr *pa, uint32_t uid,
 			  uint32_t gid)
 {
 	uint32_t need = 03; /* write and search */
@@ -65,7 +65,7 @@ bool may_create_in(const struct qft_attr *pa, uint32_t uid,
  * will have made of it, or attributes still fresh (never merely the last
  * ones seen: a file written since has another size).
  */
-bool current_attr(struct qc_fs *fs, struct qn_node *n,
+bool qc_ops_current_attr(struct qc_fs *fs, struct qn_node *n,
 			 struct qft_attr *a)
 {
 	double left;
@@ -83,7 +83,7 @@ bool current_attr(struct qc_fs *fs, struct qn_node *n,
  * server knows them, idmap.h), 0 when the server's own user is right, or
  * -EPERM when idmap cannot map the caller.
  */
-int owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
+int qc_ops_owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
 		     uint32_t *uid, uint32_t *gid)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -112,7 +112,7 @@ int owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
  * failure the object is removed again (remove_op), so that nothing is
  * left that its maker does not own.
  */
-int give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
+int qc_ops_give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
 		      const char *dir, const char *name, uint16_t remove_op,
 		      uint32_t uid, uint32_t gid, struct qc_reply *rep)
 {

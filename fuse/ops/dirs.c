@@ -15,8 +15,8 @@
 #include "ops/internal.h"
 #include "protocol.h"
 
-void qc_opendir(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+void qc_ops_opendir(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -26,7 +26,7 @@ void qc_opendir(fuse_req_t req, fuse_ino_t ino,
 	uint64_t handle, gen;
 	int r;
 
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
 	if (qc_dir_open_lazily(fs, qc_fs_node(fs, ino))) {
@@ -70,20 +70,20 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+void qc_ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
 {
 	qc_dir_readdir(req, fs_of(req), file_of(fi), ino, size, off, false);
 }
 
-void qc_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-			   off_t off, struct fuse_file_info *fi)
+void qc_ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi)
 {
 	qc_dir_readdir(req, fs_of(req), file_of(fi), ino, size, off, true);
 }
 
-void qc_releasedir(fuse_req_t req, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
+void qc_ops_releasedir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	qc_file_release(fs_of(req), file_of(fi));
 	fuse_reply_err(req, 0);

@@ -51,7 +51,7 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		qn_forget(&fs->nodes, n, 1);
 }
 
-void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -61,7 +61,7 @@ void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	bool sent = false;
 	int r;
 
-	r = node_path(fs, parent, name, path);
+	r = qc_ops_node_path(fs, parent, name, path);
 	if (r < 0)
 		goto out_err;
 	if (qc_dir_reply_lookup(req, fs, parent, name))
@@ -100,7 +100,7 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+void qc_ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct qc_fs *fs = fs_of(req);
 
@@ -108,8 +108,8 @@ void qc_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	fuse_reply_none(req);
 }
 
-void qc_forget_multi(fuse_req_t req, size_t count,
-			    struct fuse_forget_data *forgets)
+void qc_ops_forget_multi(fuse_req_t req, size_t count,
+			 struct fuse_forget_data *forgets)
 {
 	struct qc_fs *fs = fs_of(req);
 
@@ -145,15 +145,15 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 */
 	bool passing = fs->follow && m->op == QFT_OP_SYMLINK;
 
-	r = check_name(name);
+	r = qc_ops_check_name(name);
 	if (r < 0)
 		goto out_err;
-	r = node_path(fs, parent, NULL, path);
+	r = qc_ops_node_path(fs, parent, NULL, path);
 	if (r < 0)
 		goto out_err;
 	qc_set_str(&m->path, path);
 	qc_set_str(&m->name, name);
-	owned = passing ? 0 : owner_for(req, fs, dir, &uid, &gid);
+	owned = passing ? 0 : qc_ops_owner_for(req, fs, dir, &uid, &gid);
 	if (owned < 0) {
 		r = owned;
 		goto out_err;
@@ -167,9 +167,9 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (owned) {
 		struct qc_reply orep;
 
-		r = give_owner(fs, 0, 0, path, name,
-			       m->op == QFT_OP_MKDIR ? QFT_OP_RMDIR :
-			       QFT_OP_UNLINK, uid, gid, &orep);
+		r = qc_ops_give_owner(fs, 0, 0, path, name,
+				      m->op == QFT_OP_MKDIR ? QFT_OP_RMDIR :
+				      QFT_OP_UNLINK, uid, gid, &orep);
 		qc_reply_free(&rep);
 		if (r < 0) {
 			qc_dir_drop(fs, dir);
@@ -190,8 +190,8 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
+void qc_ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, dev_t rdev)
 {
 	struct qft_msg m;
 
@@ -201,8 +201,8 @@ void qc_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	make_entry(req, parent, name, &m);
 }
 
-void qc_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
+void qc_ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode)
 {
 	struct qft_msg m;
 
@@ -211,8 +211,8 @@ void qc_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	make_entry(req, parent, name, &m);
 }
 
-void qc_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		       const char *name)
+void qc_ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		    const char *name)
 {
 	struct qft_msg m;
 
@@ -255,10 +255,10 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct qft_msg m;
 	int r;
 
-	r = check_name(name);
+	r = qc_ops_check_name(name);
 	if (r < 0)
 		goto out;
-	r = node_path(fs, parent, NULL, path);
+	r = qc_ops_node_path(fs, parent, NULL, path);
 	if (r < 0)
 		goto out;
 	qft_msg_init(&m, op, 0);
@@ -278,12 +278,12 @@ out:
 	fuse_reply_err(req, -r);
 }
 
-void qc_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+void qc_ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	remove_entry(req, parent, name, QFT_OP_UNLINK);
 }
 
-void qc_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+void qc_ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	remove_entry(req, parent, name, QFT_OP_RMDIR);
 }
@@ -308,7 +308,8 @@ static bool rename_predicted(struct qc_fs *fs, struct qn_node *dir,
 	qc_conn_server_ids(fs->conn, &uid, &gid);
 	if (!qn_get_attr(&fs->nodes, dir, &da) ||
 	    !qn_get_attr(&fs->nodes, newdir, &na) ||
-	    !may_create_in(&da, uid, gid) || !may_create_in(&na, uid, gid) ||
+	    !qc_ops_may_create_in(&da, uid, gid) ||
+	    !qc_ops_may_create_in(&na, uid, gid) ||
 	    (uid != 0 && ((da.mode | na.mode) & S_ISVTX)))
 		return false;
 	if (qc_dir_leased_name(fs, dir, name, &type) != 1 ||
@@ -388,9 +389,9 @@ static bool same_object(struct qc_fs *fs, fuse_ino_t parent, const char *name,
 	return same;
 }
 
-void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
+void qc_ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   fuse_ino_t newparent, const char *newname,
+		   unsigned int flags)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1], path2[QFT_MAX_PATH + 1];
@@ -409,9 +410,10 @@ void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		m.opflags |= QFT_RENAME_NOREPLACE;
 	if (flags & RENAME_EXCHANGE)
 		m.opflags |= QFT_RENAME_EXCHANGE;
-	if ((r = check_name(name)) < 0 || (r = check_name(newname)) < 0 ||
-	    (r = node_path(fs, parent, NULL, path)) < 0 ||
-	    (r = node_path(fs, newparent, NULL, path2)) < 0)
+	if ((r = qc_ops_check_name(name)) < 0 ||
+	    (r = qc_ops_check_name(newname)) < 0 ||
+	    (r = qc_ops_node_path(fs, parent, NULL, path)) < 0 ||
+	    (r = qc_ops_node_path(fs, newparent, NULL, path2)) < 0)
 		goto out;
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
@@ -461,8 +463,8 @@ out:
 	fuse_reply_err(req, -r);
 }
 
-void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		    const char *newname)
+void qc_ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		 const char *newname)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1], path2[QFT_MAX_PATH + 1];
@@ -471,9 +473,9 @@ void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	int r;
 	uint64_t xgen;
 
-	if ((r = check_name(newname)) < 0 ||
-	    (r = node_path(fs, ino, NULL, path)) < 0 ||
-	    (r = node_path(fs, newparent, NULL, path2)) < 0)
+	if ((r = qc_ops_check_name(newname)) < 0 ||
+	    (r = qc_ops_node_path(fs, ino, NULL, path)) < 0 ||
+	    (r = qc_ops_node_path(fs, newparent, NULL, path2)) < 0)
 		goto out_err;
 	qft_msg_init(&m, QFT_OP_LINK, 0);
 	qc_set_str(&m.path, path);

@@ -58,7 +58,7 @@ static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
 	bool ok;
 
 	if (fs->window == 0 || (flags & O_ACCMODE) != O_RDONLY ||
-	    (flags & (O_TRUNC | O_APPEND)) || !current_attr(fs, n, a) ||
+	    (flags & (O_TRUNC | O_APPEND)) || !qc_ops_current_attr(fs, n, a) ||
 	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
 		return false;
 	qc_conn_server_ids(fs->conn, &uid, &gid);
@@ -72,7 +72,7 @@ static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
 	return ok;
 }
 
-void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -84,7 +84,7 @@ void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool same;
 	int r;
 
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
 	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
@@ -188,7 +188,7 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
 	qc_conn_server_ids(fs->conn, &uid, &gid);
 	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
 	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
-	    !may_create_in(&pa, uid, gid))
+	    !qc_ops_may_create_in(&pa, uid, gid))
 		return false;
 	memset(a, 0, sizeof(*a));
 	a->mode = QFT_S_IFREG | m->mode;
@@ -272,8 +272,8 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
+void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -287,15 +287,15 @@ void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uint32_t uid, gid;
 	int r, owned;
 
-	if ((r = check_name(name)) < 0 ||
-	    (r = node_path(fs, parent, NULL, path)) < 0)
+	if ((r = qc_ops_check_name(name)) < 0 ||
+	    (r = qc_ops_node_path(fs, parent, NULL, path)) < 0)
 		goto out_err;
 	qft_msg_init(&m, QFT_OP_CREATE, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
 	m.opflags = qc_file_oflags(fs, fi->flags & ~O_CREAT);
 	m.mode = mode & 07777;
-	owned = owner_for(req, fs, qc_fs_node(fs, parent), &uid, &gid);
+	owned = qc_ops_owner_for(req, fs, qc_fs_node(fs, parent), &uid, &gid);
 	if (owned < 0) {
 		r = owned;
 		goto out_err;
@@ -324,8 +324,8 @@ void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (owned) {
 		struct qc_reply orep;
 
-		r = give_owner(fs, gen, handle, path, name, QFT_OP_UNLINK, uid,
-			       gid, &orep);
+		r = qc_ops_give_owner(fs, gen, handle, path, name,
+				       QFT_OP_UNLINK, uid, gid, &orep);
 		qc_reply_free(&rep);
 		if (r < 0) {
 			qc_dir_drop(fs, qc_fs_node(fs, parent));
@@ -357,8 +357,8 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	struct qc_file *f = file_of(fi);
@@ -370,8 +370,8 @@ void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	qc_ra_read(req, fs, f, size, off);
 }
 
-void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
+void qc_ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		  size_t size, off_t off, struct fuse_file_info *fi)
 {
 	uint32_t len;
 	int r;
@@ -391,26 +391,26 @@ void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, len);
 }
 
-void qc_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void qc_ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, -qc_file_flush(fs_of(req), file_of(fi)));
 }
 
-void qc_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
+void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		  struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, -qc_file_fsync(fs_of(req), file_of(fi), datasync));
 }
 
-void qc_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+void qc_ops_release(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
 {
 	qc_file_release(fs_of(req), file_of(fi));
 	fuse_reply_err(req, 0);
 }
 
-void qc_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-			 off_t offset, off_t length, struct fuse_file_info *fi)
+void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+		      off_t offset, off_t length, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	struct qc_file *f = file_of(fi);

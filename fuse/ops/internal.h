@@ -43,91 +43,94 @@ static inline struct qc_file *file_of(const struct fuse_file_info *fi)
 /* --- common.c --- */
 
 /* 0, or -ENAMETOOLONG for a name the protocol cannot carry. */
-int check_name(const char *name);
+int qc_ops_check_name(const char *name);
 
 /* The server's path of `ino` (with `name` appended when not NULL) into
  * `buf` of QFT_MAX_PATH + 1 bytes: 0 or -errno (-ENOENT: no name). */
-int node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
-	      char *buf);
+int qc_ops_node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
+		     char *buf);
 
 /* Whether the server's user (uid, gid) may create in a directory with
  * attributes `pa`, as far as its mode bits tell. */
-bool may_create_in(const struct qft_attr *pa, uint32_t uid, uint32_t gid);
+bool qc_ops_may_create_in(const struct qft_attr *pa, uint32_t uid,
+			  uint32_t gid);
 
 /* Attributes of `n` a prediction may start from, into *a; false: none. */
-bool current_attr(struct qc_fs *fs, struct qn_node *n, struct qft_attr *a);
+bool qc_ops_current_attr(struct qc_fs *fs, struct qn_node *n,
+			 struct qft_attr *a);
 
 /* The owner an object the caller of `req` makes in `parent` must be
  * given: 1 with *uid, *gid set, 0 when the server's user is right, or
  * -EPERM. */
-int owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
-	      uint32_t *uid, uint32_t *gid);
+int qc_ops_owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
+		     uint32_t *uid, uint32_t *gid);
 
 /* Gives the object just made at dir/name that owner (through `handle`
  * when not 0, on link `gen`); *rep is then its attributes, for the
  * caller to free.  On failure the object is removed (remove_op) and the
  * error returned. */
-int give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
-	       const char *dir, const char *name, uint16_t remove_op,
-	       uint32_t uid, uint32_t gid, struct qc_reply *rep);
+int qc_ops_give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
+		      const char *dir, const char *name, uint16_t remove_op,
+		      uint32_t uid, uint32_t gid, struct qc_reply *rep);
 
 /* --- the callbacks, each answering its request exactly once --- */
 
 /* entries.c */
-void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
-void qc_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
-void qc_forget_multi(fuse_req_t req, size_t count,
-		     struct fuse_forget_data *forgets);
-void qc_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode, dev_t rdev);
-void qc_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-	      mode_t mode);
-void qc_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		const char *name);
-void qc_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
-void qc_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
-void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       fuse_ino_t newparent, const char *newname, unsigned int flags);
-void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-	     const char *newname);
+void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void qc_ops_forget_multi(fuse_req_t req, size_t count,
+			 struct fuse_forget_data *forgets);
+void qc_ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, dev_t rdev);
+void qc_ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode);
+void qc_ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		    const char *name);
+void qc_ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   fuse_ino_t newparent, const char *newname,
+		   unsigned int flags);
+void qc_ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		 const char *newname);
 
 /* attrs.c */
-void qc_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		int valid, struct fuse_file_info *fi);
-void qc_readlink(fuse_req_t req, fuse_ino_t ino);
-void qc_statfs(fuse_req_t req, fuse_ino_t ino);
+void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		    int valid, struct fuse_file_info *fi);
+void qc_ops_readlink(fuse_req_t req, fuse_ino_t ino);
+void qc_ops_statfs(fuse_req_t req, fuse_ino_t ino);
 
 /* files.c */
-void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-	       mode_t mode, struct fuse_file_info *fi);
-void qc_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-	     struct fuse_file_info *fi);
-void qc_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-	      size_t size, off_t off, struct fuse_file_info *fi);
-void qc_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void qc_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-	      struct fuse_file_info *fi);
-void qc_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void qc_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-		  off_t offset, off_t length, struct fuse_file_info *fi);
+void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, struct fuse_file_info *fi);
+void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+void qc_ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		  size_t size, off_t off, struct fuse_file_info *fi);
+void qc_ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		  struct fuse_file_info *fi);
+void qc_ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+		      off_t offset, off_t length, struct fuse_file_info *fi);
 
 /* dirs.c */
-void qc_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void qc_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		struct fuse_file_info *fi);
-void qc_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-		    off_t off, struct fuse_file_info *fi);
-void qc_releasedir(fuse_req_t req, fuse_ino_t ino,
-		   struct fuse_file_info *fi);
+void qc_ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void qc_ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi);
+void qc_ops_releasedir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi);
 
 /* xattrs.c */
-void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 const char *value, size_t size, int flags);
-void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		 size_t size);
-void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
-void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags);
+void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     size_t size);
+void qc_ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 #endif /* QC_OPS_INTERNAL_H */

@@ -106,8 +106,8 @@ static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
 	return qc_call(fs->conn, m, rep);
 }
 
-void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			const char *value, size_t size, int flags)
+void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -137,7 +137,7 @@ void qc_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		r = -E2BIG;
 		goto out;
 	}
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out;
 	qc_set_str(&m.path, path);
@@ -168,7 +168,7 @@ static int xattr_query(fuse_req_t req, struct qft_msg *m, fuse_ino_t ino,
 	struct qc_reply rep;
 	int r;
 
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out_err;
 	qc_set_str(&m->path, path);
@@ -192,8 +192,8 @@ out_err:
 	return r;
 }
 
-void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			size_t size)
+void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     size_t size)
 {
 	struct qc_fs *fs = fs_of(req);
 	bool caps = qc_hint_is_caps(name);
@@ -224,7 +224,7 @@ void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		qc_hint_nocap_note(fs, qc_fs_node(fs, ino), gen, start);
 }
 
-void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+void qc_ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct qc_fs *fs = fs_of(req);
 	struct qft_msg m;
@@ -242,7 +242,7 @@ void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
 }
 
-void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
@@ -259,7 +259,7 @@ void qc_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		r = -ERANGE;
 		goto out;
 	}
-	r = node_path(fs, ino, NULL, path);
+	r = qc_ops_node_path(fs, ino, NULL, path);
 	if (r < 0)
 		goto out;
 	qft_msg_init(&m, QFT_OP_REMOVEXATTR, 0);
