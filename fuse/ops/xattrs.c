@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "net/conn.h"
 #include "fs/commit.h"
@@ -18,6 +19,7 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "ops/internal.h"
+#include "ops/reqlog.h"
 #include "ops/stats.h"
 #include "protocol.h"
 
@@ -61,11 +63,58 @@ static void reply_sync(fuse_req_t req, struct qc_fs *fs, size_t size)
 		fuse_reply_buf(req, text, len);
 }
 
+/* The files being read or written (reqlog.h) as the value of
+ * QC_TRANSFERS_XATTR. */
+static void reply_transfers(fuse_req_t req, size_t size)
+{
+	size_t len = 0;
+	char *text = qc_reqlog_transfers(&len);
+
+	if (!text)
+		fuse_reply_err(req, ENOMEM);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+	free(text);
+}
+
 /* Whether `name` of `ino` is the client's own, not the server's to set. */
 static bool is_own_xattr(fuse_ino_t ino, const char *name)
 {
 	return ino == FUSE_ROOT_ID && (strcmp(name, QC_STATS_XATTR) == 0 ||
 				       strcmp(name, QC_COMMIT_SYNC_XATTR) == 0);
+}
+
+/*
+ * Answers a read of the mount's own attributes of its root: the stats,
+ * the sync report, and the transfers (only reading that one is the
+ * client's; it is not refused to setxattr).  To the mounting user and
+ * root only: with allow_other, other users must not read what this user
+ * does.  Whether `name` was one of them (and so answered).
+ */
+static bool reply_own_xattr(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
+			    const char *name, size_t size)
+{
+	const struct fuse_ctx *ctx;
+	bool transfers = ino == FUSE_ROOT_ID &&
+			 strcmp(name, QC_TRANSFERS_XATTR) == 0;
+
+	if (!transfers && !is_own_xattr(ino, name))
+		return false;
+	ctx = fuse_req_ctx(req);
+	/* What this user's mount does is this user's business. */
+	if (ctx->uid != getuid() && ctx->uid != 0)
+		fuse_reply_err(req, EACCES);
+	else if (transfers)
+		reply_transfers(req, size);
+	else if (strcmp(name, QC_COMMIT_SYNC_XATTR) == 0)
+		reply_sync(req, fs, size);
+	else
+		reply_stats(req, fs, size);
+	return true;
 }
 
 /*
@@ -204,13 +253,8 @@ void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ERANGE);
 		return;
 	}
-	if (is_own_xattr(ino, name)) {
-		if (strcmp(name, QC_COMMIT_SYNC_XATTR) == 0)
-			reply_sync(req, fs, size);
-		else
-			reply_stats(req, fs, size);
+	if (reply_own_xattr(req, fs, ino, name, size))
 		return;
-	}
 	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
 	    qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
 		fuse_reply_err(req, ENODATA);
