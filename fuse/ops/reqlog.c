@@ -68,8 +68,18 @@ struct opsum {
 	int64_t total_ns, max_ns;
 };
 
+/*
+ * The log is one per process, not a field of the mount, because of how
+ * answers reach it: the linker's --wrap turns each fuse_reply_* into a
+ * __wrap_ here that gets only the request, and the request's userdata is
+ * the mount's struct qc_fs (fs layer), which has no room for the ops
+ * layer's state (nor do the stats' live hook and qc_reqlog_summary and
+ * qc_reqlog_log_stats take any).  One session per process makes that one
+ * instance.
+ */
 static struct {
 	pthread_mutex_t lock;
+	/* Set once by qc_reqlog_ops before the session starts. */
 	const struct fuse_lowlevel_ops *real;
 	struct fuse_lowlevel_ops ops;
 	struct qc_fs *fs;
