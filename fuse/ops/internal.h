@@ -15,6 +15,12 @@
  * The callback files call common.c, never one another (no link-time
  * cycle, tests/test_layers.py), and only libfuse, through the table,
  * calls them.
+ *
+ * Helpers return 0 or a negative errno; each callback ends by turning that
+ * into exactly one reply.  Paths are built into stack buffers of
+ * QFT_MAX_PATH + 1 bytes from the node table; a node that lost its name
+ * (unlinked, renamed over) is reached through one of its open handles where
+ * the protocol has a handle form of the operation, and is ENOENT otherwise.
  */
 #ifndef QC_OPS_INTERNAL_H
 #define QC_OPS_INTERNAL_H

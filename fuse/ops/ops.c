@@ -1,12 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * FUSE low-level operations over the protocol (see ops.h).
- *
- * Helpers return 0 or a negative errno; each callback ends by turning that
- * into exactly one reply.  Paths are built into stack buffers of
- * QFT_MAX_PATH + 1 bytes from the node table; a node that lost its name
- * (unlinked, renamed over) is reached through one of its open handles where
- * the protocol has a handle form of the operation, and is ENOENT otherwise.
+ * FUSE low-level operations over the protocol (see ops.h): what the
+ * session asks of the kernel at init, and the table of callbacks, which
+ * live in the files ops/internal.h lists, one per kind.
  */
 #include <fuse_lowlevel.h>
 
