@@ -10,11 +10,12 @@
  *   attrs.c    getattr, setattr, readlink, statfs
  *   files.c    open, create, read, write, flush, fsync, release, fallocate
  *   dirs.c     opendir, readdir, readdirplus, releasedir
- *   xattrs.c   getxattr, setxattr, listxattr, removexattr
+ *   xattrs.c   getxattr, setxattr, listxattr, removexattr, and the
+ *              mount's own attributes of its root (who may read them)
  *
- * The callback files call common.c, never one another (no link-time
- * cycle, tests/test_layers.py), and only libfuse, through the table,
- * calls them.
+ * The callback files call common.c (xattrs.c also the request log for
+ * what it observed, reqlog.h), never one another (no link-time cycle,
+ * tests/test_layers.py), and only libfuse, through the table, calls them.
  *
  * Helpers return 0 or a negative errno; each callback ends by turning that
  * into exactly one reply.  Paths are built into stack buffers of
@@ -36,11 +37,13 @@
 #include "msg.h"
 #include "protocol.h"
 
+/* The mount a request is for (the session's userdata). */
 static inline struct qc_fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
+/* The open file or directory of an open handle the kernel holds. */
 static inline struct qc_file *file_of(const struct fuse_file_info *fi)
 {
 	return (struct qc_file *)(uintptr_t)fi->fh;
