@@ -11,6 +11,10 @@
  * unacknowledged bytes, and their errors are kept for the next write,
  * fsync or close; sequential reads are served from READs sent ahead of
  * the reader.  The filesystem's state is struct qc_fs (fs.h).
+ *
+ * The callbacks are grouped by kind in fuse/ops/: entries.c (names),
+ * attrs.c, files.c, dirs.c and xattrs.c, which also answers the mount's
+ * own attributes (stats.h, commit.h) and decides who may read them.
  */
 #ifndef QC_OPS_H
 #define QC_OPS_H

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "fs/file.h"
 #include "log.h"
@@ -69,8 +68,18 @@ struct opsum {
 	int64_t total_ns, max_ns;
 };
 
+/*
+ * The log is one per process, not a field of the mount, because of how
+ * answers reach it: the linker's --wrap turns each fuse_reply_* into a
+ * __wrap_ here that gets only the request, and the request's userdata is
+ * the mount's struct qc_fs (fs layer), which has no room for the ops
+ * layer's state (nor do the stats' live hook and qc_reqlog_summary and
+ * qc_reqlog_log_stats take any).  One session per process makes that one
+ * instance.
+ */
 static struct {
 	pthread_mutex_t lock;
+	/* Set once by qc_reqlog_ops before the session starts. */
 	const struct fuse_lowlevel_ops *real;
 	struct fuse_lowlevel_ops ops;
 	struct qc_fs *fs;
@@ -442,8 +451,7 @@ static uint64_t backlog(const struct qc_stats *st)
 	return n;
 }
 
-/* "read written age_ms open path" lines, newest activity first. */
-static char *transfers_text(size_t *len)
+char *qc_reqlog_transfers(size_t *len)
 {
 	int64_t now = now_ns();
 	char *text = NULL;
@@ -470,45 +478,7 @@ static char *transfers_text(size_t *len)
 	return text;
 }
 
-static bool own_xattr(const char *name)
-{
-	return strcmp(name, QC_STATS_XATTR) == 0 ||
-	       strcmp(name, QC_TRANSFERS_XATTR) == 0 ||
-	       strcmp(name, QC_COMMIT_SYNC_XATTR) == 0;
-}
-
 /* --- the operations, on their way in --- */
-
-static void w_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		       size_t size)
-{
-	begin(req, OP_GETXATTR, ino, size);
-	if (ino == FUSE_ROOT_ID && own_xattr(name)) {
-		const struct fuse_ctx *ctx = fuse_req_ctx(req);
-
-		/* What this user's mount does is this user's business. */
-		if (ctx->uid != getuid() && ctx->uid != 0) {
-			fuse_reply_err(req, EACCES);
-			return;
-		}
-	}
-	if (ino == FUSE_ROOT_ID && strcmp(name, QC_TRANSFERS_XATTR) == 0) {
-		size_t len = 0;
-		char *text = transfers_text(&len);
-
-		if (!text)
-			fuse_reply_err(req, ENOMEM);
-		else if (size == 0)
-			fuse_reply_xattr(req, len);
-		else if (size < len)
-			fuse_reply_err(req, ERANGE);
-		else
-			fuse_reply_buf(req, text, len);
-		free(text);
-		return;
-	}
-	R.real->getxattr(req, ino, name, size);
-}
 
 static void w_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
@@ -679,6 +649,13 @@ static void w_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	begin(req, OP_SETXATTR, ino, size);
 	R.real->setxattr(req, ino, name, value, size, flags);
+}
+
+static void w_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		       size_t size)
+{
+	begin(req, OP_GETXATTR, ino, size);
+	R.real->getxattr(req, ino, name, size);
 }
 
 static void w_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)

@@ -4,14 +4,15 @@
  * `getfattr -n user.qftfs.stats MOUNTPOINT` prints them as "name value"
  * lines (every value an integer), and `qftfs --stats MOUNTPOINT` prints
  * them for people (--json: one JSON object).  The name is answered by the
- * client for the mount's root only, to the mounting user (and root) only,
- * and never listed, so `cp -a` or `rsync -X` of the mount do not copy it.
+ * client (ops/xattrs.c) for the mount's root only, to the mounting user
+ * (and root) only, and never listed, so `cp -a` or `rsync -X` of the
+ * mount do not copy it.
  *
  * Round trips are what the design counts, so the first lines say how
  * many requests a FUSE thread waited for (each one a round trip on the
  * application's critical path) and how many went out without waiting.
  * Then come what applications did (bytes and files read and written,
- * errors by errno: fuse/reqlog.c counts them where the answers go back to
+ * errors by errno: fuse/ops/reqlog.c counts them where the answers go back to
  * the kernel), and the link's state (round trip, reconnects,
  * compression).
  *

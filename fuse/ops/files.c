@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The callbacks of open files: open, create, read, write, flush, fsync,
+ * release and fallocate, with the open and create that are answered
+ * before the server did (file.h, "Pipelined steps"; see internal.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "net/conn.h"
+#include "fs/dircache.h"
+#include "fs/file.h"
+#include "fs/hints.h"
+#include "msg.h"
+#include "fs/node.h"
+#include "ops/internal.h"
+#include "protocol.h"
+#include "fs/stream.h"
+
+/*
+ * How much of the file an OPEN asks for (QC_OPEN_DATA): the first bytes
+ * come with the answer, so reading a small file costs no round trip of
+ * its own.  Nothing for a file opened to write only or truncate, and
+ * nothing when the kernel may hold its pages already (it would not read
+ * them again); for a file known to be small, its size and one byte more,
+ * so that the answer also says where it ends.
+ */
+static uint64_t open_data_length(struct qc_fs *fs, struct qn_node *n,
+				 int flags)
+{
+	struct qft_attr a;
+
+	if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) ||
+	    fs->readahead == 0 || qn_paged(&fs->nodes, n))
+		return 0;
+	if (qn_get_attr(&fs->nodes, n, &a) && a.size < QC_OPEN_DATA)
+		return a.size + 1;
+	return QC_OPEN_DATA;
+}
+
+/*
+ * Whether an open of node `n` with `flags` may be answered before the
+ * server did, with *a the attributes the file has: a read-only open of a
+ * regular file the server's user may read, named in a leased directory
+ * this client made (rsync opens each file it wrote once more to fchmod
+ * it).  Its refusal is reported by the next read, fsync or close.
+ */
+static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
+			   struct qft_attr *a)
+{
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *parent;
+	uint32_t uid, gid, type;
+	bool ok;
+
+	if (fs->window == 0 || (flags & O_ACCMODE) != O_RDONLY ||
+	    (flags & (O_TRUNC | O_APPEND)) || !qc_ops_current_attr(fs, n, a) ||
+	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
+		return false;
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (uid != 0 && !(a->uid == uid && (a->mode & S_IRUSR)))
+		return false;
+	if (qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
+		return false;
+	ok = qc_dir_leased_name(fs, parent, name, &type) == 1 &&
+	     type == QFT_S_IFREG;
+	qn_unref(&fs->nodes, parent);
+	return ok;
+}
+
+void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct qc_fs *fs = fs_of(req);
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	struct qc_file *f;
+	struct qft_attr a;
+	struct qft_msg m;
+	uint64_t handle, gen = 0;
+	bool same;
+	int r;
+
+	r = qc_ops_node_path(fs, ino, NULL, path);
+	if (r < 0)
+		goto out_err;
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	qft_msg_init(&m, QFT_OP_OPEN, 0);
+	m.handle = handle;
+	qc_set_str(&m.path, path);
+	m.opflags = qc_file_oflags(fs, fi->flags & ~(O_CREAT | O_EXCL));
+	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
+		f->gen = gen;
+		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
+		r = qc_file_step(fs, f, &m, &a);
+		if (r < 0) {
+			qc_file_release(fs, f);
+			goto out_err;
+		}
+		qc_stat_inc(&fs->stats, QC_STAT_OPEN_ASYNC);
+		/* The server's word on the pages comes too late to keep them. */
+		fi->keep_cache = 0;
+		fi->fh = (uintptr_t)f;
+		if (fuse_reply_open(req, fi) != 0)
+			qc_file_release(fs, f);
+		return;
+	}
+	m.length = open_data_length(fs, qc_fs_node(fs, ino), fi->flags);
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
+	/* O_TRUNC (atomic_o_trunc) cut the file under other open handles. */
+	if (m.opflags & QFT_O_TRUNC) {
+		qc_ra_invalidate(fs, qc_fs_node(fs, ino));
+		qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
+	}
+	if (r < 0) {
+		r = qc_file_open_error(fs, qc_fs_node(fs, ino), path, r);
+		goto out_free_handle;
+	}
+	if (qn_replaced(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, false)) {
+		/* Opened something else than the kernel looked up. */
+		qc_reply_free(&rep);
+		qft_msg_init(&m, QFT_OP_CLOSE, 0);
+		m.handle = handle;
+		(void)qc_send_noreply(fs->conn, gen, &m);
+		r = -ESTALE;
+		goto out_free_handle;
+	}
+	f->gen = gen;
+
+	/*
+	 * Cached pages stay valid if the file is as the kernel last saw it;
+	 * otherwise the kernel drops them on this open.
+	 */
+	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, &same);
+	if (rep.msg.opflags & QFT_OPEN_DATA)
+		qc_ra_prime(fs, f, (uint32_t)m.length, &rep);
+	qc_reply_free(&rep);
+	fi->keep_cache = same;
+	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_open(req, fi) != 0)
+		qc_file_release(fs, f);
+	return;
+
+out_free_handle:
+	/* The server bound nothing (or its CLOSE is sent), so the number is
+	 * free at once. */
+	qc_handle_free(fs->conn, gen, handle);
+	qc_file_free(f);
+out_err:
+	fuse_reply_err(req, -r);
+}
+
+/* Hands a created (or pipelined) file f of node n to the kernel. */
+static void reply_create(fuse_req_t req, struct qc_fs *fs,
+			 const struct fuse_entry_param *e, struct qn_node *n,
+			 struct qc_file *f, struct fuse_file_info *fi)
+{
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_create(req, e, fi) != 0) {
+		/* The kernel will neither release the file nor forget it. */
+		qn_forget(&fs->nodes, n, 1);
+		qc_file_release(fs, f);
+	}
+}
+
+
+/*
+ * The attributes a file created by `m` in `parent` will have: the mode
+ * asked for (the kernel applied the umask, the server applies none), the
+ * server's user, and its group or, in a set-group-ID directory, the
+ * directory's.  False when that cannot be known.  Anything the server
+ * does otherwise (a default ACL, a grpid mount) is seen as soon as the
+ * kernel asks again, since predictions are given a validity of 0.
+ */
+static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
+			   const struct qft_msg *m, struct qft_attr *a)
+{
+	struct qft_attr pa;
+	struct timespec ts;
+	uint32_t uid, gid;
+
+	qc_conn_server_ids(fs->conn, &uid, &gid);
+	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
+	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
+	    !qc_ops_may_create_in(&pa, uid, gid))
+		return false;
+	memset(a, 0, sizeof(*a));
+	a->mode = QFT_S_IFREG | m->mode;
+	a->nlink = 1;
+	a->uid = uid;
+	a->gid = (pa.mode & S_ISGID) ? pa.gid : gid;
+	a->blksize = pa.blksize;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	a->atime.sec = a->mtime.sec = a->ctime.sec = ts.tv_sec;
+	a->atime.nsec = a->mtime.nsec = a->ctime.nsec = (uint32_t)ts.tv_nsec;
+	return true;
+}
+
+/*
+ * Whether a create may be answered before the server did.  Without
+ * O_EXCL it may: the kernel asks only for a name it found missing, and
+ * were it there after all, the server opens it as an OPEN would have,
+ * with any error reported by the next write, fsync or close.  With
+ * O_EXCL the answer "created" must never be given for a name that
+ * exists, so only when the server holds a lease on the directory and
+ * the name is absent from it.  -o window=0 asks for synchronous writes,
+ * and gets synchronous creates too.
+ */
+static bool create_may_pipeline(struct qc_fs *fs, struct qn_node *parent,
+				const char *name, int flags)
+{
+	if (fs->window == 0)
+		return false;
+	if (flags & O_EXCL)
+		return qc_dir_leased_absent(fs, parent, name);
+	return true;
+}
+
+/* A create answered at once; the CREATE goes out behind it (file.h,
+ * "Pipelined steps"). */
+static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
+			     fuse_ino_t parent, const char *name,
+			     struct qft_msg *m, const struct qft_attr *a,
+			     struct fuse_file_info *fi)
+{
+	uint64_t cgen = qc_hint_caps_gen(fs), start = qc_now_ns();
+	struct fuse_entry_param e;
+	struct qc_file *f;
+	struct qn_node *n;
+	uint64_t handle, gen;
+	int r;
+
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	f->gen = gen;
+	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, a);
+	if (!n) {
+		qc_handle_free(fs->conn, gen, handle);
+		qc_file_free(f);
+		r = -ENOMEM;
+		goto out_err;
+	}
+	qn_file_attach(&fs->nodes, n, &f->nf, handle);
+	/* Its inode number is the server's to give; the kernel needs one
+	 * now (node.h, "Inode numbers as the kernel is shown them"). */
+	(void)qn_provisional_ino(&fs->nodes, n);
+	/* A file just made has no capability: the kernel's check before
+	 * every write(2) is answered here, not after the CREATE's reply. */
+	qc_hint_nocap_note(fs, n, cgen, start);
+	r = qc_file_step(fs, f, m, a);
+	if (r < 0) {
+		qn_forget(&fs->nodes, n, 1);
+		qn_unlink_node(&fs->nodes, n);
+		qc_file_release(fs, f);
+		goto out_err;
+	}
+	qc_stat_inc(&fs->stats, QC_STAT_CREATE_ASYNC);
+	/* The directory's listing has it, with an inode once answered. */
+	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, a);
+	qc_fs_fill_entry(fs, &e, n, a);
+	e.attr_timeout = 0;
+	reply_create(req, fs, &e, n, f, fi);
+	return;
+out_err:
+	fuse_reply_err(req, -r);
+}
+
+void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, struct fuse_file_info *fi)
+{
+	struct qc_fs *fs = fs_of(req);
+	char path[QFT_MAX_PATH + 1];
+	struct fuse_entry_param e;
+	struct qc_reply rep;
+	struct qft_attr a;
+	struct qc_file *f;
+	struct qn_node *n;
+	struct qft_msg m;
+	uint64_t handle, gen;
+	uint32_t uid, gid;
+	int r, owned;
+
+	if ((r = qc_ops_check_name(name)) < 0 ||
+	    (r = qc_ops_node_path(fs, parent, NULL, path)) < 0)
+		goto out_err;
+	qft_msg_init(&m, QFT_OP_CREATE, 0);
+	qc_set_str(&m.path, path);
+	qc_set_str(&m.name, name);
+	m.opflags = qc_file_oflags(fs, fi->flags & ~O_CREAT);
+	m.mode = mode & 07777;
+	owned = qc_ops_owner_for(req, fs, qc_fs_node(fs, parent), &uid, &gid);
+	if (owned < 0) {
+		r = owned;
+		goto out_err;
+	}
+	/* A file given to its maker is answered with its owner: no
+	 * prediction (multi-user mounts are not the tree-copy path). */
+	if (!owned &&
+	    create_may_pipeline(fs, qc_fs_node(fs, parent), name, fi->flags) &&
+	    predict_create(fs, qc_fs_node(fs, parent), &m, &a)) {
+		create_pipelined(req, fs, parent, name, &m, &a, fi);
+		return;
+	}
+	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
+	if (r < 0)
+		goto out_err;
+	m.handle = handle;
+	r = qc_call_gen(fs->conn, gen, &m, &rep);
+	if (r < 0) {
+		qc_handle_free(fs->conn, gen, handle);
+		/* The name exists after all, or may (a lost reply). */
+		qc_dir_drop(fs, qc_fs_node(fs, parent));
+		r = qc_conn_user_err(r);
+		goto out_free_file;
+	}
+	f->gen = gen;
+	if (owned) {
+		struct qc_reply orep;
+
+		r = qc_ops_give_owner(fs, gen, handle, path, name,
+				       QFT_OP_UNLINK, uid, gid, &orep);
+		qc_reply_free(&rep);
+		if (r < 0) {
+			qc_dir_drop(fs, qc_fs_node(fs, parent));
+			f->nf.handle = handle;
+			qc_file_close(fs, f);
+			goto out_err;
+		}
+		rep = orep;
+	}
+	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, &rep.msg.attr);
+
+	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, &rep.msg.attr);
+	if (!n) {
+		qc_reply_free(&rep);
+		f->nf.handle = handle;
+		qc_file_close(fs, f);
+		r = -ENOMEM;
+		goto out_err;
+	}
+	qc_fs_fill_entry(fs, &e, n, &rep.msg.attr);
+	qc_reply_free(&rep);
+	qn_file_attach(&fs->nodes, n, &f->nf, handle);
+	reply_create(req, fs, &e, n, f, fi);
+	return;
+
+out_free_file:
+	qc_file_free(f);
+out_err:
+	fuse_reply_err(req, -r);
+}
+
+void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	struct qc_fs *fs = fs_of(req);
+	struct qc_file *f = file_of(fi);
+
+	/* From now on the kernel may have the pages (open_data_length);
+	 * once per open file, not a table lock per read. */
+	if (!atomic_exchange(&f->paged_noted, true))
+		qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
+	qc_ra_read(req, fs, f, size, off);
+}
+
+void qc_ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		  size_t size, off_t off, struct fuse_file_info *fi)
+{
+	uint32_t len;
+	int r;
+
+	/* The kernel never sends more than max_write; a larger request
+	 * would just see a short write. */
+	len = (uint32_t)(size < QFT_MAX_DATA ? size : QFT_MAX_DATA);
+	if (len == 0) {
+		fuse_reply_write(req, 0);
+		return;
+	}
+	r = qc_wb_write(fs_of(req), file_of(fi), buf, len, off);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fuse_reply_write(req, len);
+}
+
+void qc_ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -qc_file_flush(fs_of(req), file_of(fi)));
+}
+
+void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		  struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -qc_file_fsync(fs_of(req), file_of(fi), datasync));
+}
+
+void qc_ops_release(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
+{
+	qc_file_release(fs_of(req), file_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+		      off_t offset, off_t length, struct fuse_file_info *fi)
+{
+	struct qc_fs *fs = fs_of(req);
+	struct qc_file *f = file_of(fi);
+	struct qc_reply rep;
+	struct qft_msg m;
+	int r;
+
+	qft_msg_init(&m, QFT_OP_FALLOCATE, 0);
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
+		     FALLOC_FL_ZERO_RANGE)) {
+		r = -EOPNOTSUPP;
+		goto out;
+	}
+	if (offset < 0 || length <= 0 || length > INT64_MAX - offset) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (mode & FALLOC_FL_KEEP_SIZE)
+		m.opflags |= QFT_FALLOC_KEEP_SIZE;
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		m.opflags |= QFT_FALLOC_PUNCH_HOLE;
+	if (mode & FALLOC_FL_ZERO_RANGE)
+		m.opflags |= QFT_FALLOC_ZERO_RANGE;
+	m.offset = (uint64_t)offset;
+	m.length = (uint64_t)length;
+	/* Changed data must be made durable by the next flush as well. */
+	qc_file_changed(f, true);
+	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
+	r = qc_file_call(fs, f, &m, &rep);
+	if (r == 0)
+		qc_reply_free(&rep);
+	/* Punched or zeroed ranges, or a grown file, change what reads see. */
+	qc_ra_invalidate_file(fs, f);
+out:
+	fuse_reply_err(req, -r);
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the FUSE callbacks of fuse/ops/ share, private to them.  ops.c
+ * holds the table (qc_ops) that names the callbacks of the other files:
+ *
+ *   common.c   a node's path, who may create, attributes to predict from,
+ *              the owner of what a caller makes
+ *   entries.c  lookup, forget, mknod, mkdir, symlink, link, unlink, rmdir,
+ *              rename
+ *   attrs.c    getattr, setattr, readlink, statfs
+ *   files.c    open, create, read, write, flush, fsync, release, fallocate
+ *   dirs.c     opendir, readdir, readdirplus, releasedir
+ *   xattrs.c   getxattr, setxattr, listxattr, removexattr, and the
+ *              mount's own attributes of its root (who may read them)
+ *
+ * The callback files call common.c (xattrs.c also the request log for
+ * what it observed, reqlog.h), never one another (no link-time cycle,
+ * tests/test_layers.py), and only libfuse, through the table, calls them.
+ *
+ * Helpers return 0 or a negative errno; each callback ends by turning that
+ * into exactly one reply.  Paths are built into stack buffers of
+ * QFT_MAX_PATH + 1 bytes from the node table; a node that lost its name
+ * (unlinked, renamed over) is reached through one of its open handles where
+ * the protocol has a handle form of the operation, and is ENOENT otherwise.
+ */
+#ifndef QC_OPS_INTERNAL_H
+#define QC_OPS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs/file.h"
+#include "fs/fs.h"
+#include "fs/node.h"
+#include "msg.h"
+#include "protocol.h"
+
+/* The mount a request is for (the session's userdata). */
+static inline struct qc_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* The open file or directory of an open handle the kernel holds. */
+static inline struct qc_file *file_of(const struct fuse_file_info *fi)
+{
+	return (struct qc_file *)(uintptr_t)fi->fh;
+}
+
+/* --- common.c --- */
+
+/* 0, or -ENAMETOOLONG for a name the protocol cannot carry. */
+int qc_ops_check_name(const char *name);
+
+/* The server's path of `ino` (with `name` appended when not NULL) into
+ * `buf` of QFT_MAX_PATH + 1 bytes: 0 or -errno (-ENOENT: no name). */
+int qc_ops_node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
+		     char *buf);
+
+/* Whether the server's user (uid, gid) may create in a directory with
+ * attributes `pa`, as far as its mode bits tell. */
+bool qc_ops_may_create_in(const struct qft_attr *pa, uint32_t uid,
+			  uint32_t gid);
+
+/* Attributes of `n` a prediction may start from, into *a; false: none. */
+bool qc_ops_current_attr(struct qc_fs *fs, struct qn_node *n,
+			 struct qft_attr *a);
+
+/* The owner an object the caller of `req` makes in `parent` must be
+ * given: 1 with *uid, *gid set, 0 when the server's user is right, or
+ * -EPERM. */
+int qc_ops_owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
+		     uint32_t *uid, uint32_t *gid);
+
+/* Gives the object just made at dir/name that owner (through `handle`
+ * when not 0, on link `gen`); *rep is then its attributes, for the
+ * caller to free.  On failure the object is removed (remove_op) and the
+ * error returned. */
+int qc_ops_give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
+		      const char *dir, const char *name, uint16_t remove_op,
+		      uint32_t uid, uint32_t gid, struct qc_reply *rep);
+
+/* --- the callbacks, each answering its request exactly once --- */
+
+/* entries.c */
+void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void qc_ops_forget_multi(fuse_req_t req, size_t count,
+			 struct fuse_forget_data *forgets);
+void qc_ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, dev_t rdev);
+void qc_ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode);
+void qc_ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		    const char *name);
+void qc_ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   fuse_ino_t newparent, const char *newname,
+		   unsigned int flags);
+void qc_ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		 const char *newname);
+
+/* attrs.c */
+void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		    int valid, struct fuse_file_info *fi);
+void qc_ops_readlink(fuse_req_t req, fuse_ino_t ino);
+void qc_ops_statfs(fuse_req_t req, fuse_ino_t ino);
+
+/* files.c */
+void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, struct fuse_file_info *fi);
+void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+void qc_ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		  size_t size, off_t off, struct fuse_file_info *fi);
+void qc_ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		  struct fuse_file_info *fi);
+void qc_ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+		      off_t offset, off_t length, struct fuse_file_info *fi);
+
+/* dirs.c */
+void qc_ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void qc_ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void qc_ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi);
+void qc_ops_releasedir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi);
+
+/* xattrs.c */
+void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags);
+void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     size_t size);
+void qc_ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif /* QC_OPS_INTERNAL_H */

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The callbacks of extended attributes: getxattr, setxattr, listxattr
+ * and removexattr, and the mount's own attributes on its root (see
+ * internal.h).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "net/conn.h"
+#include "fs/commit.h"
+#include "fs/dircache.h"
+#include "fs/file.h"
+#include "fs/hints.h"
+#include "msg.h"
+#include "fs/node.h"
+#include "ops/internal.h"
+#include "ops/reqlog.h"
+#include "ops/stats.h"
+#include "protocol.h"
+
+/* The mount's counters (stats.h) as the value of QC_STATS_XATTR. */
+static void reply_stats(fuse_req_t req, struct qc_fs *fs, size_t size)
+{
+	size_t len = qc_stats_format(&fs->stats, fs->conn, NULL, 0);
+	char *buf;
+
+	if (size == 0) {
+		fuse_reply_xattr(req, len);
+		return;
+	}
+	if (size < len) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	buf = malloc(len + 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	len = qc_stats_format(&fs->stats, fs->conn, buf, len + 1);
+	fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+/* `qftfs --sync` (commit.h): waits, then the report as the value. */
+static void reply_sync(fuse_req_t req, struct qc_fs *fs, size_t size)
+{
+	char text[QFT_MAX_PATH + 256];
+	size_t len;
+
+	qc_commit_sync(fs, text, sizeof(text));
+	len = strlen(text);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+}
+
+/* The files being read or written (reqlog.h) as the value of
+ * QC_TRANSFERS_XATTR. */
+static void reply_transfers(fuse_req_t req, size_t size)
+{
+	size_t len = 0;
+	char *text = qc_reqlog_transfers(&len);
+
+	if (!text)
+		fuse_reply_err(req, ENOMEM);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+	free(text);
+}
+
+/* Whether `name` of `ino` is the client's own, not the server's to set. */
+static bool is_own_xattr(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && (strcmp(name, QC_STATS_XATTR) == 0 ||
+				       strcmp(name, QC_COMMIT_SYNC_XATTR) == 0);
+}
+
+/*
+ * Answers a read of the mount's own attributes of its root: the stats,
+ * the sync report, and the transfers (only reading that one is the
+ * client's; it is not refused to setxattr).  To the mounting user and
+ * root only: with allow_other, other users must not read what this user
+ * does.  Whether `name` was one of them (and so answered).
+ */
+static bool reply_own_xattr(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
+			    const char *name, size_t size)
+{
+	const struct fuse_ctx *ctx;
+	bool transfers = ino == FUSE_ROOT_ID &&
+			 strcmp(name, QC_TRANSFERS_XATTR) == 0;
+
+	if (!transfers && !is_own_xattr(ino, name))
+		return false;
+	ctx = fuse_req_ctx(req);
+	/* What this user's mount does is this user's business. */
+	if (ctx->uid != getuid() && ctx->uid != 0)
+		fuse_reply_err(req, EACCES);
+	else if (transfers)
+		reply_transfers(req, size);
+	else if (strcmp(name, QC_COMMIT_SYNC_XATTR) == 0)
+		reply_sync(req, fs, size);
+	else
+		reply_stats(req, fs, size);
+	return true;
+}
+
+/*
+ * An extended attribute of `n` was set or removed: its ctime changed, and
+ * a POSIX ACL changes its mode too (cp -a sets a directory's mode that
+ * way), so attributes noted before are neither fresh nor trusted.
+ */
+static void xattr_changed_attrs(struct qc_fs *fs, struct qn_node *n)
+{
+	qn_attr_stale(&fs->nodes, n);
+	qn_touch(&fs->nodes, n);
+}
+
+/*
+ * Sends SETXATTR or REMOVEXATTR `m` of `ino`.  While an open handle of it
+ * has WRITEs or steps in flight, on their stream behind them: the server
+ * completes them first, so a WRITE executed after it cannot strip the
+ * file capability it sets (cp -a, tar --xattrs, setcap after a close in
+ * commit=async), and its pipelined CREATE has made the name.  Otherwise
+ * on meta, once no CREATE of the mount is unanswered (the path may name a
+ * file made by one).
+ */
+static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
+			     struct qft_msg *m, struct qc_reply *rep)
+{
+	struct qc_file *f;
+	uint64_t gen, handle;
+	int r;
+
+	f = qc_file_borrow_busy(fs, qc_fs_node(fs, ino));
+	if (f && qc_file_handle(fs, f, &gen, &handle) == 0) {
+		r = qc_call_behind(fs->conn, gen, m, rep);
+		qc_file_put(fs, f);
+		return r;
+	}
+	qc_file_put(fs, f);
+	qc_file_settle(fs);
+	return qc_call(fs->conn, m, rep);
+}
+
+void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags)
+{
+	struct qc_fs *fs = fs_of(req);
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	struct qft_msg m;
+	bool caps;
+	int r;
+
+	qft_msg_init(&m, QFT_OP_SETXATTR, 0);
+	if (is_own_xattr(ino, name)) {
+		r = -EPERM;
+		goto out;
+	}
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (flags & XATTR_CREATE)
+		m.opflags |= QFT_XATTR_CREATE;
+	if (flags & XATTR_REPLACE)
+		m.opflags |= QFT_XATTR_REPLACE;
+	if (strlen(name) > QFT_MAX_XATTR_NAME) {
+		r = -ERANGE;
+		goto out;
+	}
+	if (size > QFT_MAX_XATTR_SIZE) {
+		r = -E2BIG;
+		goto out;
+	}
+	r = qc_ops_node_path(fs, ino, NULL, path);
+	if (r < 0)
+		goto out;
+	qc_set_str(&m.path, path);
+	qc_set_str(&m.xname, name);
+	m.data.p = (const uint8_t *)value;
+	m.data.len = (uint32_t)size;
+	/* The listing's hint first, then the generation (hints.h). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
+	caps = qc_hint_xattr_begin(fs, name);
+	r = xattr_change_call(fs, ino, &m, &rep);
+	if (r == 0)
+		qc_reply_free(&rep);
+	/* Even a failed call may have changed them (a lost reply). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
+	xattr_changed_attrs(fs, qc_fs_node(fs, ino));
+	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
+out:
+	fuse_reply_err(req, -r);
+}
+
+/* GETXATTR and LISTXATTR: size 0 asks for the size only.  Returns what
+ * was answered: 0 or the negative errno. */
+static int xattr_query(fuse_req_t req, struct qft_msg *m, fuse_ino_t ino,
+		       size_t size, size_t max)
+{
+	struct qc_fs *fs = fs_of(req);
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	int r;
+
+	r = qc_ops_node_path(fs, ino, NULL, path);
+	if (r < 0)
+		goto out_err;
+	qc_set_str(&m->path, path);
+	m->length = size < max ? size : max;
+	r = qc_call(fs->conn, m, &rep);
+	if (r < 0)
+		goto out_err;
+	if (size == 0) {
+		fuse_reply_xattr(req, (size_t)rep.msg.count);
+	} else if (rep.msg.data.len > size) {
+		r = -ERANGE;
+		fuse_reply_err(req, ERANGE);
+	} else {
+		fuse_reply_buf(req, (const char *)rep.msg.data.p,
+			       rep.msg.data.len);
+	}
+	qc_reply_free(&rep);
+	return r;
+out_err:
+	fuse_reply_err(req, -r);
+	return r;
+}
+
+void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     size_t size)
+{
+	struct qc_fs *fs = fs_of(req);
+	bool caps = qc_hint_is_caps(name);
+	uint64_t gen = qc_hint_caps_gen(fs), start = qc_now_ns();
+	struct qft_msg m;
+
+	if (strlen(name) > QFT_MAX_XATTR_NAME) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	if (reply_own_xattr(req, fs, ino, name, size))
+		return;
+	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
+	    qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	qc_file_settle(fs);
+	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
+	qc_set_str(&m.xname, name);
+	if (xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE) == -ENODATA &&
+	    caps)
+		qc_hint_nocap_note(fs, qc_fs_node(fs, ino), gen, start);
+}
+
+void qc_ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct qc_fs *fs = fs_of(req);
+	struct qft_msg m;
+
+	if (qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
+		if (size == 0)
+			fuse_reply_xattr(req, 0);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+
+	qc_file_settle(fs);
+	qft_msg_init(&m, QFT_OP_LISTXATTR, 0);
+	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
+}
+
+void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct qc_fs *fs = fs_of(req);
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	struct qft_msg m;
+	bool caps;
+	int r;
+
+	if (is_own_xattr(ino, name)) {
+		r = -EPERM;
+		goto out;
+	}
+	if (strlen(name) > QFT_MAX_XATTR_NAME) {
+		r = -ERANGE;
+		goto out;
+	}
+	r = qc_ops_node_path(fs, ino, NULL, path);
+	if (r < 0)
+		goto out;
+	qft_msg_init(&m, QFT_OP_REMOVEXATTR, 0);
+	qc_set_str(&m.path, path);
+	qc_set_str(&m.xname, name);
+	/* Removing it cannot make a capability appear, but a GETXATTR
+	 * answered around it says nothing reliable either way. */
+	/* The listing's hint first, then the generation (hints.h). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
+	caps = qc_hint_xattr_begin(fs, name);
+	r = xattr_change_call(fs, ino, &m, &rep);
+	if (r == 0)
+		qc_reply_free(&rep);
+	/* Even a failed call may have changed them (a lost reply). */
+	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
+	xattr_changed_attrs(fs, qc_fs_node(fs, ino));
+	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
+out:
+	fuse_reply_err(req, -r);
+}
