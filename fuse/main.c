@@ -43,13 +43,13 @@
 #include "protocol.h"
 #include "ops/reqlog.h"
 #include "cli/statcmd.h"
+#include "net/local.h"
+#include "net/remote.h"
 #include "net/transport.h"
 
 #define EXIT_USAGE        2
-#define HELLO_TIMEOUT_S   30
 #define SHUTDOWN_WAIT_MS  10000
 #define REAP_WAIT_MS      5000
-#define RELAY_WAIT_MS     2000
 /* Worker threads, and so requests the kernel can have in flight. */
 #define MAX_THREADS       32
 
@@ -79,251 +79,6 @@ static int run_loop(struct fuse_session *se, bool single)
 	fuse_loop_cfg_set_max_threads(cfg, MAX_THREADS);
 	r = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
-	return r;
-}
-
-/*
- * The server a local mount talks to, started for the first connection and
- * again for every reconnect (qc_transport_ops; ep->priv is a heap-allocated
- * struct qc_transport).
- */
-struct local_tr {
-	const char *server;        /* -o server=, or NULL for the default */
-	const char *root;
-	bool capture;              /* daemonized: relay its stderr to the log */
-	bool follow;               /* -o follow_symlinks */
-	struct qc_transport *first; /* the first one, until qc_conn_start */
-};
-
-static int local_open(void *ctx, struct qc_endpoint *ep)
-{
-	struct local_tr *lt = ctx;
-	struct qc_transport *t;
-	int r;
-
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	r = qc_transport_spawn(t, lt->server, lt->root, lt->follow,
-			       lt->capture);
-	if (r < 0) {
-		qft_err("cannot start the server: %s", strerror(-r));
-		qc_transport_free(t, 0);
-		free(t);
-		return r;
-	}
-	if (lt->capture && (r = qc_transport_relay_start(t)) < 0)
-		qft_warn("cannot relay the server's messages: %s",
-			 strerror(-r));
-	ep->fd = t->fd;
-	ep->sealed = false;
-	ep->meta = true;
-	ep->meta_fd = t->meta_fd;
-	t->meta_fd = -1;
-	ep->priv = t;
-	return 0;
-}
-
-static void local_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
-			bool clean)
-{
-	struct qc_transport *t = ep->priv;
-	char desc[128];
-	int status = 0;
-
-	(void)ctx;
-	if (!clean)
-		qc_transport_kill(t, timeout_ms, NULL);
-	else if (qc_transport_reap(t, timeout_ms, &status) == 0 && status)
-		qft_warn("server %s",
-			 qc_transport_status_str(status, desc, sizeof(desc)));
-	qc_transport_free(t, RELAY_WAIT_MS);
-	free(t);
-}
-
-static const struct qc_transport_ops local_ops = {
-	.open = local_open,
-	.close = local_close,
-};
-
-/* The same for a remote mount: the whole bootstrap each time (ep->priv is
- * a heap-allocated struct qc_boot). */
-struct remote_tr {
-	struct qc_boot_opts bo;    /* batch (no prompts) once mounted */
-	struct qc_boot *first;     /* the first one, until qc_conn_start */
-};
-
-/* Hands the data plane of a finished bootstrap to an endpoint. */
-static void boot_endpoint(struct qc_boot *b, struct qc_endpoint *ep)
-{
-	ep->fd = b->data_fd;
-	b->data_fd = -1;
-	ep->sealed = true;
-	ep->cipher = b->cipher;
-	ep->keys = b->keys;
-	qft_session_keys_wipe(&b->keys);
-	ep->priv = b;
-}
-
-static int remote_open(void *ctx, struct qc_endpoint *ep)
-{
-	struct remote_tr *rt = ctx;
-	struct qc_boot *b;
-	int r;
-
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return -ENOMEM;
-	r = qc_boot_open(b, &rt->bo);
-	if (r < 0) {
-		free(b);
-		return r;
-	}
-	boot_endpoint(b, ep);
-	return 0;
-}
-
-static void remote_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
-			 bool clean)
-{
-	struct qc_boot *b = ep->priv;
-
-	(void)ctx;
-	(void)clean;
-	/* Closing the channel ends the server, if it is still there. */
-	qc_boot_close(b, timeout_ms);
-	free(b);
-}
-
-static int remote_open_meta(void *ctx, struct qc_endpoint *ep)
-{
-	struct remote_tr *rt = ctx;
-	int r;
-
-	r = qc_boot_open_meta(ep->priv, &rt->bo, &ep->meta_fd,
-			      &ep->meta_keys);
-	if (r == 0)
-		ep->meta = true;
-	return r;
-}
-
-static const struct qc_transport_ops remote_ops = {
-	.open = remote_open,
-	.close = remote_close,
-	.open_meta = remote_open_meta,
-};
-
-/* Starts the server, says HELLO; on failure explains why, from the
- * server's own words and exit status. */
-static int start_local(struct qc_fs *fs, struct local_tr *lt,
-		       const struct qc_conn_opts *co)
-{
-	char msg[QFT_MAX_ERRMSG + 128], desc[128];
-	struct qc_endpoint ep = { .fd = -1, .meta_fd = -1 };
-	struct qc_transport *t;
-	int status = 0, r;
-	bool reaped;
-
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		fprintf(stderr, "qftfs: out of memory\n");
-		return -ENOMEM;
-	}
-	r = qc_transport_spawn(t, lt->server, lt->root, lt->follow,
-			       lt->capture);
-	if (r < 0) {
-		fprintf(stderr, "qftfs: cannot start the server: %s\n",
-			strerror(-r));
-		goto out_free;
-	}
-	ep.fd = t->fd;
-	ep.meta = true;
-	ep.meta_fd = t->meta_fd;
-	t->meta_fd = -1;
-	ep.priv = t;
-	r = qc_conn_new(&fs->conn, co, &ep);
-	if (r < 0) {
-		fprintf(stderr, "qftfs: %s\n", strerror(-r));
-		qc_transport_reap(t, REAP_WAIT_MS, NULL);
-		goto out_free;
-	}
-	r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
-	if (r == 0) {
-		lt->first = t;
-		return 0;
-	}
-
-	/* The transport stays ours (-1), for its exit status and stderr. */
-	qc_conn_shutdown(fs->conn, 0, -1);
-	qc_conn_free(fs->conn);
-	fs->conn = NULL;
-	reaped = qc_transport_reap(t, REAP_WAIT_MS, &status) == 0;
-	/* What the server said (such as why exec failed) comes first. */
-	qc_transport_copy_stderr(t, 1000);
-	if (r != -EPIPE)
-		fprintf(stderr, "qftfs: %s\n", msg);
-	else if (reaped)
-		fprintf(stderr, "qftfs: the server '%s' did not start (%s)\n",
-			t->argv0,
-			qc_transport_status_str(status, desc, sizeof(desc)));
-	else
-		fprintf(stderr, "qftfs: the server '%s' did not start\n",
-			t->argv0);
-	/* getopt's own words come first; this says what to do about them. */
-	if (r == -EPIPE && reaped && lt->follow && WIFEXITED(status) &&
-	    WEXITSTATUS(status) == 2)
-		fprintf(stderr, "qftfs: -o follow_symlinks needs a qftfs-server "
-			"that knows --follow-symlinks: update '%s', or mount "
-			"without follow_symlinks\n", t->argv0);
-out_free:
-	qc_transport_free(t, RELAY_WAIT_MS);
-	free(t);
-	return r;
-}
-
-/* Logs in, starts the server, opens the data plane, says HELLO. */
-static int start_remote(struct qc_fs *fs, struct remote_tr *rt,
-			const struct qc_conn_opts *co)
-{
-	char msg[QFT_MAX_ERRMSG + 128];
-	struct qc_endpoint ep = { .fd = -1, .meta_fd = -1 };
-	struct qc_boot *b;
-	int r;
-
-	b = calloc(1, sizeof(*b));
-	if (!b) {
-		fprintf(stderr, "qftfs: out of memory\n");
-		return -ENOMEM;
-	}
-	r = qc_boot_open(b, &rt->bo);
-	if (r < 0) {
-		free(b);
-		return r;
-	}
-	boot_endpoint(b, &ep);
-	r = qc_conn_new(&fs->conn, co, &ep);
-	if (r < 0) {
-		fprintf(stderr, "qftfs: cannot set up the data plane: %s\n",
-			strerror(-r));
-		qc_boot_close(b, REAP_WAIT_MS);
-		free(b);
-		return r;
-	}
-	r = qc_conn_hello(fs->conn, HELLO_TIMEOUT_S, msg, sizeof(msg));
-	if (r == 0) {
-		rt->first = b;
-		return 0;
-	}
-
-	if (r == -EPIPE)
-		snprintf(msg, sizeof(msg), "qftfs-server closed the data "
-			 "connection during the handshake");
-	qc_conn_shutdown(fs->conn, 0, -1);
-	qc_conn_free(fs->conn);
-	fs->conn = NULL;
-	qc_boot_close(b, REAP_WAIT_MS);
-	free(b);
-	fprintf(stderr, "qftfs: %s\n", msg);
 	return r;
 }
 
@@ -687,7 +442,7 @@ int main(int argc, char *argv[])
 		co.host = rem.host;
 		co.ops = &remote_ops;
 		co.ops_ctx = &rt;
-		r = start_remote(&fs, &rt, &co);
+		r = start_remote(&fs.conn, &rt, &co);
 	} else {
 		lt.server = cl.server;
 		lt.root = root;
@@ -696,7 +451,7 @@ int main(int argc, char *argv[])
 		co.host = "the local server";
 		co.ops = &local_ops;
 		co.ops_ctx = &lt;
-		r = start_local(&fs, &lt, &co);
+		r = start_local(&fs.conn, &lt, &co);
 	}
 	if (r < 0)
 		goto out_destroy_session;
