@@ -43,6 +43,8 @@
 #include "protocol.h"
 #include "ops/reqlog.h"
 #include "cli/statcmd.h"
+#include "cli/sync.h"
+#include "cli/usr1.h"
 #include "net/local.h"
 #include "net/remote.h"
 #include "net/transport.h"
@@ -83,51 +85,6 @@ static int run_loop(struct fuse_session *se, bool single)
 }
 
 /*
- * commit=async: what the application was told is done must be on the
- * server before the connection ends, and what failed must be said.
- */
-static int drain(struct qc_fs *fs)
-{
-	char text[QFT_MAX_PATH + 256];
-	int r;
-
-	r = qc_commit_sync(fs, text, sizeof(text));
-	qc_commit_stop(fs);
-	if (r < 0)
-		qft_err("unmount: writes queued with commit=async failed: %s",
-			text);
-	return r;
-}
-
-/*
- * `qftfs --sync MOUNTPOINT`: waits until everything written to the mount
- * is on the server's disk and reports what failed since the last time.
- * The kernel does not pass sync(2) or syncfs(2) on to a FUSE file
- * system, so the mount answers an attribute of its root instead.
- */
-static int sync_mount(const char *mnt)
-{
-	char text[QFT_MAX_PATH + 256];
-	ssize_t n;
-
-	n = getxattr(mnt, QC_COMMIT_SYNC_XATTR, text, sizeof(text) - 1);
-	if (n < 0) {
-		int e = errno;
-
-		fprintf(stderr, "qftfs: --sync %s: %s%s\n", mnt, strerror(e),
-			e == ENOTSUP || e == ENODATA || e == EOPNOTSUPP ?
-			" (not the root of a qftfs mount?)" : "");
-		return 1;
-	}
-	text[n] = '\0';
-	if (strncmp(text, "errors 0\n", 9) == 0)
-		return 0;
-	fprintf(stderr, "qftfs: %s: writes failed after close():\n%s", mnt,
-		text);
-	return 1;
-}
-
-/*
  * Ends the connection and what it runs over.  False when a reconnect
  * attempt would not stop in time and was left to the exiting process
  * (nothing it uses may be freed then).
@@ -143,49 +100,6 @@ static bool stop_conn(struct qc_conn *conn, struct remote_tr *rt)
 			 strerror(-r));
 	return qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS, REAP_WAIT_MS) !=
 	       -EINPROGRESS;
-}
-
-/* SIGUSR1 logs the statistics (qc_reqlog_log_stats) instead of ending
- * the process: a thread of its own waits for it. */
-static pthread_t usr1_thread;
-static bool usr1_running;
-static atomic_bool usr1_quit;
-
-static void *usr1_main(void *arg)
-{
-	sigset_t set;
-	int sig;
-
-	(void)arg;
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	while (sigwait(&set, &sig) == 0 && !atomic_load(&usr1_quit))
-		qc_reqlog_log_stats();
-	return NULL;
-}
-
-static int usr1_start(void)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
-		return -EINVAL;
-	if (pthread_create(&usr1_thread, NULL, usr1_main, NULL) != 0)
-		return -EAGAIN;
-	usr1_running = true;
-	return 0;
-}
-
-static void usr1_stop(void)
-{
-	if (!usr1_running)
-		return;
-	atomic_store(&usr1_quit, true);
-	pthread_kill(usr1_thread, SIGUSR1);
-	pthread_join(usr1_thread, NULL);
-	usr1_running = false;
 }
 
 int main(int argc, char *argv[])
