@@ -105,7 +105,7 @@ static bool stop_conn(struct qc_conn *conn, struct remote_tr *rt)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cmdline cl = { 0 };
+	struct qc_cmdline cl = { 0 };
 	struct qc_remote rem = { 0 };
 	struct local_tr lt = { 0 };
 	struct remote_tr rt = { 0 };
@@ -120,7 +120,6 @@ int main(int argc, char *argv[])
 	char *root = NULL, *mnt = NULL;
 	int ret = 1, r;
 	bool remote, lost, ssh_inited = false;
-	struct stat st;
 
 	ensure_std_fds();
 	/* A server that died must be an error code, not a signal. */
@@ -136,148 +135,24 @@ int main(int argc, char *argv[])
 		return sync_mount(argv[2]);
 	}
 
-	qc_compat_init(&cl.compat);
-	if (fuse_opt_parse(&args, &cl, cmdline_opts, cmdline_proc) == -1 ||
-	    apply_compat(&cl) < 0) {
-		fprintf(stderr, "Try 'qftfs --help' for more information.\n");
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	if (cl.help) {
-		usage();
+	r = qc_cmdline_parse(&args, &cl);
+	if (r == 0 && (cl.help || cl.version)) {
+		if (cl.help)
+			qc_cmdline_usage();
+		else
+			qc_cmdline_version();
 		fflush(stdout);
 		ret = 0;
 		goto out_free_args;
 	}
-	if (cl.version) {
-		printf("qftfs version %s\n", QFT_VERSION_STRING);
-		printf("qftfs protocol version %u\n", QFT_VERSION);
-		printf("FUSE library version %s\n", fuse_pkgversion());
-		fflush(stdout);
-		fuse_lowlevel_version();
-		ret = 0;
-		goto out_free_args;
-	}
-	if (!cl.source || !cl.mountpoint) {
-		fprintf(stderr, "qftfs: %s\n"
-			"usage: qftfs [options] SOURCE MOUNTPOINT\n"
-			"Try 'qftfs --help' for more information.\n",
-			cl.source ? "missing MOUNTPOINT" :
-				    "missing SOURCE and MOUNTPOINT");
+	remote = cl.source && qc_boot_is_remote(cl.source);
+	if (r < 0 || qc_cmdline_settings(&cl, &fs, &dircache_max, &co) < 0 ||
+	    (r = qc_cmdline_login(&cl, remote, &rem, &rt.bo, &co)) == -EINVAL) {
 		ret = EXIT_USAGE;
 		goto out_free_args;
 	}
-	qc_compat_print_notes(&cl.compat);
-	{
-		struct qc_idmap_opts io = {
-			.idmap = cl.idmap, .uidfile = cl.uidfile,
-			.gidfile = cl.gidfile, .nomap = cl.nomap,
-			.uid = cl.uid, .gid = cl.gid, .umask = cl.umask,
-		};
-
-		if (qc_idmap_setup(&io) < 0) {
-			ret = EXIT_USAGE;
-			goto out_free_args;
-		}
-	}
-	if ((cl.batch && strcmp(cl.batch, "yes") != 0 &&
-	     strcmp(cl.batch, "no") != 0) ||
-	    (cl.identities_only && strcmp(cl.identities_only, "yes") != 0 &&
-	     strcmp(cl.identities_only, "no") != 0)) {
-		fprintf(stderr, "qftfs: invalid %s '%s': expected yes or no\n",
-			cl.batch && strcmp(cl.batch, "yes") &&
-			strcmp(cl.batch, "no") ? "BatchMode" : "IdentitiesOnly",
-			cl.batch && strcmp(cl.batch, "yes") &&
-			strcmp(cl.batch, "no") ? cl.batch : cl.identities_only);
-		ret = EXIT_USAGE;
+	if (r < 0)
 		goto out_free_args;
-	}
-	if (parse_seconds("entry_timeout", cl.entry_timeout, 1.0,
-			  &fs.entry_timeout) < 0 ||
-	    parse_seconds("attr_timeout", cl.attr_timeout, 1.0,
-			  &fs.attr_timeout) < 0 ||
-	    parse_seconds("negative_timeout", cl.negative_timeout, 0.0,
-			  &fs.negative_timeout) < 0) {
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	if (cl.commit && strcmp(cl.commit, "close") != 0 &&
-	    strcmp(cl.commit, "none") != 0 &&
-	    strcmp(cl.commit, "async") != 0) {
-		fprintf(stderr, "qftfs: invalid commit '%s': expected close, "
-			"none or async\n", cl.commit);
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	fs.commit_none = cl.commit && strcmp(cl.commit, "none") == 0;
-	if (cl.dircache && qc_dir_parse_max(cl.dircache, &dircache_max) < 0) {
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	fs.commit.on = cl.commit && strcmp(cl.commit, "async") == 0;
-	fs.multi_user = cl.allow_other;
-	if (qc_fs_set_sizes(&fs, cl.window, cl.readahead) < 0) {
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	if (cl.server && !cl.server[strspn(cl.server, " \t")]) {
-		fprintf(stderr, "qftfs: empty server command\n");
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	if ((cl.timeout &&
-	     qc_conn_parse_seconds("timeout", cl.timeout, false,
-				   &co.timeout_s) < 0) ||
-	    (cl.keepalive &&
-	     qc_conn_parse_seconds("keepalive", cl.keepalive, true,
-				   &co.keepalive_s) < 0)) {
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	if (cl.reconnect && strcmp(cl.reconnect, "yes") != 0 &&
-	    strcmp(cl.reconnect, "no") != 0) {
-		fprintf(stderr, "qftfs: invalid reconnect '%s': expected yes "
-			"or no\n", cl.reconnect);
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	co.reconnect = !cl.reconnect || strcmp(cl.reconnect, "yes") == 0;
-	if (cl.compress && qft_lz4_mode_parse(cl.compress, &co.compress) < 0) {
-		fprintf(stderr, "qftfs: invalid compress '%s': expected none, "
-			"lz4 or auto\n", cl.compress);
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-
-	remote = qc_boot_is_remote(cl.source);
-	if (!remote)
-		note_ssh_options(&cl);
-	if (remote && qc_boot_parse_source(cl.source, &rem) < 0) {
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	if (remote && !rem.user && cl.ssh_user &&
-	    !(rem.user = strdup(cl.ssh_user))) {
-		fprintf(stderr, "qftfs: out of memory\n");
-		goto out_free_args;
-	}
-	if (remote && cl.subdir) {
-		char *d = join_subdir(rem.dir, cl.subdir);
-
-		if (!d) {
-			fprintf(stderr, "qftfs: out of memory\n");
-			goto out_free_args;
-		}
-		free(rem.dir);
-		rem.dir = d;
-	}
-	if (remote_opts(&cl, remote ? &rem : NULL, &rt.bo) < 0) {
-		ret = EXIT_USAGE;
-		goto out_free_args;
-	}
-	rt.bo.ssh.batch = cl.batch && strcmp(cl.batch, "yes") == 0;
-	rt.bo.timeout_s = rt.bo.ssh.timeout_s = co.timeout_s;
-	rt.bo.keepalive_s = rt.bo.ssh.keepalive_s = co.keepalive_s;
 	if (remote) {
 		if (qc_ssh_global_init() < 0) {
 			fprintf(stderr, "qftfs: cannot initialise libssh2\n");
@@ -285,38 +160,14 @@ int main(int argc, char *argv[])
 		}
 		ssh_inited = true;
 	}
-	if (!remote) {
-		char *src = join_subdir(cl.source, cl.subdir);
-
-		root = src ? realpath(src, NULL) : NULL;
-		free(src);
-		if (!root) {
-			fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
-				cl.source, strerror(errno));
-			goto out_free_args;
-		}
-		if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
-			fprintf(stderr, "qftfs: source '%s' is not a "
-				"directory\n", cl.source);
-			goto out_free_args;
-		}
-	}
-	mnt = mountpoint_path(cl.mountpoint);
-	if (!mnt) {
-		fprintf(stderr, "qftfs: bad mount point '%s': %s\n",
-			cl.mountpoint, strerror(errno));
+	if ((!remote && qc_cmdline_root(&cl, &root) < 0) ||
+	    qc_cmdline_mountpoint(&cl, &mnt) < 0)
 		goto out_free_args;
-	}
 
 	if (cl.debug)
 		qft_log_set_level(QFT_LOG_DEBUG);
-	if ((!cl.subtype_given &&
-	     add_mount_opt(&args, "subtype", "qftfs") < 0) ||
-	    (!cl.fsname_given &&
-	     add_mount_opt(&args, "fsname", cl.source) < 0)) {
-		fprintf(stderr, "qftfs: out of memory\n");
+	if (qc_cmdline_mount_opts(&cl, &args) < 0)
 		goto out_free_args;
-	}
 	if (qc_fs_init(&fs) < 0) {
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_args;
@@ -340,12 +191,10 @@ int main(int argc, char *argv[])
 		  (unsigned long long)fs.readahead, dircache_max,
 		  rt.bo.ssh.batch ? "yes" : "no");
 	/* After every option is known good, before the server starts. */
-	if (check_mountpoint(mnt) < 0)
+	if (qc_cmdline_check_mountpoint(mnt) < 0)
 		goto out_destroy_session;
 
 	fs.se = se;
-	fs.follow = cl.follow_symlinks;
-	co.want_follow = cl.follow_symlinks;
 	/* Leases: the server says when a cached directory changed. */
 	if (fs.dirs) {
 		co.want_notify = true;
@@ -471,45 +320,7 @@ out_free_args:
 	qft_log_set_tag(NULL);
 	free(mnt);
 	free(root);
-	free(cl.source);
-	free(cl.mountpoint);
-	free(cl.server);
-	free(cl.install);
-	free(cl.server_binaries);
-	free(cl.entry_timeout);
-	free(cl.attr_timeout);
-	free(cl.negative_timeout);
-	free(cl.dircache);
-	free(cl.commit);
-	free(cl.port);
-	free(cl.config_file);
-	for (int i = 0; i < cl.n_identity; i++)
-		free(cl.identity[i]);
-	free(cl.known_hosts);
-	free(cl.strict);
-	free(cl.cipher);
-	free(cl.transport);
-	free(cl.window);
-	free(cl.readahead);
-	free(cl.compress);
-	free(cl.timeout);
-	free(cl.keepalive);
-	free(cl.reconnect);
-	free(cl.ssh_user);
-	free(cl.ssh_command);
-	for (int i = 0; i < cl.n_ssh_extra; i++)
-		free(cl.ssh_extra[i]);
-	free(cl.batch);
-	free(cl.identities_only);
-	free(cl.subdir);
-	free(cl.idmap);
-	free(cl.uidfile);
-	free(cl.gidfile);
-	free(cl.nomap);
-	free(cl.uid);
-	free(cl.gid);
-	free(cl.umask);
-	qc_compat_free(&cl.compat);
+	qc_cmdline_free(&cl);
 	qc_idmap_free();
 	qc_remote_free(&rem);
 	if (ssh_inited)

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The command line of a mount (options.h).
+ * The command line of a mount (options.h): libfuse's option parser fills
+ * struct qc_cmdline from the table below, then each check turns a string
+ * into the setting of the layer that owns it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -15,9 +18,16 @@
 
 #include "cli/compat.h"
 #include "cli/options.h"
+#include "config.h"
+#include "fs/dircache.h"
+#include "fs/fs.h"
+#include "fs/idmap.h"
 #include "login/bootstrap.h"
 #include "login/install.h"
 #include "login/ssh.h"
+#include "lz4chunk.h"
+#include "net/conn.h"
+#include "protocol.h"
 
 enum {
 	KEY_HELP,
@@ -31,9 +41,9 @@ enum {
 	KEY_SSH_OPTION,
 };
 
-#define OPT(t, field) { t, offsetof(struct cmdline, field), 0 }
+#define OPT(t, field) { t, offsetof(struct qc_cmdline, field), 0 }
 
-const struct fuse_opt cmdline_opts[] = {
+static const struct fuse_opt cmdline_opts[] = {
 	OPT("server=%s", server),
 	OPT("entry_timeout=%s", entry_timeout),
 	OPT("attr_timeout=%s", attr_timeout),
@@ -68,8 +78,8 @@ const struct fuse_opt cmdline_opts[] = {
 	OPT("uid=%s", uid),
 	OPT("gid=%s", gid),
 	OPT("umask=%s", umask),
-	{ "password_stdin", offsetof(struct cmdline, password_stdin), 1 },
-	{ "follow_symlinks", offsetof(struct cmdline, follow_symlinks), 1 },
+	{ "password_stdin", offsetof(struct qc_cmdline, password_stdin), 1 },
+	{ "follow_symlinks", offsetof(struct qc_cmdline, follow_symlinks), 1 },
 	FUSE_OPT_KEY("IdentityFile=", KEY_IDENTITY),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -85,7 +95,7 @@ const struct fuse_opt cmdline_opts[] = {
 	FUSE_OPT_END
 };
 
-void usage(void)
+void qc_cmdline_usage(void)
 {
 	printf(
 "usage: qftfs [options] SOURCE MOUNTPOINT\n"
@@ -215,10 +225,10 @@ void usage(void)
 	qc_compat_help();
 }
 
-int cmdline_proc(void *data, const char *arg, int key,
+static int cmdline_proc(void *data, const char *arg, int key,
 			struct fuse_args *outargs)
 {
-	struct cmdline *cl = data;
+	struct qc_cmdline *cl = data;
 	int r;
 
 	switch (key) {
@@ -268,7 +278,7 @@ int cmdline_proc(void *data, const char *arg, int key,
 		cl->subtype_given = 1;
 		return 1;
 	case KEY_SSH_OPTION:
-		if (cl->n_ssh_extra == MAX_IDENTITY) {
+		if (cl->n_ssh_extra == QC_CMDLINE_MAX_IDENTITY) {
 			fprintf(stderr, "qftfs: too many ssh options\n");
 			return -1;
 		}
@@ -276,9 +286,9 @@ int cmdline_proc(void *data, const char *arg, int key,
 			strdup(arg + strlen("ssh_option="));
 		return cl->ssh_extra[cl->n_ssh_extra++] ? 0 : -1;
 	case KEY_IDENTITY:
-		if (cl->n_identity == MAX_IDENTITY) {
+		if (cl->n_identity == QC_CMDLINE_MAX_IDENTITY) {
 			fprintf(stderr, "qftfs: at most %d IdentityFile options\n",
-				MAX_IDENTITY);
+				QC_CMDLINE_MAX_IDENTITY);
 			return -1;
 		}
 		arg += strlen("IdentityFile=");
@@ -296,7 +306,7 @@ int cmdline_proc(void *data, const char *arg, int key,
  * The qftfs options that sshfs and ssh options were mapped to (compat.h)
  * go through the same table as the user's own, after them.
  */
-int apply_compat(struct cmdline *cl)
+static int apply_compat(struct qc_cmdline *cl)
 {
 	struct fuse_args nargs = FUSE_ARGS_INIT(0, NULL);
 	int r;
@@ -325,7 +335,7 @@ int apply_compat(struct cmdline *cl)
 
 /* A local source logs in nowhere: ssh options given for it say so once
  * rather than being dropped without a word. */
-void note_ssh_options(const struct cmdline *cl)
+static void note_ssh_options(const struct qc_cmdline *cl)
 {
 	const struct {
 		bool given;
@@ -356,7 +366,7 @@ void note_ssh_options(const struct cmdline *cl)
 }
 
 /* sshfs's subdir=: DIR below the directory SOURCE names. */
-char *join_subdir(const char *dir, const char *sub)
+static char *join_subdir(const char *dir, const char *sub)
 {
 	char *out;
 
@@ -375,7 +385,7 @@ char *join_subdir(const char *dir, const char *sub)
  * the background (a regular file as the mount point mounts, and then
  * every access fails): said here, with exit 1.
  */
-int check_mountpoint(const char *mnt)
+int qc_cmdline_check_mountpoint(const char *mnt)
 {
 	struct stat st;
 
@@ -401,7 +411,7 @@ int check_mountpoint(const char *mnt)
 	return 0;
 }
 
-int parse_seconds(const char *name, const char *s, double def,
+static int parse_seconds(const char *name, const char *s, double def,
 			 double *out)
 {
 	char *end;
@@ -426,7 +436,7 @@ int parse_seconds(const char *name, const char *s, double def,
  * The ssh side of the command line, checked before anything connects so
  * that a typo is a usage error (exit 2).
  */
-int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
+static int remote_opts(const struct qc_cmdline *cl, struct qc_remote *rem,
 		       struct qc_boot_opts *bo)
 {
 	memset(bo, 0, sizeof(*bo));
@@ -487,7 +497,7 @@ int remote_opts(const struct cmdline *cl, struct qc_remote *rem,
 	return 0;
 }
 
-char *mountpoint_path(const char *mnt)
+static char *mountpoint_path(const char *mnt)
 {
 	/* libfuse accepts an already open /dev/fuse as /dev/fd/N. */
 	if (strncmp(mnt, "/dev/fd/", 8) == 0)
@@ -495,7 +505,7 @@ char *mountpoint_path(const char *mnt)
 	return realpath(mnt, NULL);
 }
 
-int add_mount_opt(struct fuse_args *args, const char *key,
+static int add_mount_opt(struct fuse_args *args, const char *key,
 			 const char *value)
 {
 	char *opt = NULL, *kv;
@@ -512,4 +522,232 @@ int add_mount_opt(struct fuse_args *args, const char *key,
 		r = fuse_opt_add_arg(args, opt);
 	free(opt);
 	return r;
+}
+
+int qc_cmdline_parse(struct fuse_args *args, struct qc_cmdline *cl)
+{
+	qc_compat_init(&cl->compat);
+	if (fuse_opt_parse(args, cl, cmdline_opts, cmdline_proc) == -1 ||
+	    apply_compat(cl) < 0) {
+		fprintf(stderr, "Try 'qftfs --help' for more information.\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void qc_cmdline_version(void)
+{
+	printf("qftfs version %s\n", QFT_VERSION_STRING);
+	printf("qftfs protocol version %u\n", QFT_VERSION);
+	printf("FUSE library version %s\n", fuse_pkgversion());
+	fflush(stdout);
+	fuse_lowlevel_version();
+}
+
+/* BatchMode= and IdentitiesOnly= take yes or no; the first bad one is
+ * named. */
+static int check_yes_no(const struct qc_cmdline *cl)
+{
+	if ((cl->batch && strcmp(cl->batch, "yes") != 0 &&
+	     strcmp(cl->batch, "no") != 0) ||
+	    (cl->identities_only && strcmp(cl->identities_only, "yes") != 0 &&
+	     strcmp(cl->identities_only, "no") != 0)) {
+		fprintf(stderr, "qftfs: invalid %s '%s': expected yes or no\n",
+			cl->batch && strcmp(cl->batch, "yes") &&
+			strcmp(cl->batch, "no") ? "BatchMode" : "IdentitiesOnly",
+			cl->batch && strcmp(cl->batch, "yes") &&
+			strcmp(cl->batch, "no") ? cl->batch : cl->identities_only);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
+			size_t *dircache_max, struct qc_conn_opts *co)
+{
+	struct qc_idmap_opts io = {
+		.idmap = cl->idmap, .uidfile = cl->uidfile,
+		.gidfile = cl->gidfile, .nomap = cl->nomap,
+		.uid = cl->uid, .gid = cl->gid, .umask = cl->umask,
+	};
+
+	if (!cl->source || !cl->mountpoint) {
+		fprintf(stderr, "qftfs: %s\n"
+			"usage: qftfs [options] SOURCE MOUNTPOINT\n"
+			"Try 'qftfs --help' for more information.\n",
+			cl->source ? "missing MOUNTPOINT" :
+				     "missing SOURCE and MOUNTPOINT");
+		return -EINVAL;
+	}
+	qc_compat_print_notes(&cl->compat);
+	if (qc_idmap_setup(&io) < 0 || check_yes_no(cl) < 0)
+		return -EINVAL;
+	if (parse_seconds("entry_timeout", cl->entry_timeout, 1.0,
+			  &fs->entry_timeout) < 0 ||
+	    parse_seconds("attr_timeout", cl->attr_timeout, 1.0,
+			  &fs->attr_timeout) < 0 ||
+	    parse_seconds("negative_timeout", cl->negative_timeout, 0.0,
+			  &fs->negative_timeout) < 0)
+		return -EINVAL;
+	if (cl->commit && strcmp(cl->commit, "close") != 0 &&
+	    strcmp(cl->commit, "none") != 0 &&
+	    strcmp(cl->commit, "async") != 0) {
+		fprintf(stderr, "qftfs: invalid commit '%s': expected close, "
+			"none or async\n", cl->commit);
+		return -EINVAL;
+	}
+	fs->commit_none = cl->commit && strcmp(cl->commit, "none") == 0;
+	if (cl->dircache && qc_dir_parse_max(cl->dircache, dircache_max) < 0)
+		return -EINVAL;
+	fs->commit.on = cl->commit && strcmp(cl->commit, "async") == 0;
+	fs->multi_user = cl->allow_other;
+	fs->follow = cl->follow_symlinks;
+	if (qc_fs_set_sizes(fs, cl->window, cl->readahead) < 0)
+		return -EINVAL;
+	if (cl->server && !cl->server[strspn(cl->server, " \t")]) {
+		fprintf(stderr, "qftfs: empty server command\n");
+		return -EINVAL;
+	}
+	if ((cl->timeout &&
+	     qc_conn_parse_seconds("timeout", cl->timeout, false,
+				   &co->timeout_s) < 0) ||
+	    (cl->keepalive &&
+	     qc_conn_parse_seconds("keepalive", cl->keepalive, true,
+				   &co->keepalive_s) < 0))
+		return -EINVAL;
+	if (cl->reconnect && strcmp(cl->reconnect, "yes") != 0 &&
+	    strcmp(cl->reconnect, "no") != 0) {
+		fprintf(stderr, "qftfs: invalid reconnect '%s': expected yes "
+			"or no\n", cl->reconnect);
+		return -EINVAL;
+	}
+	co->reconnect = !cl->reconnect || strcmp(cl->reconnect, "yes") == 0;
+	if (cl->compress &&
+	    qft_lz4_mode_parse(cl->compress, &co->compress) < 0) {
+		fprintf(stderr, "qftfs: invalid compress '%s': expected none, "
+			"lz4 or auto\n", cl->compress);
+		return -EINVAL;
+	}
+	co->want_follow = cl->follow_symlinks;
+	return 0;
+}
+
+int qc_cmdline_login(const struct qc_cmdline *cl, bool remote,
+		     struct qc_remote *rem, struct qc_boot_opts *bo,
+		     const struct qc_conn_opts *co)
+{
+	if (!remote)
+		note_ssh_options(cl);
+	if (remote && qc_boot_parse_source(cl->source, rem) < 0)
+		return -EINVAL;
+	if (remote && !rem->user && cl->ssh_user &&
+	    !(rem->user = strdup(cl->ssh_user))) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		return -ENOMEM;
+	}
+	if (remote && cl->subdir) {
+		char *d = join_subdir(rem->dir, cl->subdir);
+
+		if (!d) {
+			fprintf(stderr, "qftfs: out of memory\n");
+			return -ENOMEM;
+		}
+		free(rem->dir);
+		rem->dir = d;
+	}
+	if (remote_opts(cl, remote ? rem : NULL, bo) < 0)
+		return -EINVAL;
+	bo->ssh.batch = cl->batch && strcmp(cl->batch, "yes") == 0;
+	bo->timeout_s = bo->ssh.timeout_s = co->timeout_s;
+	bo->keepalive_s = bo->ssh.keepalive_s = co->keepalive_s;
+	return 0;
+}
+
+int qc_cmdline_root(const struct qc_cmdline *cl, char **root)
+{
+	char *src = join_subdir(cl->source, cl->subdir);
+	struct stat st;
+
+	*root = src ? realpath(src, NULL) : NULL;
+	free(src);
+	if (!*root) {
+		fprintf(stderr, "qftfs: cannot use source '%s': %s\n",
+			cl->source, strerror(errno));
+		return -ENOENT;
+	}
+	if (stat(*root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "qftfs: source '%s' is not a "
+			"directory\n", cl->source);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+int qc_cmdline_mountpoint(const struct qc_cmdline *cl, char **mnt)
+{
+	*mnt = mountpoint_path(cl->mountpoint);
+	if (!*mnt) {
+		int e = errno;
+
+		fprintf(stderr, "qftfs: bad mount point '%s': %s\n",
+			cl->mountpoint, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int qc_cmdline_mount_opts(const struct qc_cmdline *cl,
+			  struct fuse_args *args)
+{
+	if ((!cl->subtype_given &&
+	     add_mount_opt(args, "subtype", "qftfs") < 0) ||
+	    (!cl->fsname_given &&
+	     add_mount_opt(args, "fsname", cl->source) < 0)) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void qc_cmdline_free(struct qc_cmdline *cl)
+{
+	free(cl->source);
+	free(cl->mountpoint);
+	free(cl->server);
+	free(cl->install);
+	free(cl->server_binaries);
+	free(cl->entry_timeout);
+	free(cl->attr_timeout);
+	free(cl->negative_timeout);
+	free(cl->dircache);
+	free(cl->commit);
+	free(cl->port);
+	free(cl->config_file);
+	for (int i = 0; i < cl->n_identity; i++)
+		free(cl->identity[i]);
+	free(cl->known_hosts);
+	free(cl->strict);
+	free(cl->cipher);
+	free(cl->transport);
+	free(cl->window);
+	free(cl->readahead);
+	free(cl->compress);
+	free(cl->timeout);
+	free(cl->keepalive);
+	free(cl->reconnect);
+	free(cl->ssh_user);
+	free(cl->ssh_command);
+	for (int i = 0; i < cl->n_ssh_extra; i++)
+		free(cl->ssh_extra[i]);
+	free(cl->batch);
+	free(cl->identities_only);
+	free(cl->subdir);
+	free(cl->idmap);
+	free(cl->uidfile);
+	free(cl->gidfile);
+	free(cl->nomap);
+	free(cl->uid);
+	free(cl->gid);
+	free(cl->umask);
+	qc_compat_free(&cl->compat);
 }
