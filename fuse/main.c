@@ -89,7 +89,7 @@ static int run_loop(struct fuse_session *se, bool single)
  * attempt would not stop in time and was left to the exiting process
  * (nothing it uses may be freed then).
  */
-static bool stop_conn(struct qc_conn *conn, struct remote_tr *rt)
+static bool stop_conn(struct qc_conn *conn, struct qc_remote_tr *rt)
 {
 	int r;
 
@@ -107,8 +107,8 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct qc_cmdline cl = { 0 };
 	struct qc_remote rem = { 0 };
-	struct local_tr lt = { 0 };
-	struct remote_tr rt = { 0 };
+	struct qc_local_tr lt = { 0 };
+	struct qc_remote_tr rt = { 0 };
 	struct qc_conn_opts co = {
 		.timeout_s = QC_TIMEOUT_DEFAULT,
 		.keepalive_s = QC_KEEPALIVE_DEFAULT,
@@ -203,18 +203,14 @@ int main(int argc, char *argv[])
 	}
 	if (remote) {
 		co.host = rem.host;
-		co.ops = &remote_ops;
-		co.ops_ctx = &rt;
-		r = start_remote(&fs.conn, &rt, &co);
+		r = qc_remote_start(&rt, &co, &fs.conn);
 	} else {
 		lt.server = cl.server;
 		lt.root = root;
 		lt.follow = cl.follow_symlinks;
 		lt.capture = !cl.foreground;
 		co.host = "the local server";
-		co.ops = &local_ops;
-		co.ops_ctx = &lt;
-		r = start_local(&fs.conn, &lt, &co);
+		r = qc_local_start(&lt, &co, &fs.conn);
 	}
 	if (r < 0)
 		goto out_destroy_session;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The endpoint of a mount of a local directory (local.h).
+ * The endpoint of a mount of a local directory (local.h): the vtable a
+ * reconnect calls from the watchdog thread (so it logs), and the first
+ * start, in the foreground (so it prints).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 
 static int local_open(void *ctx, struct qc_endpoint *ep)
 {
-	struct local_tr *lt = ctx;
+	struct qc_local_tr *lt = ctx;
 	struct qc_transport *t;
 	int r;
 
@@ -64,15 +66,15 @@ static void local_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
 	free(t);
 }
 
-const struct qc_transport_ops local_ops = {
+static const struct qc_transport_ops local_ops = {
 	.open = local_open,
 	.close = local_close,
 };
 
 /* Starts the server, says HELLO; on failure explains why, from the
  * server's own words and exit status. */
-int start_local(struct qc_conn **connp, struct local_tr *lt,
-		       const struct qc_conn_opts *co)
+int qc_local_start(struct qc_local_tr *lt, struct qc_conn_opts *co,
+		   struct qc_conn **connp)
 {
 	char msg[QFT_MAX_ERRMSG + 128], desc[128];
 	struct qc_endpoint ep = { .fd = -1, .meta_fd = -1 };
@@ -97,6 +99,8 @@ int start_local(struct qc_conn **connp, struct local_tr *lt,
 	ep.meta_fd = t->meta_fd;
 	t->meta_fd = -1;
 	ep.priv = t;
+	co->ops = &local_ops;
+	co->ops_ctx = lt;
 	r = qc_conn_new(connp, co, &ep);
 	if (r < 0) {
 		fprintf(stderr, "qftfs: %s\n", strerror(-r));

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The endpoint of a mount of a local directory: a qftfs-server the client
- * spawns itself (transport.h).
+ * spawns itself (transport.h), on the first connection and again on every
+ * reconnect (conn.h's struct qc_transport_ops).
+ *
+ * Error convention: 0 or a negative errno.
  */
 #ifndef QC_NET_LOCAL_H
 #define QC_NET_LOCAL_H
@@ -16,7 +19,7 @@
  * again for every reconnect (qc_transport_ops; ep->priv is a heap-allocated
  * struct qc_transport).
  */
-struct local_tr {
+struct qc_local_tr {
 	const char *server;        /* -o server=, or NULL for the default */
 	const char *root;
 	bool capture;              /* daemonized: relay its stderr to the log */
@@ -24,9 +27,16 @@ struct local_tr {
 	struct qc_transport *first; /* the first one, until qc_conn_start */
 };
 
-extern const struct qc_transport_ops local_ops;
-
-int start_local(struct qc_conn **connp, struct local_tr *lt,
-		const struct qc_conn_opts *co);
+/*
+ * The first connection, in the foreground: starts the server, makes the
+ * connection (*connp) with `co`, which it first points at this endpoint
+ * (co->ops, co->ops_ctx = lt: reconnects start a server of their own),
+ * and says HELLO.  On success lt->first is the server, for the caller to
+ * relay its messages once daemonized and to forget once qc_conn_start
+ * owns it.  On failure *connp is NULL and stderr says why, in the
+ * server's own words and from its exit status.
+ */
+int qc_local_start(struct qc_local_tr *lt, struct qc_conn_opts *co,
+		   struct qc_conn **connp);
 
 #endif /* QC_NET_LOCAL_H */

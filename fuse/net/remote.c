@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The endpoint of a mount of a remote directory (remote.h).
+ * The endpoint of a mount of a remote directory (remote.h): the vtable a
+ * reconnect calls from the watchdog thread, and the first start, in the
+ * foreground.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +32,7 @@ static void boot_endpoint(struct qc_boot *b, struct qc_endpoint *ep)
 
 static int remote_open(void *ctx, struct qc_endpoint *ep)
 {
-	struct remote_tr *rt = ctx;
+	struct qc_remote_tr *rt = ctx;
 	struct qc_boot *b;
 	int r;
 
@@ -60,7 +62,7 @@ static void remote_close(void *ctx, struct qc_endpoint *ep, int timeout_ms,
 
 static int remote_open_meta(void *ctx, struct qc_endpoint *ep)
 {
-	struct remote_tr *rt = ctx;
+	struct qc_remote_tr *rt = ctx;
 	int r;
 
 	r = qc_boot_open_meta(ep->priv, &rt->bo, &ep->meta_fd,
@@ -70,15 +72,15 @@ static int remote_open_meta(void *ctx, struct qc_endpoint *ep)
 	return r;
 }
 
-const struct qc_transport_ops remote_ops = {
+static const struct qc_transport_ops remote_ops = {
 	.open = remote_open,
 	.close = remote_close,
 	.open_meta = remote_open_meta,
 };
 
 /* Logs in, starts the server, opens the data plane, says HELLO. */
-int start_remote(struct qc_conn **connp, struct remote_tr *rt,
-			const struct qc_conn_opts *co)
+int qc_remote_start(struct qc_remote_tr *rt, struct qc_conn_opts *co,
+		    struct qc_conn **connp)
 {
 	char msg[QFT_MAX_ERRMSG + 128];
 	struct qc_endpoint ep = { .fd = -1, .meta_fd = -1 };
@@ -96,6 +98,8 @@ int start_remote(struct qc_conn **connp, struct remote_tr *rt,
 		return r;
 	}
 	boot_endpoint(b, &ep);
+	co->ops = &remote_ops;
+	co->ops_ctx = rt;
 	r = qc_conn_new(connp, co, &ep);
 	if (r < 0) {
 		fprintf(stderr, "qftfs: cannot set up the data plane: %s\n",
