@@ -115,6 +115,7 @@ int main(int argc, char *argv[])
 		.reconnect = true,
 	};
 	struct qc_fs fs = { 0 };
+	struct qc_usr1 usr1 = { 0 };
 	size_t dircache_max = QC_DIRCACHE_DEFAULT;
 	struct fuse_session *se;
 	char *root = NULL, *mnt = NULL;
@@ -127,13 +128,8 @@ int main(int argc, char *argv[])
 	qft_log_init("qftfs", QFT_LOG_INFO);
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
 		return qc_statcmd_main(argc, argv);
-	if (argc >= 2 && strcmp(argv[1], "--sync") == 0) {
-		if (argc != 3) {
-			fprintf(stderr, "usage: qftfs --sync MOUNTPOINT\n");
-			return EXIT_USAGE;
-		}
-		return sync_mount(argv[2]);
-	}
+	if (argc >= 2 && strcmp(argv[1], "--sync") == 0)
+		return qc_sync_main(argc, argv);
 
 	r = qc_cmdline_parse(&args, &cl);
 	if (r == 0 && (cl.help || cl.version)) {
@@ -236,7 +232,7 @@ int main(int argc, char *argv[])
 	}
 	/* SIGUSR1 logs the counters; every thread started from here on
 	 * inherits the mask, so only the waiting thread takes it. */
-	if (usr1_start() < 0)
+	if (qc_usr1_start(&usr1) < 0)
 		qft_warn("SIGUSR1 will not log statistics: cannot start its "
 			 "thread");
 	if (remote) {
@@ -285,11 +281,11 @@ int main(int argc, char *argv[])
 	ret = r < 0 || lost ? 1 : 0;
 	if (r < 0)
 		qft_err("session ended: %s", strerror(-r));
-	if (fs.commit.on && drain(&fs) < 0)
+	if (fs.commit.on && qc_sync_drain(&fs) < 0)
 		ret = 1;
 
 out_unmount:
-	usr1_stop();
+	qc_usr1_stop(&usr1);
 	fuse_session_unmount(se);
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * commit=async's end (sync.h).
+ * commit=async's end (sync.h): both ask the closer (fs/commit.h) for
+ * what is still queued and what failed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
  * commit=async: what the application was told is done must be on the
  * server before the connection ends, and what failed must be said.
  */
-int drain(struct qc_fs *fs)
+int qc_sync_drain(struct qc_fs *fs)
 {
 	char text[QFT_MAX_PATH + 256];
 	int r;
@@ -37,7 +38,7 @@ int drain(struct qc_fs *fs)
  * The kernel does not pass sync(2) or syncfs(2) on to a FUSE file
  * system, so the mount answers an attribute of its root instead.
  */
-int sync_mount(const char *mnt)
+static int sync_mount(const char *mnt)
 {
 	char text[QFT_MAX_PATH + 256];
 	ssize_t n;
@@ -57,4 +58,13 @@ int sync_mount(const char *mnt)
 	fprintf(stderr, "qftfs: %s: writes failed after close():\n%s", mnt,
 		text);
 	return 1;
+}
+
+int qc_sync_main(int argc, char *argv[])
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: qftfs --sync MOUNTPOINT\n");
+		return 2;
+	}
+	return sync_mount(argv[2]);
 }

@@ -12,26 +12,20 @@
 #include "cli/usr1.h"
 #include "ops/reqlog.h"
 
-/* SIGUSR1 logs the statistics (qc_reqlog_log_stats) instead of ending
- * the process: a thread of its own waits for it. */
-static pthread_t usr1_thread;
-static bool usr1_running;
-static atomic_bool usr1_quit;
-
 static void *usr1_main(void *arg)
 {
+	struct qc_usr1 *u = arg;
 	sigset_t set;
 	int sig;
 
-	(void)arg;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	while (sigwait(&set, &sig) == 0 && !atomic_load(&usr1_quit))
+	while (sigwait(&set, &sig) == 0 && !atomic_load(&u->quit))
 		qc_reqlog_log_stats();
 	return NULL;
 }
 
-int usr1_start(void)
+int qc_usr1_start(struct qc_usr1 *u)
 {
 	sigset_t set;
 
@@ -39,18 +33,18 @@ int usr1_start(void)
 	sigaddset(&set, SIGUSR1);
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
 		return -EINVAL;
-	if (pthread_create(&usr1_thread, NULL, usr1_main, NULL) != 0)
+	if (pthread_create(&u->thread, NULL, usr1_main, u) != 0)
 		return -EAGAIN;
-	usr1_running = true;
+	u->running = true;
 	return 0;
 }
 
-void usr1_stop(void)
+void qc_usr1_stop(struct qc_usr1 *u)
 {
-	if (!usr1_running)
+	if (!u->running)
 		return;
-	atomic_store(&usr1_quit, true);
-	pthread_kill(usr1_thread, SIGUSR1);
-	pthread_join(usr1_thread, NULL);
-	usr1_running = false;
+	atomic_store(&u->quit, true);
+	pthread_kill(u->thread, SIGUSR1);
+	pthread_join(u->thread, NULL);
+	u->running = false;
 }
