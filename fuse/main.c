@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * qftfs: mounts a directory served by qftfs-server.
+ * qftfs: mounts a directory served by qftfs-server.  This file is the
+ * mount's lifecycle only: parse (cli/options.h), log in and connect
+ * (net/local.h, net/remote.h), mount, loop, tear down.
  *
  * Order matters: everything that can fail for a reason the user must see
  * (arguments, the source, starting the server, the version handshake, the
@@ -13,41 +15,32 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdatomic.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
 
 #include <fuse_lowlevel.h>
 
-#include "login/bootstrap.h"
-#include "cli/compat.h"
 #include "cli/options.h"
-#include "config.h"
-#include "fs/commit.h"
-#include "net/conn.h"
-#include "fs/dircache.h"
-#include "log.h"
-#include "fs/node.h"
-#include "ops/ops.h"
-#include "fs/fs.h"
-#include "fs/idmap.h"
-#include "protocol.h"
-#include "ops/reqlog.h"
 #include "cli/statcmd.h"
 #include "cli/sync.h"
 #include "cli/usr1.h"
+#include "fs/commit.h"
+#include "fs/dircache.h"
+#include "fs/fs.h"
+#include "fs/idmap.h"
+#include "log.h"
+#include "login/bootstrap.h"
+#include "login/ssh.h"
+#include "net/conn.h"
 #include "net/local.h"
 #include "net/remote.h"
 #include "net/transport.h"
+#include "ops/ops.h"
+#include "ops/reqlog.h"
 
 #define EXIT_USAGE        2
 #define SHUTDOWN_WAIT_MS  10000
