@@ -33,6 +33,7 @@
 
 #include "log.h"
 #include "thread.h"
+#include "login/serverlog.h"
 #include "login/ssh.h"
 #include "login/sshconf.h"
 #include "login/sshproc.h"
@@ -1584,20 +1585,6 @@ int qc_ssh_exec(struct qc_ssh *s, const char *command)
 /* -------------------------------------------------------------------------
  * The pump
  */
-
-void qc_ssh_log_stderr_line(const char *host, char *line, size_t n)
-{
-	const char *p = line;
-
-	while (n && (line[n - 1] == '\r' || line[n - 1] == '\n'))
-		n--;
-	line[n] = '\0';
-	/* The server names itself; we say where it runs instead. */
-	if (strncmp(p, "qftfs-server: ", 14) == 0)
-		p += 14;
-	if (*p)
-		qft_log(QFT_LOG_WARN, "qftfs-server@%s: %s", host, p);
-}
 
 static void pump_emit(struct qc_ssh *s)
 {

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "log.h"
+#include "login/serverlog.h"
 #include "login/sshproc.h"
 #include "thread.h"
 #include "login/exec.h"
