@@ -13,10 +13,10 @@
 
 #include <openssl/evp.h>
 
-#include "login/bootstrap.h"
 #include "chan.h"
 #include "config.h"
 #include "login/install.h"
+#include "login/lineio.h"
 #include "log.h"
 #include "protocol.h"
 
