@@ -470,7 +470,7 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	r = qft_write_all(b->ctl_fd, hex, sizeof(hex));
 	OPENSSL_cleanse(hex, sizeof(hex));
 	if (r == 0)
-		r = qc_boot_read_line(b->ctl_fd, line, sizeof(line),
+		r = qc_line_read(b->ctl_fd, line, sizeof(line),
 			      GREETING_TIMEOUT_MS);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		if (line[0] && r == -EPIPE)

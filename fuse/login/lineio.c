@@ -8,7 +8,7 @@
 
 #include "login/lineio.h"
 
-int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms)
+int qc_line_read(int fd, char *buf, size_t size, int timeout_ms)
 {
 	struct timespec ts;
 	int64_t deadline;

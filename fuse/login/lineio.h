@@ -19,6 +19,6 @@
  * -EPIPE at end of stream (buf holds what came before it), -ETIMEDOUT, or
  * -EMSGSIZE when it does not fit.
  */
-int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);
+int qc_line_read(int fd, char *buf, size_t size, int timeout_ms);
 
 #endif /* QC_LINEIO_H */

@@ -5,7 +5,7 @@
 #include "log.h"
 #include "login/serverlog.h"
 
-void qc_ssh_log_stderr_line(const char *host, char *line, size_t n)
+void qc_serverlog_line(const char *host, char *line, size_t n)
 {
 	const char *p = line;
 

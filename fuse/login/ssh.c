@@ -175,7 +175,7 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 	LIBSSH2_KNOWNHOSTS *kh = NULL;
 	const char *why;
 	struct qc_ssh *s;
-	struct login l;
+	struct qc_ssh_login l;
 	char khname[1100];
 	int r;
 
@@ -193,20 +193,20 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 		return -ENOMEM;
 	}
 
-	r = login_init(&l, o);
+	r = qc_ssh_login_init(&l, o);
 	if (r == 0)
-		r = login_config(&l, o);
+		r = qc_ssh_login_config(&l, o);
 	if (r == 0)
-		r = login_resolve(&l, s, o);
+		r = qc_ssh_login_resolve(&l, s, o);
 	if (r < 0)
 		goto out_free_login;
-	why = openssh_needed(&l, o);
+	why = qc_ssh_openssh_needed(&l, o);
 	if (why) {
 		qft_debug("logging in with the OpenSSH client (%s)", why);
-		r = openssh_prepare(s, &l, o);
+		r = qc_ssh_openssh_prepare(s, &l, o);
 		if (r < 0)
 			goto out_free_login;
-		login_free(&l);
+		qc_ssh_login_free(&l);
 		*out = s;
 		return 0;
 	}
@@ -229,21 +229,21 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 		goto out_free_login;
 	}
 	for (size_t i = 0; i < l.n_known_hosts; i++)
-		kh_load(kh, l.known_hosts[i]);
-	kh_load(kh, "/etc/ssh/ssh_known_hosts");
-	if ((r = kh_name(s, khname, sizeof(khname))) < 0)
+		qc_ssh_kh_load(kh, l.known_hosts[i]);
+	qc_ssh_kh_load(kh, "/etc/ssh/ssh_known_hosts");
+	if ((r = qc_ssh_kh_name(s, khname, sizeof(khname))) < 0)
 		goto out_free_kh;
-	kh_prefs(s, kh, khname);
+	qc_ssh_kh_prefs(s, kh, khname);
 
 	if (libssh2_session_handshake(s->session, s->sock) != 0) {
 		qft_err("ssh handshake with %s port %d failed: %s",
-			s->hostname, s->port, ssh_errmsg(s));
+			s->hostname, s->port, qc_ssh_errmsg(s));
 		r = -EPROTO;
 		goto out_free_kh;
 	}
-	if ((r = ssh_hostkey(s, &l, kh, khname)) < 0)
+	if ((r = qc_ssh_hostkey_check(s, &l, kh, khname)) < 0)
 		goto out_free_kh;
-	r = ssh_login(s, &l, o);
+	r = qc_ssh_authenticate(s, &l, o);
 	if (r == -EKEYREJECTED || r == -EKEYEXPIRED) {
 		qft_info("logging in to %s with the OpenSSH client: %s",
 			 s->name, r == -EKEYREJECTED ?
@@ -253,10 +253,10 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 			 "offered");
 		libssh2_knownhost_free(kh);
 		libssh2_drop(s);
-		r = openssh_prepare(s, &l, o);
+		r = qc_ssh_openssh_prepare(s, &l, o);
 		if (r < 0)
 			goto out_free_login;
-		login_free(&l);
+		qc_ssh_login_free(&l);
 		*out = s;
 		return 0;
 	}
@@ -268,17 +268,17 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 	if (s->keepalive_s > 0)
 		libssh2_keepalive_config(s->session, 1,
 					 (unsigned)s->keepalive_s);
-	secret_free(s->password);
+	qc_ssh_secret_free(s->password);
 	s->password = NULL;
 	libssh2_knownhost_free(kh);
-	login_free(&l);
+	qc_ssh_login_free(&l);
 	*out = s;
 	return 0;
 
 out_free_kh:
 	libssh2_knownhost_free(kh);
 out_free_login:
-	login_free(&l);
+	qc_ssh_login_free(&l);
 	qc_ssh_free(s);
 	return r;
 }
@@ -296,13 +296,13 @@ int qc_ssh_exec(struct qc_ssh *s, const char *command)
 					     NULL, 0);
 	if (!s->channel) {
 		qft_err("cannot open an ssh channel to %s: %s", s->name,
-			ssh_errmsg(s));
+			qc_ssh_errmsg(s));
 		return -EIO;
 	}
 	qft_debug("running on %s: %s", s->alias, command);
 	if (libssh2_channel_exec(s->channel, command) != 0) {
 		qft_err("%s refused to run a command: %s", s->name,
-			ssh_errmsg(s));
+			qc_ssh_errmsg(s));
 		return -EACCES;
 	}
 	return 0;
@@ -313,7 +313,7 @@ static bool ssh_wait_socket(struct qc_ssh *s, int64_t deadline)
 {
 	struct pollfd p = { .fd = s->sock, .events = 0 };
 	int dirs = libssh2_session_block_directions(s->session);
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - qc_ssh_now_ms();
 
 	if (left <= 0)
 		return false;
@@ -328,7 +328,7 @@ static bool ssh_wait_socket(struct qc_ssh *s, int64_t deadline)
 
 void qc_ssh_free(struct qc_ssh *s)
 {
-	int64_t deadline = now_ms() + SSH_CLOSE_TIMEOUT_MS;
+	int64_t deadline = qc_ssh_now_ms() + SSH_CLOSE_TIMEOUT_MS;
 	int r;
 
 	if (!s)
@@ -346,7 +346,7 @@ void qc_ssh_free(struct qc_ssh *s)
 			if (r == 0)
 				s->channel = NULL;
 		}
-		deadline = now_ms() + SSH_CLOSE_TIMEOUT_MS / 2;
+		deadline = qc_ssh_now_ms() + SSH_CLOSE_TIMEOUT_MS / 2;
 		while (libssh2_session_disconnect(s->session, "qftfs done") ==
 		       LIBSSH2_ERROR_EAGAIN && ssh_wait_socket(s, deadline))
 			;
@@ -367,7 +367,7 @@ void qc_ssh_free(struct qc_ssh *s)
 		close(s->wake[0]);
 		close(s->wake[1]);
 	}
-	secret_free(s->password);
+	qc_ssh_secret_free(s->password);
 	free(s->alias);
 	free(s->name);
 	free(s->user);

@@ -223,7 +223,7 @@ static char *tty_read(const char *prompt, bool echo)
 	return out;
 }
 
-void secret_free(char *p)
+void qc_ssh_secret_free(char *p)
 {
 	if (p) {
 		OPENSSL_cleanse(p, strlen(p));
@@ -294,13 +294,13 @@ static int auth_keyfile(struct qc_ssh *s, const char *path, bool explicit,
 			a = libssh2_userauth_publickey_fromfile_ex(
 				s->session, s->user, (unsigned)strlen(s->user),
 				pub, path, pass);
-			secret_free(pass);
+			qc_ssh_secret_free(pass);
 			pass = NULL;
 			if (a != LIBSSH2_ERROR_FILE &&
 			    a != LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED)
 				break;
 		}
-		secret_free(pass);
+		qc_ssh_secret_free(pass);
 		if (a == LIBSSH2_ERROR_FILE ||
 		    a == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED) {
 			tried_add(t, "%s (wrong passphrase)", path);
@@ -311,7 +311,7 @@ static int auth_keyfile(struct qc_ssh *s, const char *path, bool explicit,
 		qft_debug("logged in with %s", path);
 		r = 0;
 	} else if (a == LIBSSH2_ERROR_FILE) {
-		tried_add(t, "%s (cannot load it: %s)", path, ssh_errmsg(s));
+		tried_add(t, "%s (cannot load it: %s)", path, qc_ssh_errmsg(s));
 	} else {
 		if (auth_fatal(a))
 			t->disconnected = true;
@@ -398,7 +398,7 @@ static int auth_password(struct qc_ssh *s, const char *methods,
 				s->session, s->user, (unsigned)strlen(s->user),
 				pass, (unsigned)strlen(pass), NULL);
 			if (pass != s->password)
-				secret_free(pass);
+				qc_ssh_secret_free(pass);
 		}
 		if (a == 0)
 			return 0;
@@ -433,7 +433,7 @@ static int read_password_stdin(struct qc_ssh *s)
 	return s->password ? 0 : -ENOMEM;
 }
 
-static bool identities_only(const struct login *l,
+static bool identities_only(const struct qc_ssh_login *l,
 			    const struct qc_ssh_opts *o)
 {
 	return o->identities_only || (l->cfg.identities_only &&
@@ -441,7 +441,7 @@ static bool identities_only(const struct login *l,
 						 "yes") == 0);
 }
 
-int ssh_login(struct qc_ssh *s, struct login *l,
+int qc_ssh_authenticate(struct qc_ssh *s, struct qc_ssh_login *l,
 		     const struct qc_ssh_opts *o)
 {
 	struct tried t = { .len = 0 };
@@ -458,7 +458,7 @@ int ssh_login(struct qc_ssh *s, struct login *l,
 	if (!methods) {
 		if (libssh2_userauth_authenticated(s->session))
 			return 0;
-		qft_err("cannot log in to %s: %s", s->name, ssh_errmsg(s));
+		qft_err("cannot log in to %s: %s", s->name, qc_ssh_errmsg(s));
 		return -EACCES;
 	}
 	methods = strdup(methods);
@@ -498,7 +498,7 @@ int ssh_login(struct qc_ssh *s, struct login *l,
 		free((char *)methods);
 		return r;
 	}
-	if ((t.rsa_refused || t.other_refused) && openssh_available()) {
+	if ((t.rsa_refused || t.other_refused) && qc_ssh_openssh_available()) {
 		/* The OpenSSH client can: qc_ssh_connect hands over. */
 		qft_debug("libssh2 login to %s failed (tried: %s)", s->name,
 			  t.len ? t.text : "nothing");

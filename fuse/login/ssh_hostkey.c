@@ -39,7 +39,7 @@ static const struct key_type {
  * understand (a @cert-authority marker, a key type it lacks) is skipped,
  * where libssh2_knownhost_readfile() would stop at it.
  */
-void kh_load(LIBSSH2_KNOWNHOSTS *kh, const char *path)
+void qc_ssh_kh_load(LIBSSH2_KNOWNHOSTS *kh, const char *path)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -73,7 +73,7 @@ static const struct key_type *key_type_of(int hostkey_type)
 }
 
 /* "[host]:port" unless the port is 22: the name ssh files a host under. */
-int kh_name(const struct qc_ssh *s, char *buf, size_t size)
+int qc_ssh_kh_name(const struct qc_ssh *s, char *buf, size_t size)
 {
 	int n;
 
@@ -90,7 +90,7 @@ int kh_name(const struct qc_ssh *s, char *buf, size_t size)
  * not be asked for its ED25519 key, which would look unknown.  A type is
  * known when a check with a dummy key of that type says "mismatch".
  */
-int kh_prefs(struct qc_ssh *s, LIBSSH2_KNOWNHOSTS *kh, const char *name)
+int qc_ssh_kh_prefs(struct qc_ssh *s, LIBSSH2_KNOWNHOSTS *kh, const char *name)
 {
 	const char dummy[1] = { 0 };
 	char prefs[256] = "";
@@ -115,7 +115,8 @@ int kh_prefs(struct qc_ssh *s, LIBSSH2_KNOWNHOSTS *kh, const char *name)
 	/* libssh2 drops what it does not support. */
 	if (libssh2_session_method_pref(s->session, LIBSSH2_METHOD_HOSTKEY,
 					prefs) != 0)
-		qft_debug("cannot set host key preferences: %s", ssh_errmsg(s));
+		qft_debug("cannot set host key preferences: %s",
+			  qc_ssh_errmsg(s));
 	return 0;
 }
 
@@ -183,7 +184,7 @@ static int kh_append(const char *path, const char *line, size_t len,
 	return r;
 }
 
-int ssh_hostkey(struct qc_ssh *s, struct login *l,
+int qc_ssh_hostkey_check(struct qc_ssh *s, struct qc_ssh_login *l,
 		       LIBSSH2_KNOWNHOSTS *kh, const char *name)
 {
 	const struct key_type *kt;
@@ -195,7 +196,8 @@ int ssh_hostkey(struct qc_ssh *s, struct login *l,
 
 	key = libssh2_session_hostkey(s->session, &klen, &type);
 	if (!key) {
-		qft_err("%s sent no host key: %s", s->hostname, ssh_errmsg(s));
+		qft_err("%s sent no host key: %s", s->hostname,
+			qc_ssh_errmsg(s));
 		return -EPROTO;
 	}
 	kt = key_type_of(type);
@@ -229,7 +231,7 @@ int ssh_hostkey(struct qc_ssh *s, struct login *l,
 		break;
 	default:
 		qft_err("cannot check the host key of %s: %s", name,
-			ssh_errmsg(s));
+			qc_ssh_errmsg(s));
 		return -EIO;
 	}
 
@@ -251,7 +253,7 @@ int ssh_hostkey(struct qc_ssh *s, struct login *l,
 	    libssh2_knownhost_writeline(kh, entry, line, sizeof(line), &llen,
 					LIBSSH2_KNOWNHOST_FILE_OPENSSH) != 0) {
 		qft_err("cannot record the host key of %s: %s", name,
-			ssh_errmsg(s));
+			qc_ssh_errmsg(s));
 		return -EIO;
 	}
 	r = kh_append(l->known_hosts[0], line, llen, l->home);

@@ -96,7 +96,7 @@ struct qc_ssh {
 };
 
 /* Everything login needs that does not outlive it. */
-struct login {
+struct qc_ssh_login {
 	char *home;
 	char *local_user;
 	struct qc_sshconf cfg;
@@ -109,33 +109,33 @@ struct login {
 };
 
 /* ssh_session.c */
-const char *ssh_errmsg(struct qc_ssh *s);
-int64_t now_ms(void);
+const char *qc_ssh_errmsg(struct qc_ssh *s);
+int64_t qc_ssh_now_ms(void);
 
 /* ssh_resolve.c */
-int login_init(struct login *l, const struct qc_ssh_opts *o);
-void login_free(struct login *l);
-int login_config(struct login *l, const struct qc_ssh_opts *o);
-int login_resolve(struct login *l, struct qc_ssh *s,
-		  const struct qc_ssh_opts *o);
+int qc_ssh_login_init(struct qc_ssh_login *l, const struct qc_ssh_opts *o);
+void qc_ssh_login_free(struct qc_ssh_login *l);
+int qc_ssh_login_config(struct qc_ssh_login *l, const struct qc_ssh_opts *o);
+int qc_ssh_login_resolve(struct qc_ssh_login *l, struct qc_ssh *s,
+			 const struct qc_ssh_opts *o);
 
 /* ssh_hostkey.c */
-void kh_load(LIBSSH2_KNOWNHOSTS *kh, const char *path);
-int kh_name(const struct qc_ssh *s, char *buf, size_t size);
-int kh_prefs(struct qc_ssh *s, LIBSSH2_KNOWNHOSTS *kh, const char *name);
-int ssh_hostkey(struct qc_ssh *s, struct login *l,
-		LIBSSH2_KNOWNHOSTS *kh, const char *name);
+void qc_ssh_kh_load(LIBSSH2_KNOWNHOSTS *kh, const char *path);
+int qc_ssh_kh_name(const struct qc_ssh *s, char *buf, size_t size);
+int qc_ssh_kh_prefs(struct qc_ssh *s, LIBSSH2_KNOWNHOSTS *kh, const char *name);
+int qc_ssh_hostkey_check(struct qc_ssh *s, struct qc_ssh_login *l,
+			 LIBSSH2_KNOWNHOSTS *kh, const char *name);
 
 /* ssh_auth.c */
-void secret_free(char *p);
-int ssh_login(struct qc_ssh *s, struct login *l,
-	      const struct qc_ssh_opts *o);
+void qc_ssh_secret_free(char *p);
+int qc_ssh_authenticate(struct qc_ssh *s, struct qc_ssh_login *l,
+			const struct qc_ssh_opts *o);
 
 /* ssh_openssh.c */
-bool openssh_available(void);
-const char *openssh_needed(const struct login *l,
+bool qc_ssh_openssh_available(void);
+const char *qc_ssh_openssh_needed(const struct qc_ssh_login *l,
+				  const struct qc_ssh_opts *o);
+int qc_ssh_openssh_prepare(struct qc_ssh *s, const struct qc_ssh_login *l,
 			   const struct qc_ssh_opts *o);
-int openssh_prepare(struct qc_ssh *s, const struct login *l,
-		    const struct qc_ssh_opts *o);
 
 #endif /* QC_SSH_INTERNAL_H */

@@ -14,7 +14,7 @@
 #include "login/ssh_internal.h"
 
 /* `ssh` in PATH, for the automatic hand-over. */
-bool openssh_available(void)
+bool qc_ssh_openssh_available(void)
 {
 	const char *path = getenv("PATH");
 	char *copy, *save = NULL, buf[PATH_MAX];
@@ -45,7 +45,7 @@ static bool extra_is(const struct qc_ssh_opts *o, const char *kw)
 }
 
 /* Why this login needs the OpenSSH client from the start, or NULL. */
-const char *openssh_needed(const struct login *l,
+const char *qc_ssh_openssh_needed(const struct qc_ssh_login *l,
 				  const struct qc_ssh_opts *o)
 {
 	if (o->ssh_command)
@@ -89,7 +89,7 @@ static int openssh_program(struct qc_sshproc_args *a, const char *cmd)
  * reads itself -- from the home directory qftfs uses, which ssh would
  * otherwise take from the password database.
  */
-int openssh_prepare(struct qc_ssh *s, const struct login *l,
+int qc_ssh_openssh_prepare(struct qc_ssh *s, const struct qc_ssh_login *l,
 			   const struct qc_ssh_opts *o)
 {
 	struct qc_sshproc_args *a = &s->pargs;

@@ -19,7 +19,7 @@
 
 static void pump_emit(struct qc_ssh *s)
 {
-	qc_ssh_log_stderr_line(s->alias, s->line, s->line_len);
+	qc_serverlog_line(s->alias, s->line, s->line_len);
 	s->line_len = 0;
 }
 
@@ -239,7 +239,7 @@ static void pump_finish(struct qc_ssh *s, int err)
 		ex.known = true;
 	} else {
 		qft_err("ssh connection to %s failed: %s", s->alias,
-			ssh_errmsg(s));
+			qc_ssh_errmsg(s));
 	}
 	/* Whoever holds the other end wakes: reads see EOF, writes EPIPE. */
 	shutdown(s->fd, SHUT_RDWR);
@@ -260,7 +260,7 @@ static void pump_finish(struct qc_ssh *s, int err)
 static int pump_keepalive(struct qc_ssh *s)
 {
 	struct pollfd p = { .fd = s->sock, .events = POLLOUT };
-	int64_t now = now_ms();
+	int64_t now = qc_ssh_now_ms();
 	int next = 0;
 
 	if (s->keepalive_s <= 0)

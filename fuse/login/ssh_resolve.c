@@ -25,7 +25,7 @@ int qc_ssh_parse_strict(const char *s, enum qc_strict *out)
 	return 0;
 }
 
-int login_init(struct login *l, const struct qc_ssh_opts *o)
+int qc_ssh_login_init(struct qc_ssh_login *l, const struct qc_ssh_opts *o)
 {
 	struct passwd pw, *res = NULL;
 	const char *home = getenv("HOME");
@@ -65,7 +65,7 @@ int login_init(struct login *l, const struct qc_ssh_opts *o)
 	return 0;
 }
 
-void login_free(struct login *l)
+void qc_ssh_login_free(struct qc_ssh_login *l)
 {
 	free(l->home);
 	free(l->local_user);
@@ -76,7 +76,7 @@ void login_free(struct login *l)
 		free(l->identity[i]);
 }
 
-int login_config(struct login *l, const struct qc_ssh_opts *o)
+int qc_ssh_login_config(struct qc_ssh_login *l, const struct qc_ssh_opts *o)
 {
 	char *path;
 	int r;
@@ -96,7 +96,7 @@ int login_config(struct login *l, const struct qc_ssh_opts *o)
 	return r == -ENOENT ? 0 : r;
 }
 
-static void tokens(const struct login *l, const struct qc_ssh *s,
+static void tokens(const struct qc_ssh_login *l, const struct qc_ssh *s,
 		   struct qc_sshconf_tokens *t)
 {
 	t->home = l->home;
@@ -107,7 +107,7 @@ static void tokens(const struct login *l, const struct qc_ssh *s,
 	t->port = s->port;
 }
 
-static char *expand(const struct login *l, const struct qc_ssh *s,
+static char *expand(const struct qc_ssh_login *l, const struct qc_ssh *s,
 		    const char *what, const char *v)
 {
 	struct qc_sshconf_tokens t;
@@ -122,7 +122,7 @@ static char *expand(const struct login *l, const struct qc_ssh *s,
 	return out;
 }
 
-static int add_identity(struct login *l, char *path, bool explicit)
+static int add_identity(struct qc_ssh_login *l, char *path, bool explicit)
 {
 	for (size_t i = 0; i < l->n_identity; i++) {
 		if (strcmp(l->identity[i], path) == 0) {
@@ -141,7 +141,7 @@ static int add_identity(struct login *l, char *path, bool explicit)
 }
 
 /* Fixes host name, port, user, key files and known_hosts files. */
-int login_resolve(struct login *l, struct qc_ssh *s,
+int qc_ssh_login_resolve(struct qc_ssh_login *l, struct qc_ssh *s,
 			 const struct qc_ssh_opts *o)
 {
 	static const char *const defaults[] = {

@@ -10,7 +10,7 @@
 
 #include "login/ssh_internal.h"
 
-const char *ssh_errmsg(struct qc_ssh *s)
+const char *qc_ssh_errmsg(struct qc_ssh *s)
 {
 	char *msg = NULL;
 
@@ -20,7 +20,7 @@ const char *ssh_errmsg(struct qc_ssh *s)
 	return msg && *msg ? msg : "unknown error";
 }
 
-int64_t now_ms(void)
+int64_t qc_ssh_now_ms(void)
 {
 	struct timespec ts;
 
