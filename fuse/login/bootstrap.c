@@ -16,6 +16,7 @@
 #include <openssl/rand.h>
 
 #include "login/bootstrap.h"
+#include "login/lineio.h"
 #include "chan.h"
 #include "config.h"
 #include "log.h"
@@ -218,53 +219,6 @@ static char *build_command(const char *server, const char *dir, bool follow)
 		return NULL;
 	}
 	return cmd;
-}
-
-int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms)
-{
-	struct timespec ts;
-	int64_t deadline;
-	size_t n = 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
-		   timeout_ms;
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left;
-		ssize_t r;
-		char c;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		left = deadline - ((int64_t)ts.tv_sec * 1000 +
-				   ts.tv_nsec / 1000000);
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (r <= 0)
-			continue;
-		r = read(fd, &c, 1);
-		if (r < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return errno == ECONNRESET ? -EPIPE : -errno;
-		}
-		if (r == 0) {
-			buf[n] = '\0';
-			return -EPIPE;
-		}
-		if (c == '\n')
-			break;
-		if (n == size - 1) {
-			buf[n] = '\0';
-			return -EMSGSIZE;
-		}
-		buf[n++] = c;
-	}
-	buf[n] = '\0';
-	return (int)n;
 }
 
 /* "QFTFS <version> <port>", nothing more, nothing less. */
@@ -516,7 +470,7 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	r = qft_write_all(b->ctl_fd, hex, sizeof(hex));
 	OPENSSL_cleanse(hex, sizeof(hex));
 	if (r == 0)
-		r = qc_boot_read_line(b->ctl_fd, line, sizeof(line),
+		r = qc_line_read(b->ctl_fd, line, sizeof(line),
 			      GREETING_TIMEOUT_MS);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		if (line[0] && r == -EPIPE)

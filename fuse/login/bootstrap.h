@@ -96,14 +96,6 @@ int qc_boot_parse_cipher(const char *s, enum qft_cipher *out);
 /* "auto" (default), "direct", "ssh". */
 int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out);
 
-/*
- * Reads one line from `fd` a byte at a time (nothing after the newline is
- * consumed: it belongs to the server).  Its length without the newline,
- * -EPIPE at end of stream (buf holds what came before it), -ETIMEDOUT, or
- * -EMSGSIZE when it does not fit.
- */
-int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);
-
 /* Steps 1-3 (with the install of install.h before step 2 when no
  * -o server= is given).  On failure everything is released. */
 int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);

@@ -13,10 +13,10 @@
 
 #include <openssl/evp.h>
 
-#include "login/bootstrap.h"
 #include "chan.h"
 #include "config.h"
 #include "login/install.h"
+#include "login/lineio.h"
 #include "log.h"
 #include "protocol.h"
 
@@ -399,7 +399,7 @@ static const char *tagged(const char *line, const char *tag)
 static int next_line(int fd, const char *host, char *line, size_t size,
 		     int timeout_ms)
 {
-	int r = qc_boot_read_line(fd, line, size, timeout_ms);
+	int r = qc_line_read(fd, line, size, timeout_ms);
 
 	if (r == -EPIPE && !line[0])
 		return -EPIPE;
@@ -539,7 +539,7 @@ out_lost:
 	/* The script may have given up (and said why) before it read all
 	 * we sent: its last words are still in our socket buffer. */
 	line[0] = '\0';
-	if (qc_boot_read_line(fd, line, sizeof(line), 2000) >= 0 &&
+	if (qc_line_read(fd, line, sizeof(line), 2000) >= 0 &&
 	    tagged(line, "FAIL")) {
 		r = final_line(host, line, arch, path);
 		goto out_free;

@@ -131,10 +131,6 @@ void qc_ssh_pump_pause(struct qc_ssh *s);
  */
 int qc_ssh_wait(struct qc_ssh *s, int timeout_ms, struct qc_ssh_exit *exit);
 
-/* Logs one line (of `n` bytes; `line` has room for a NUL after them) the
- * remote command wrote to its stderr, as "qftfs-server@HOST: ...". */
-void qc_ssh_log_stderr_line(const char *host, char *line, size_t n);
-
 /* Copies the first bytes the command wrote to its stderr (NUL-terminated;
  * for recognising "command not found"). */
 void qc_ssh_stderr_head(struct qc_ssh *s, char *buf, size_t size);

@@ -310,8 +310,8 @@ static int conf_port(const char *v, int *port)
 	return 0;
 }
 
-/* ProxyJump, ProxyCommand, CertificateFile: noted, for ssh.c to hand the
- * login to the OpenSSH client, which reads them itself. */
+/* ProxyJump, ProxyCommand, CertificateFile: noted, for ssh_openssh.c to
+ * hand the login to the OpenSSH client, which reads them itself. */
 static int conf_openssh(struct qc_sshconf *cfg, const char *kw, char **argv,
 			int argc, const char *file, int lineno)
 {

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "log.h"
+#include "login/serverlog.h"
 #include "login/sshproc.h"
 #include "thread.h"
 #include "login/exec.h"
@@ -381,7 +382,7 @@ out_free:
 
 static void emit(struct qc_sshproc *p)
 {
-	qc_ssh_log_stderr_line(p->label, p->line, p->line_len);
+	qc_serverlog_line(p->label, p->line, p->line_len);
 	p->line_len = 0;
 }
 

@@ -3,8 +3,9 @@
  * The OpenSSH client as the ssh side of a remote mount, for what libssh2
  * cannot do: ProxyJump and ProxyCommand, certificates, RSA keys signed
  * with rsa-sha2-256/512 (libssh2 1.10 signs with SHA-1 only), FIDO keys,
- * and anything else ~/.ssh/config says, read by ssh itself.  ssh.c
- * decides when (ssh.h) and hides the difference from bootstrap.c.
+ * and anything else ~/.ssh/config says, read by ssh itself.
+ * ssh_openssh.c decides when (ssh.h) and writes its command line; the
+ * qc_ssh_ calls hide the difference from bootstrap.c.
  *
  * `ssh -T ... HOST 'echo MARKER; COMMAND'` runs with a socketpair
  * as its stdin and stdout and a pipe as its stderr.  The marker tells a
