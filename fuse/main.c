@@ -99,7 +99,7 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct qc_cmdline cl = { 0 };
-	struct qc_remote rem = { 0 };
+	struct qc_boot_source rem = { 0 };
 	struct qc_local_tr lt = { 0 };
 	struct qc_remote_tr rt = { 0 };
 	struct qc_conn_opts co = {
@@ -307,7 +307,7 @@ out_free_args:
 	free(root);
 	qc_cmdline_free(&cl);
 	qc_idmap_free();
-	qc_remote_free(&rem);
+	qc_boot_source_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();
 	fuse_opt_free_args(&args);

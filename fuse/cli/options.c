@@ -436,7 +436,7 @@ static int parse_seconds(const char *name, const char *s, double def,
  * The ssh side of the command line, checked before anything connects so
  * that a typo is a usage error (exit 2).
  */
-static int remote_opts(const struct qc_cmdline *cl, struct qc_remote *rem,
+static int remote_opts(const struct qc_cmdline *cl, struct qc_boot_source *rem,
 		       struct qc_boot_opts *bo)
 {
 	memset(bo, 0, sizeof(*bo));
@@ -633,7 +633,7 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 }
 
 int qc_cmdline_login(const struct qc_cmdline *cl, bool remote,
-		     struct qc_remote *rem, struct qc_boot_opts *bo,
+		     struct qc_boot_source *rem, struct qc_boot_opts *bo,
 		     const struct qc_conn_opts *co)
 {
 	if (!remote)

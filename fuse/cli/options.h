@@ -107,13 +107,13 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 
 /*
  * The ssh side: for a `remote` source, parses SOURCE into `rem` (the
- * caller frees it with qc_remote_free) and fills `bo` for the bootstrap,
+ * caller frees it with qc_boot_source_free) and fills `bo` for the bootstrap,
  * with co's timeout and keepalive; for a local one, notes the ssh options
  * it ignores, but still checks port, cipher, transport and
  * StrictHostKeyChecking.  -EINVAL on a usage error, -ENOMEM.
  */
 int qc_cmdline_login(const struct qc_cmdline *cl, bool remote,
-		     struct qc_remote *rem, struct qc_boot_opts *bo,
+		     struct qc_boot_source *rem, struct qc_boot_opts *bo,
 		     const struct qc_conn_opts *co);
 
 /* A local source's directory (with -o subdir=), resolved: *root, which

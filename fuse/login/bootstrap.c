@@ -61,7 +61,7 @@ bool qc_boot_is_remote(const char *source)
 	return host_colon(source) != NULL;
 }
 
-void qc_remote_free(struct qc_remote *r)
+void qc_boot_source_free(struct qc_boot_source *r)
 {
 	free(r->user);
 	free(r->host);
@@ -79,7 +79,7 @@ static bool bad_name(const char *s)
 	return false;
 }
 
-int qc_boot_parse_source(const char *source, struct qc_remote *out)
+int qc_boot_parse_source(const char *source, struct qc_boot_source *out)
 {
 	const char *colon = host_colon(source), *at = NULL, *host;
 	size_t hlen;
@@ -101,7 +101,7 @@ int qc_boot_parse_source(const char *source, struct qc_remote *out)
 		out->user = strndup(source, (size_t)(at - source));
 	out->dir = strdup(colon[1] ? colon + 1 : ".");
 	if (!out->host || !out->dir || (at && !out->user)) {
-		qc_remote_free(out);
+		qc_boot_source_free(out);
 		fprintf(stderr, "qftfs: out of memory\n");
 		return -ENOMEM;
 	}
@@ -111,13 +111,13 @@ int qc_boot_parse_source(const char *source, struct qc_remote *out)
 		fprintf(stderr, "qftfs: invalid %s in '%s'\n",
 			out->user && bad_name(out->user) ? "user" : "host",
 			source);
-		qc_remote_free(out);
+		qc_boot_source_free(out);
 		return -EINVAL;
 	}
 	if (out->dir[0] == '-') {
 		fprintf(stderr, "qftfs: invalid remote directory '%s': it "
 			"starts with '-' (write ./%s)\n", out->dir, out->dir);
-		qc_remote_free(out);
+		qc_boot_source_free(out);
 		return -EINVAL;
 	}
 	return 0;

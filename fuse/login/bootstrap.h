@@ -40,7 +40,7 @@ enum qc_transport_mode {
 };
 
 /* SOURCE split scp-style; every field malloc'd. */
-struct qc_remote {
+struct qc_boot_source {
 	char *user;             /* NULL when not given */
 	char *host;             /* brackets of [v6] removed */
 	char *dir;              /* "." when empty: the remote home */
@@ -88,8 +88,8 @@ bool qc_boot_is_remote(const char *source);
  * or a user, host or directory starting with '-', which could pass for an
  * option somewhere down the line.
  */
-int qc_boot_parse_source(const char *source, struct qc_remote *out);
-void qc_remote_free(struct qc_remote *r);
+int qc_boot_parse_source(const char *source, struct qc_boot_source *out);
+void qc_boot_source_free(struct qc_boot_source *r);
 
 /* "aes256-gcm" (default), "chacha20" or "chacha20-poly1305", "none". */
 int qc_boot_parse_cipher(const char *s, enum qft_cipher *out);

@@ -17,14 +17,6 @@
 #include "check.h"
 #include "login/install.h"
 
-/* install.c reads lines through the bootstrap's reader; not reached. */
-int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms);
-int qc_boot_read_line(int fd, char *buf, size_t size, int timeout_ms)
-{
-	(void)fd, (void)buf, (void)size, (void)timeout_ms;
-	return -ENOSYS;
-}
-
 static void test_pick(void)
 {
 	static const struct {
