@@ -436,8 +436,8 @@ static int parse_seconds(const char *name, const char *s, double def,
  * The ssh side of the command line, checked before anything connects so
  * that a typo is a usage error (exit 2).
  */
-static int remote_opts(const struct qc_cmdline *cl, struct qc_boot_source *rem,
-		       struct qc_boot_opts *bo)
+static int remote_opts(const struct qc_cmdline *cl,
+		       struct qc_boot_source *rem, struct qc_boot_opts *bo)
 {
 	memset(bo, 0, sizeof(*bo));
 	if (cl->port) {
