@@ -172,7 +172,7 @@ static inline bool is_dot(const char *name)
 	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
-/* dircache.c (the store) */
+/* store.c */
 uint32_t name_hash(const char *name);
 size_t ptr_bucket(const struct qc_dircache *dc, const void *p);
 size_t ino_bucket(const struct qc_dircache *dc, uint64_t ino);
