@@ -31,7 +31,7 @@
  * server without change notification ignores WATCH). */
 #define READDIR_CACHE_FLAGS (QFT_READDIR_PLUS | QFT_READDIR_WATCH)
 
-void build_free(struct qc_dir_build *b)
+void qc_dir_build_free(struct qc_dir_build *b)
 {
 	if (!b)
 		return;
@@ -42,13 +42,14 @@ void build_free(struct qc_dir_build *b)
 }
 
 /* A reply without WATCHED makes the collection unleased. */
-void note_watched(struct qc_dir_build *b, const struct qc_reply *rep)
+void qc_dir_build_note_watched(struct qc_dir_build *b,
+			       const struct qc_reply *rep)
 {
 	if (!(rep->msg.opflags & QFT_READDIR_WATCHED))
 		b->watched = false;
 }
 
-struct qc_dir_build *build_new(struct qc_fs *fs)
+struct qc_dir_build *qc_dir_build_new(struct qc_fs *fs)
 {
 	struct qc_dir_build *b = calloc(1, sizeof(*b));
 
@@ -60,22 +61,22 @@ struct qc_dir_build *build_new(struct qc_fs *fs)
 }
 
 /* A collection given up before its end: its watch goes back too. */
-void build_abandon(struct qc_fs *fs, struct qc_dir_build *b)
+void qc_dir_build_abandon(struct qc_fs *fs, struct qc_dir_build *b)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 
 	if (!b)
 		return;
 	if (b->watched && b->dino) {
 		pthread_mutex_lock(&dc->lock);
-		work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
+		qc_dir_work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
 		pthread_mutex_unlock(&dc->lock);
 	}
-	build_free(b);
+	qc_dir_build_free(b);
 }
 
 /* Adds the entries of one checked READDIR PLUS reply. */
-void build_add(struct qc_fs *fs, struct qc_dir_build *b,
+void qc_dir_build_add(struct qc_fs *fs, struct qc_dir_build *b,
 		      const struct qft_blob *data)
 {
 	struct qft_dirent d;
@@ -92,7 +93,7 @@ void build_add(struct qc_fs *fs, struct qc_dir_build *b,
 			b->pino = d.ino;
 			continue;
 		}
-		if (!d.has_attr || b->n >= dc_of(fs)->max_entries) {
+		if (!d.has_attr || b->n >= qc_dir_of(fs)->max_entries) {
 			b->failed = true;
 			break;
 		}
@@ -118,25 +119,25 @@ void build_add(struct qc_fs *fs, struct qc_dir_build *b,
 
 /* Installs a collected listing of `dir` that reached EOF, unless a change
  * may have raced with it. */
-void build_install(struct qc_fs *fs, struct qn_node *dir,
+void qc_dir_build_install(struct qc_fs *fs, struct qn_node *dir,
 			  struct qc_dir_build *b)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	bool strip = qc_hint_xattr_gen(fs) != b->fb.xgen;
 	struct listing *l;
 
 	pthread_mutex_lock(&dc->lock);
-	if (b->failed || spoiled(dc, b->fb.seq, dir, b->dino, false)) {
+	if (b->failed || qc_dir_spoiled(dc, b->fb.seq, dir, b->dino, false)) {
 		qft_debug("dircache: listing of inode %llu not kept (%s)",
 			  (unsigned long long)b->dino,
 			  b->failed ? "incomplete" : "changed meanwhile");
 		/* Not kept: nor is the watch it may have set. */
 		if (b->watched && b->dino)
-			work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
+			qc_dir_work_add(fs, WORK_UNWATCH, NULL, b->dino, NULL);
 		goto out_unlock;
 	}
-	l = listing_new(fs, dir, b->dino, b->pino,
-			b->fb.start_ns + secs_ns(fs->entry_timeout), b->fb.gen);
+	l = qc_dir_listing_new(fs, dir, b->dino, b->pino, b->fb.start_ns +
+			       qc_dir_secs_ns(fs->entry_timeout), b->fb.gen);
 	if (!l)
 		goto out_unlock;
 	if (b->watched && b->dino) {
@@ -147,14 +148,14 @@ void build_install(struct qc_fs *fs, struct qn_node *dir,
 	for (size_t i = 0; i < b->n; i++) {
 		if (strip)
 			b->e[i].attr.flags &= ~QFT_ATTR_NOXATTR;
-		if (dent_put(dc, l, b->e[i].name, &b->e[i].attr,
-			     b->fb.start_ns) < 0) {
-			listing_drop_unwatch(fs, l);
+		if (qc_dir_dent_put(dc, l, b->e[i].name, &b->e[i].attr,
+				    b->fb.start_ns) < 0) {
+			qc_dir_listing_drop_unwatch(fs, l);
 			goto out_unlock;
 		}
 	}
 	l->walked_ns = qc_now_ns();
-	evict(fs, l);
+	qc_dir_evict(fs, l);
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -166,16 +167,16 @@ out_unlock:
  * something looks up many names there (stat of many files, git status,
  * make) and reading the directory whole costs less than a lookup each.
  */
-bool busy_dir(struct qc_fs *fs, struct qn_node *dir)
+bool qc_dir_busy(struct qc_fs *fs, struct qn_node *dir)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	uint64_t now = qc_now_ns();
 	bool busy = false;
 	size_t i;
 
 	pthread_mutex_lock(&dc->lock);
-	if (!find_listing(dc, dir)) {
-		i = ptr_bucket(dc, dir) & (PROBES - 1);
+	if (!qc_dir_find_listing(dc, dir)) {
+		i = qc_dir_ptr_bucket(dc, dir) & (PROBES - 1);
 		if (dc->probes[i].dir != dir ||
 		    now - dc->probes[i].since > WALK_NS) {
 			dc->probes[i].dir = dir;
@@ -193,7 +194,7 @@ bool busy_dir(struct qc_fs *fs, struct qn_node *dir)
  * waited for, one READDIR PLUS, CLOSE not waited for.  A bigger one is
  * left alone (its lookups go to the server one by one, as before).
  */
-void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
+void qc_dir_fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 {
 	char path[QFT_MAX_PATH + 1];
 	struct qc_dir_build *b;
@@ -207,14 +208,14 @@ void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 	    qc_handle_alloc(fs->conn, gen, &h) < 0)
 		return;
 	/* Begun before settling, as a LOOKUP is (ops.c, qc_lookup). */
-	b = build_new(fs);
+	b = qc_dir_build_new(fs);
 	if (!b)
 		goto out_free_handle;
 	qc_file_settle(fs);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);
-	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0)
+	if (qc_call_async(fs->conn, gen, &m, qc_dir_ignore_reply, NULL) < 0)
 		goto out_free_build;
 	qft_msg_init(&m, QFT_OP_READDIR, 0);
 	m.handle = h;
@@ -222,21 +223,21 @@ void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 	m.opflags = READDIR_CACHE_FLAGS;
 	r = qc_call_gen(fs->conn, gen, &m, &rep);
 	if (r == 0) {
-		note_watched(b, &rep);
+		qc_dir_build_note_watched(b, &rep);
 		if (qc_readdir_check(&rep.msg.data, true) < 0)
 			b->failed = true;
 		else
-			build_add(fs, b, &rep.msg.data);
+			qc_dir_build_add(fs, b, &rep.msg.data);
 		if (!(rep.msg.opflags & QFT_READDIR_EOF))
 			b->failed = true;
-		build_install(fs, dir, b);
+		qc_dir_build_install(fs, dir, b);
 		qc_reply_free(&rep);
 	}
 	qft_msg_init(&m, QFT_OP_CLOSE, 0);
 	m.handle = h;
 	(void)qc_send_noreply(fs->conn, gen, &m);
 out_free_build:
-	build_free(b);
+	qc_dir_build_free(b);
 out_free_handle:
 	qc_handle_free(fs->conn, gen, h);
 }

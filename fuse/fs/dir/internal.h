@@ -28,7 +28,7 @@
  * tree walk (find, du, ls -R, cp -r, tar, rsync). */
 #define WALK_NS         (2ull * 1000000000u)
 #define NEVER           UINT64_MAX
-/* Directories whose lookups missed recently (see busy_dir). */
+/* Directories whose lookups missed recently (see qc_dir_busy). */
 #define PROBES          256u
 
 /* One name of a listing. */
@@ -150,94 +150,95 @@ struct qc_dir_build {
 	bool watched;           /* every reply said WATCHED: a lease */
 };
 
-static inline struct qc_dircache *dc_of(struct qc_fs *fs)
+static inline struct qc_dircache *qc_dir_of(struct qc_fs *fs)
 {
 	return fs->dirs;
 }
 
 /* Whether names may be answered from the cache at all. */
-static inline bool cache_on(struct qc_fs *fs)
+static inline bool qc_dir_cache_on(struct qc_fs *fs)
 {
 	return fs->dirs && fs->entry_timeout > 0;
 }
 
-static inline uint64_t secs_ns(double s)
+static inline uint64_t qc_dir_secs_ns(double s)
 {
 	return s > 0 ? (uint64_t)(s * 1e9) : 0;
 }
 
-static inline bool is_dot(const char *name)
+static inline bool qc_dir_is_dot(const char *name)
 {
 	return name[0] == '.' &&
 	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
 /* store.c */
-uint32_t name_hash(const char *name);
-size_t ptr_bucket(const struct qc_dircache *dc, const void *p);
-size_t ino_bucket(const struct qc_dircache *dc, uint64_t ino);
-void ignore_reply(void *ctx, int err, struct qc_reply *rep);
-void record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
+uint32_t qc_dir_name_hash(const char *name);
+size_t qc_dir_ptr_bucket(const struct qc_dircache *dc, const void *p);
+size_t qc_dir_ino_bucket(const struct qc_dircache *dc, uint64_t ino);
+void qc_dir_ignore_reply(void *ctx, int err, struct qc_reply *rep);
+void qc_dir_record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
 		   bool all);
-bool spoiled(const struct qc_dircache *dc, uint64_t seq,
+bool qc_dir_spoiled(const struct qc_dircache *dc, uint64_t seq,
 		    const struct qn_node *dir, uint64_t dino, bool any_local);
-uint64_t link_gen(struct qc_fs *fs);
-struct dent *dent_find(const struct listing *l, const char *name,
+uint64_t qc_dir_link_gen(struct qc_fs *fs);
+struct dent *qc_dir_dent_find(const struct listing *l, const char *name,
 			      uint32_t h);
-void unstale(struct listing *l, const char *name);
-bool is_stale(const struct listing *l, const char *name);
-int dent_put(struct qc_dircache *dc, struct listing *l,
+void qc_dir_unstale(struct listing *l, const char *name);
+bool qc_dir_is_stale(const struct listing *l, const char *name);
+int qc_dir_dent_put(struct qc_dircache *dc, struct listing *l,
 		    const char *name, const struct qft_attr *a,
 		    uint64_t fetched_ns);
-void dent_del(struct qc_dircache *dc, struct listing *l,
+void qc_dir_dent_del(struct qc_dircache *dc, struct listing *l,
 		     const char *name);
-struct listing *find_listing(const struct qc_dircache *dc,
+struct listing *qc_dir_find_listing(const struct qc_dircache *dc,
 				    const struct qn_node *dir);
-void touch(struct qc_dircache *dc, struct listing *l);
-struct work *work_add(struct qc_fs *fs, enum work_kind kind,
+void qc_dir_touch(struct qc_dircache *dc, struct listing *l);
+struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
 			     struct qn_node *dir, uint64_t ino,
 			     const char *name);
-void work_add_names(struct qc_fs *fs, const struct listing *l);
-void listing_drop(struct qc_fs *fs, struct listing *l);
-void listing_drop_unwatch(struct qc_fs *fs, struct listing *l);
-struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
+void qc_dir_work_add_names(struct qc_fs *fs, const struct listing *l);
+void qc_dir_listing_drop(struct qc_fs *fs, struct listing *l);
+void qc_dir_listing_drop_unwatch(struct qc_fs *fs, struct listing *l);
+struct listing *qc_dir_valid_listing(struct qc_fs *fs, struct qn_node *dir,
 				     uint64_t now);
-void evict(struct qc_fs *fs, struct listing *keep);
-struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
+void qc_dir_evict(struct qc_fs *fs, struct listing *keep);
+struct listing *qc_dir_listing_new(struct qc_fs *fs, struct qn_node *dir,
 				   uint64_t dino, uint64_t pino,
 				   uint64_t names_until, uint64_t gen);
-void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino);
-int mark_stale(struct qc_fs *fs, struct listing *l, const char *name);
-int resolve_predicted(struct qc_fs *fs, struct listing *l);
+void qc_dir_forget_ino_attrs(struct qc_dircache *dc, uint64_t ino);
+int qc_dir_mark_stale(struct qc_fs *fs, struct listing *l, const char *name);
+int qc_dir_resolve_predicted(struct qc_fs *fs, struct listing *l);
 
 /* lease.c */
-uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
+uint64_t qc_dir_attr_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e);
-bool attr_ok(struct qc_fs *fs, const struct listing *l,
+bool qc_dir_attr_ok(struct qc_fs *fs, const struct listing *l,
 		    const struct dent *e, uint64_t now);
-uint64_t name_until(struct qc_fs *fs, const struct listing *l,
+uint64_t qc_dir_name_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e);
-double remaining(uint64_t until, uint64_t now, double max);
-void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
+double qc_dir_remaining(uint64_t until, uint64_t now, double max);
+void qc_dir_watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 			  uint64_t id, uint64_t dino);
 
 /* notify.c */
-void *worker_main(void *arg);
-void work_clear(struct qc_fs *fs);
+void *qc_dir_worker_main(void *arg);
+void qc_dir_work_clear(struct qc_fs *fs);
 
 /* build.c */
-void build_free(struct qc_dir_build *b);
-void note_watched(struct qc_dir_build *b, const struct qc_reply *rep);
-struct qc_dir_build *build_new(struct qc_fs *fs);
-void build_abandon(struct qc_fs *fs, struct qc_dir_build *b);
-void build_add(struct qc_fs *fs, struct qc_dir_build *b,
+void qc_dir_build_free(struct qc_dir_build *b);
+void qc_dir_build_note_watched(struct qc_dir_build *b,
+			       const struct qc_reply *rep);
+struct qc_dir_build *qc_dir_build_new(struct qc_fs *fs);
+void qc_dir_build_abandon(struct qc_fs *fs, struct qc_dir_build *b);
+void qc_dir_build_add(struct qc_fs *fs, struct qc_dir_build *b,
 		      const struct qft_blob *data);
-void build_install(struct qc_fs *fs, struct qn_node *dir,
+void qc_dir_build_install(struct qc_fs *fs, struct qn_node *dir,
 			  struct qc_dir_build *b);
-bool busy_dir(struct qc_fs *fs, struct qn_node *dir);
-void fetch_listing(struct qc_fs *fs, struct qn_node *dir);
+bool qc_dir_busy(struct qc_fs *fs, struct qn_node *dir);
+void qc_dir_fetch_listing(struct qc_fs *fs, struct qn_node *dir);
 
 /* scan.c */
-void maybe_scan(struct qc_fs *fs, struct qn_node *dir);
+void qc_dir_maybe_scan(struct qc_fs *fs, struct qn_node *dir);
 
 #endif /* QC_DIR_INTERNAL_H */

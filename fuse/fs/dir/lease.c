@@ -29,14 +29,14 @@
  * Whether directory inode `ino` has a leased listing on the live link
  * (listing lock held).  Its own watch then reports what changes its
  * attributes -- entries made or removed, chmod, utimes -- and that notice
- * drops the listing, which ends the trust attr_until gives.
+ * drops the listing, which ends the trust qc_dir_attr_until gives.
  */
 static bool dir_leased(struct qc_fs *fs, uint64_t ino)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	uint64_t gen = qc_conn_gen(fs->conn);
 
-	for (struct listing *l = dc->by_ino[ino_bucket(dc, ino)]; l;
+	for (struct listing *l = dc->by_ino[qc_dir_ino_bucket(dc, ino)]; l;
 	     l = l->inext)
 		if (l->dino == ino && l->leased && l->gen == gen)
 			return true;
@@ -44,14 +44,14 @@ static bool dir_leased(struct qc_fs *fs, uint64_t ino)
 }
 
 /*
- * Until when the attributes of entry `e` of `l` are fresh (attr_ok).  A
+ * Until when the attributes of entry `e` of `l` are fresh (qc_dir_attr_ok).  A
  * subdirectory's mtime and link count change without a notice to the
  * parent's watch, so under the parent's lease they hold only while the
  * subdirectory is leased itself (a SCAN leases every directory it
  * lists); the residual window is a change to it between the parent's
  * listing and its own watch, within one scan.
  */
-uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
+uint64_t qc_dir_attr_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e)
 {
 	bool dir = (e->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR;
@@ -61,7 +61,7 @@ uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
 	if (l->leased && (dir ? dir_leased(fs, e->attr.ino) :
 			  !(e->attr.flags & QFT_ATTR_FOLLOWED)))
 		return NEVER;
-	return e->fetched_ns + secs_ns(fs->attr_timeout);
+	return e->fetched_ns + qc_dir_secs_ns(fs->attr_timeout);
 }
 
 /*
@@ -70,7 +70,7 @@ uint64_t attr_until(struct qc_fs *fs, const struct listing *l,
  * file opened or released, other attributes seen: node.c stamps), and
  * not a file with other names.
  */
-bool attr_ok(struct qc_fs *fs, const struct listing *l,
+bool qc_dir_attr_ok(struct qc_fs *fs, const struct listing *l,
 		    const struct dent *e, uint64_t now)
 {
 	if (fs->attr_timeout <= 0 || e->fetched_ns == 0)
@@ -82,7 +82,7 @@ bool attr_ok(struct qc_fs *fs, const struct listing *l,
 	/* A directory's mtime and link count change with what is made
 	 * inside it, which its parent's watch does not report: under a
 	 * lease too, only for attr_timeout. */
-	if (now >= attr_until(fs, l, e))
+	if (now >= qc_dir_attr_until(fs, l, e))
 		return false;
 	return qn_attr_trusted(&fs->nodes, l->dir, e->name, e->fetched_ns);
 }
@@ -93,19 +93,19 @@ bool attr_ok(struct qc_fs *fs, const struct listing *l,
  * made), and a kernel that finds a known inode's type changed marks it
  * bad; so its name holds no longer than its attributes.
  */
-uint64_t name_until(struct qc_fs *fs, const struct listing *l,
+uint64_t qc_dir_name_until(struct qc_fs *fs, const struct listing *l,
 			   const struct dent *e)
 {
 	uint64_t a;
 
 	if (!(e->attr.flags & QFT_ATTR_FOLLOWED))
 		return l->names_until;
-	a = attr_until(fs, l, e);
+	a = qc_dir_attr_until(fs, l, e);
 	return a < l->names_until ? a : l->names_until;
 }
 
 /* Seconds the kernel may keep what is valid until `until`, at most `max`. */
-double remaining(uint64_t until, uint64_t now, double max)
+double qc_dir_remaining(uint64_t until, uint64_t now, double max)
 {
 	double left;
 
@@ -127,27 +127,28 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 		  bool need_attr, struct qft_attr *a, double *entry_to,
 		  double *attr_to, uint64_t *xgen)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	uint64_t now = qc_now_ns();
 	struct listing *l;
 	struct dent *e;
 	int r = -EAGAIN;
 
 	/* ".." (asked by exportfs) is not an entry of a listing. */
-	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME || is_dot(name))
+	if (!qc_dir_cache_on(fs) || strlen(name) > QFT_MAX_NAME ||
+	    qc_dir_is_dot(name))
 		return -EAGAIN;
 	pthread_mutex_lock(&dc->lock);
-	l = valid_listing(fs, parent, now);
-	if (!l || is_stale(l, name))
+	l = qc_dir_valid_listing(fs, parent, now);
+	if (!l || qc_dir_is_stale(l, name))
 		goto out_unlock;
-	e = dent_find(l, name, name_hash(name));
+	e = qc_dir_dent_find(l, name, qc_dir_name_hash(name));
 	if (e && !e->attr.ino) {
 		/* Made by a pipelined CREATE: answered since? */
-		if (resolve_predicted(fs, l) < 0)
+		if (qc_dir_resolve_predicted(fs, l) < 0)
 			goto out_unlock;
-		if (is_stale(l, name))
+		if (qc_dir_is_stale(l, name))
 			goto out_unlock;
-		e = dent_find(l, name, name_hash(name));
+		e = qc_dir_dent_find(l, name, qc_dir_name_hash(name));
 	}
 	if (e && !e->attr.ino) {
 		/* Not answered yet: it exists, attributes unknown. */
@@ -157,16 +158,17 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 	}
 	if (!e) {
 		r = 0;
-	} else if (attr_ok(fs, l, e, now)) {
+	} else if (qc_dir_attr_ok(fs, l, e, now)) {
 		r = 1;
 		if (a)
 			*a = e->attr;
 		if (entry_to)
-			*entry_to = remaining(name_until(fs, l, e), now,
-					      fs->entry_timeout);
+			*entry_to = qc_dir_remaining(
+				qc_dir_name_until(fs, l, e), now,
+				fs->entry_timeout);
 		if (attr_to)
-			*attr_to = remaining(attr_until(fs, l, e), now,
-					     fs->attr_timeout);
+			*attr_to = qc_dir_remaining(qc_dir_attr_until(fs, l, e),
+						    now, fs->attr_timeout);
 		/* Read with the attributes: a SETXATTR after this point
 		 * changes it, and the hint is then not taken. */
 		if (xgen)
@@ -175,7 +177,7 @@ static int answer(struct qc_fs *fs, struct qn_node *parent, const char *name,
 		r = 1;
 	}
 	if (r >= 0)
-		touch(dc, l);
+		qc_dir_touch(dc, l);
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
 	return r;
@@ -196,7 +198,8 @@ bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
 	uint64_t ino;
 	bool ok;
 
-	if (!cache_on(fs) || qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
+	if (!qc_dir_cache_on(fs) ||
+	    qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
 		return false;
 	ok = answer(fs, parent, name, true, &a, NULL, NULL, NULL) == 1;
 	qn_unref(&fs->nodes, parent);
@@ -216,7 +219,7 @@ bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
  */
 static struct listing *leased_here(struct qc_fs *fs, struct qn_node *parent)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 
 	/*
@@ -228,7 +231,7 @@ static struct listing *leased_here(struct qc_fs *fs, struct qn_node *parent)
 	 * made), is what the listing says good enough to answer without the
 	 * server.
 	 */
-	l = valid_listing(fs, parent, qc_now_ns());
+	l = qc_dir_valid_listing(fs, parent, qc_now_ns());
 	/*
 	 * The lease of a directory made a moment ago is asked for right
 	 * after its MKDIR and answered within a round trip: wait for it
@@ -241,7 +244,7 @@ static struct listing *leased_here(struct qc_fs *fs, struct qn_node *parent)
 		uint64_t id = l->id;
 
 		pthread_cond_wait(&dc->lease_cond, &dc->lock);
-		l = valid_listing(fs, parent, qc_now_ns());
+		l = qc_dir_valid_listing(fs, parent, qc_now_ns());
 		if (l && l->id != id)
 			l = NULL;
 	}
@@ -251,16 +254,16 @@ static struct listing *leased_here(struct qc_fs *fs, struct qn_node *parent)
 bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 			  const char *name)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 	bool absent = false;
 
-	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+	if (!qc_dir_cache_on(fs) || strlen(name) > QFT_MAX_NAME)
 		return false;
 	pthread_mutex_lock(&dc->lock);
 	l = leased_here(fs, parent);
-	if (l && !is_stale(l, name))
-		absent = !dent_find(l, name, name_hash(name));
+	if (l && !qc_dir_is_stale(l, name))
+		absent = !qc_dir_dent_find(l, name, qc_dir_name_hash(name));
 	pthread_mutex_unlock(&dc->lock);
 	return absent;
 }
@@ -268,17 +271,17 @@ bool qc_dir_leased_absent(struct qc_fs *fs, struct qn_node *parent,
 int qc_dir_leased_name(struct qc_fs *fs, struct qn_node *parent,
 		       const char *name, uint32_t *type)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 	struct dent *e;
 	int r = -EAGAIN;
 
-	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+	if (!qc_dir_cache_on(fs) || strlen(name) > QFT_MAX_NAME)
 		return -EAGAIN;
 	pthread_mutex_lock(&dc->lock);
 	l = leased_here(fs, parent);
-	if (l && !is_stale(l, name)) {
-		e = dent_find(l, name, name_hash(name));
+	if (l && !qc_dir_is_stale(l, name)) {
+		e = qc_dir_dent_find(l, name, qc_dir_name_hash(name));
 		r = e != NULL;
 		if (e)
 			*type = e->attr.mode & QFT_S_IFMT;
@@ -288,7 +291,7 @@ int qc_dir_leased_name(struct qc_fs *fs, struct qn_node *parent,
 }
 
 
-/* A lease on a directory this client just made (see watch_new_dir). */
+/* A lease on a directory this client just made (see qc_dir_watch_new_dir). */
 struct mkwatch {
 	struct qc_fs *fs;
 	struct qn_node *dir;    /* holds a node reference */
@@ -305,8 +308,8 @@ static bool reply_within(const struct listing *l, const struct qft_blob *data)
 
 	qcur_init(&c, data->p, data->len);
 	while (c.left && qft_dirent_decode(&c, &d, true) == 0)
-		if (!is_dot(d.name.s) &&
-		    !dent_find(l, d.name.s, name_hash(d.name.s)))
+		if (!qc_dir_is_dot(d.name.s) &&
+		    !qc_dir_dent_find(l, d.name.s, qc_dir_name_hash(d.name.s)))
 			return false;
 	return true;
 }
@@ -322,23 +325,23 @@ static void mkdir_watch_done(void *ctx, int err, struct qc_reply *rep)
 {
 	struct mkwatch *w = ctx;
 	struct qc_fs *fs = w->fs;
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	bool watched, ok;
 	struct listing *l;
 
 	watched = err == 0 && (rep->msg.opflags & QFT_READDIR_WATCHED);
 	pthread_mutex_lock(&dc->lock);
-	l = find_listing(dc, w->dir);
+	l = qc_dir_find_listing(dc, w->dir);
 	ok = watched && l && l->id == w->id && !l->nstale &&
 	     (rep->msg.opflags & QFT_READDIR_EOF) &&
 	     qc_readdir_check(&rep->msg.data, true) >= 0 &&
-	     !spoiled(dc, w->fb.seq, NULL, w->dino, false) &&
+	     !qc_dir_spoiled(dc, w->fb.seq, NULL, w->dino, false) &&
 	     reply_within(l, &rep->msg.data);
 	if (ok) {
 		l->leased = true;
 		l->names_until = NEVER;
 	} else if (watched) {
-		work_add(fs, WORK_UNWATCH, NULL, w->dino, NULL);
+		qc_dir_work_add(fs, WORK_UNWATCH, NULL, w->dino, NULL);
 	}
 	if (l && l->id == w->id)
 		l->lease_asked = false;
@@ -353,11 +356,11 @@ static void mkdir_watch_done(void *ctx, int err, struct qc_reply *rep)
 static void lease_not_asked(struct qc_fs *fs, struct qn_node *dir,
 			    uint64_t id)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 
 	pthread_mutex_lock(&dc->lock);
-	l = find_listing(dc, dir);
+	l = qc_dir_find_listing(dc, dir);
 	if (l && l->id == id)
 		l->lease_asked = false;
 	pthread_cond_broadcast(&dc->lease_cond);
@@ -369,7 +372,7 @@ static void lease_not_asked(struct qc_fs *fs, struct qn_node *dir,
  * WATCH and CLOSE sent back to back, nothing waited for (the server runs
  * them in order).  Until the answer the listing holds for entry_timeout.
  */
-void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
+void qc_dir_watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 			  uint64_t id, uint64_t dino)
 {
 	char path[QFT_MAX_PATH + 1];
@@ -377,7 +380,7 @@ void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 	struct qft_msg m;
 	uint64_t gen, h;
 
-	gen = link_gen(fs);
+	gen = qc_dir_link_gen(fs);
 	if (!gen || qn_path(&fs->nodes, dir, NULL, path) < 0 ||
 	    qc_handle_alloc(fs->conn, gen, &h) < 0) {
 		lease_not_asked(fs, dir, id);
@@ -396,7 +399,7 @@ void watch_new_dir(struct qc_fs *fs, struct qn_node *dir,
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);
-	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0) {
+	if (qc_call_async(fs->conn, gen, &m, qc_dir_ignore_reply, NULL) < 0) {
 		free(w);
 		lease_not_asked(fs, dir, id);
 		goto out_free_handle;
@@ -427,8 +430,8 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	int r;
 
 	r = answer(fs, dir, name, true, &a, &entry_to, &attr_to, &xgen);
-	if (r == -EAGAIN && cache_on(fs) && busy_dir(fs, dir)) {
-		fetch_listing(fs, dir);
+	if (r == -EAGAIN && qc_dir_cache_on(fs) && qc_dir_busy(fs, dir)) {
+		qc_dir_fetch_listing(fs, dir);
 		r = answer(fs, dir, name, true, &a, &entry_to, &attr_to,
 			   &xgen);
 	}
@@ -439,7 +442,7 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		 * comes here again, and sees the name once it exists. */
 		memset(&e, 0, sizeof(e));
 		fuse_reply_entry(req, &e);
-		atomic_fetch_add(&dc_of(fs)->negatives_local, 1);
+		atomic_fetch_add(&qc_dir_of(fs)->negatives_local, 1);
 		qc_stat_inc(&fs->stats, QC_STAT_LOOKUP_LOCAL);
 		return true;
 	}
@@ -452,7 +455,7 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	e.attr_timeout = attr_to;
 	if (fuse_reply_entry(req, &e) != 0)
 		qn_forget(&fs->nodes, n, 1);
-	atomic_fetch_add(&dc_of(fs)->lookups_local, 1);
+	atomic_fetch_add(&qc_dir_of(fs)->lookups_local, 1);
 	qc_stat_inc(&fs->stats, QC_STAT_LOOKUP_LOCAL);
 	return true;
 }

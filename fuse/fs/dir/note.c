@@ -31,29 +31,29 @@ void qc_dir_note_fetched(struct qc_fs *fs, struct qn_node *parent,
 			 const char *name, const struct qft_attr *a,
 			 const struct qc_dir_fetch *fb)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 	struct qft_attr b;
 
-	if (!cache_on(fs) || strlen(name) > QFT_MAX_NAME)
+	if (!qc_dir_cache_on(fs) || strlen(name) > QFT_MAX_NAME)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	l = valid_listing(fs, parent, qc_now_ns());
-	if (!l || spoiled(dc, fb->seq, parent, l->dino, false))
+	l = qc_dir_valid_listing(fs, parent, qc_now_ns());
+	if (!l || qc_dir_spoiled(dc, fb->seq, parent, l->dino, false))
 		goto out_unlock;
 	if (a) {
 		b = *a;
 		if (qc_hint_xattr_gen(fs) != fb->xgen)
 			b.flags &= ~QFT_ATTR_NOXATTR;
-		if (dent_put(dc, l, name, &b, fb->start_ns) < 0) {
-			listing_drop_unwatch(fs, l);
+		if (qc_dir_dent_put(dc, l, name, &b, fb->start_ns) < 0) {
+			qc_dir_listing_drop_unwatch(fs, l);
 			goto out_unlock;
 		}
-		evict(fs, l);
+		qc_dir_evict(fs, l);
 	} else {
-		dent_del(dc, l, name);
+		qc_dir_dent_del(dc, l, name);
 	}
-	unstale(l, name);
+	qc_dir_unstale(l, name);
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -65,9 +65,9 @@ out_unlock:
  */
 static void changed_dir(struct qc_fs *fs, struct qn_node *dir)
 {
-	struct listing *l = find_listing(dc_of(fs), dir);
+	struct listing *l = qc_dir_find_listing(qc_dir_of(fs), dir);
 
-	record(dc_of(fs), dir, l ? l->dino : 0, false);
+	qc_dir_record(qc_dir_of(fs), dir, l ? l->dino : 0, false);
 	qn_touch(&fs->nodes, dir);
 }
 
@@ -80,29 +80,29 @@ static void drop_child_listing(struct qc_fs *fs, struct qn_node *parent,
 
 	if (!child)
 		return;
-	l = find_listing(dc_of(fs), child);
+	l = qc_dir_find_listing(qc_dir_of(fs), child);
 	if (l)
-		listing_drop_unwatch(fs, l);
+		qc_dir_listing_drop_unwatch(fs, l);
 	qn_unref(&fs->nodes, child);
 }
 
 void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 		       const char *name, const struct qft_attr *a)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 
 	if (!dc || strlen(name) > QFT_MAX_NAME)
 		return;
 	pthread_mutex_lock(&dc->lock);
 	changed_dir(fs, parent);
-	l = valid_listing(fs, parent, qc_now_ns());
+	l = qc_dir_valid_listing(fs, parent, qc_now_ns());
 	if (l) {
-		unstale(l, name);
-		if (dent_put(dc, l, name, a, qc_now_ns()) < 0)
-			listing_drop_unwatch(fs, l);
+		qc_dir_unstale(l, name);
+		if (qc_dir_dent_put(dc, l, name, a, qc_now_ns()) < 0)
+			qc_dir_listing_drop_unwatch(fs, l);
 		else
-			evict(fs, l);
+			qc_dir_evict(fs, l);
 	}
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -110,15 +110,16 @@ void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 		      const char *name, const struct qft_attr *a)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 	struct dent *e;
 
 	if (!dc || strlen(name) > QFT_MAX_NAME)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	l = valid_listing(fs, parent, qc_now_ns());
-	e = l && !is_stale(l, name) ? dent_find(l, name, name_hash(name)) : NULL;
+	l = qc_dir_valid_listing(fs, parent, qc_now_ns());
+	e = l && !qc_dir_is_stale(l, name) ?
+	    qc_dir_dent_find(l, name, qc_dir_name_hash(name)) : NULL;
 	/* The same object only: a name may be another's by now. */
 	if (e && (!e->attr.ino || e->attr.ino == a->ino) &&
 	    (e->attr.mode & QFT_S_IFMT) == (a->mode & QFT_S_IFMT)) {
@@ -128,8 +129,8 @@ void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 		 * followed symlink; the name still is. */
 		na.flags |= e->attr.flags & QFT_ATTR_FOLLOWED;
 		changed_dir(fs, parent);
-		if (dent_put(dc, l, name, &na, qc_now_ns()) < 0)
-			listing_drop_unwatch(fs, l);
+		if (qc_dir_dent_put(dc, l, name, &na, qc_now_ns()) < 0)
+			qc_dir_listing_drop_unwatch(fs, l);
 	}
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -138,47 +139,49 @@ void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
 		       const char *name, const struct qft_attr *a,
 		       const struct qc_dir_fetch *fb)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *pl, *l;
 	struct qn_node *child;
 	uint64_t pino, id;
 
 	qc_dir_note_entry(fs, parent, name, a);
-	if (!cache_on(fs))
+	if (!qc_dir_cache_on(fs))
 		return;
 	child = qn_child_ref(&fs->nodes, parent, name, a);
 	if (!child)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	pl = find_listing(dc, parent);
+	pl = qc_dir_find_listing(dc, parent);
 	pino = pl && pl->dino ? pl->dino : qn_rino(&fs->nodes, parent);
 	/* Empty when made: nobody could have put anything in it before the
 	 * MKDIR's reply, as far as the client can know without a lease. */
-	l = listing_new(fs, child, a->ino, pino,
-			fb->start_ns + secs_ns(fs->entry_timeout), fb->gen);
+	l = qc_dir_listing_new(fs, child, a->ino, pino,
+			       fb->start_ns + qc_dir_secs_ns(fs->entry_timeout),
+			       fb->gen);
 	if (l) {
 		l->made_here = true;
-		/* Cleared by mkdir_watch_done, which watch_new_dir makes
-		 * sure runs (or clears it itself when it sends nothing). */
+		/* Cleared by mkdir_watch_done, which qc_dir_watch_new_dir
+		 * makes sure runs (or clears it itself when it sends
+		 * nothing). */
 		l->lease_asked = true;
-		evict(fs, l);
+		qc_dir_evict(fs, l);
 	}
 	id = l ? l->id : 0;
 	pthread_mutex_unlock(&dc->lock);
 	if (id)
-		watch_new_dir(fs, child, id, a->ino);
+		qc_dir_watch_new_dir(fs, child, id, a->ino);
 	qn_unref(&fs->nodes, child);
 }
 
 void qc_dir_note_link(struct qc_fs *fs, struct qn_node *parent,
 		      const char *name, const struct qft_attr *a)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 
 	if (!dc)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	forget_ino_attrs(dc, a->ino);
+	qc_dir_forget_ino_attrs(dc, a->ino);
 	pthread_mutex_unlock(&dc->lock);
 	qc_dir_note_entry(fs, parent, name, a);
 }
@@ -186,7 +189,7 @@ void qc_dir_note_link(struct qc_fs *fs, struct qn_node *parent,
 void qc_dir_note_gone(struct qc_fs *fs, struct qn_node *parent,
 		      const char *name)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 	struct dent *e;
 
@@ -195,15 +198,15 @@ void qc_dir_note_gone(struct qc_fs *fs, struct qn_node *parent,
 	pthread_mutex_lock(&dc->lock);
 	changed_dir(fs, parent);
 	drop_child_listing(fs, parent, name);
-	l = find_listing(dc, parent);
+	l = qc_dir_find_listing(dc, parent);
 	if (l) {
-		e = dent_find(l, name, name_hash(name));
+		e = qc_dir_dent_find(l, name, qc_dir_name_hash(name));
 		/* Its other names have one link less. */
 		if (e && (e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR &&
 		    e->attr.nlink > 1)
-			forget_ino_attrs(dc, e->attr.ino);
-		dent_del(dc, l, name);
-		unstale(l, name);
+			qc_dir_forget_ino_attrs(dc, e->attr.ino);
+		qc_dir_dent_del(dc, l, name);
+		qc_dir_unstale(l, name);
 	}
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -218,8 +221,8 @@ static void set_pino(struct qc_fs *fs, struct qn_node *from,
 
 	if (!moved)
 		return;
-	ml = find_listing(dc_of(fs), moved);
-	tl = find_listing(dc_of(fs), to);
+	ml = qc_dir_find_listing(qc_dir_of(fs), moved);
+	tl = qc_dir_find_listing(qc_dir_of(fs), to);
 	if (ml)
 		ml->pino = tl && tl->dino ? tl->dino : qn_rino(&fs->nodes, to);
 	qn_unref(&fs->nodes, moved);
@@ -229,7 +232,7 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 			const char *name, struct qn_node *newparent,
 			const char *newname, bool exchange)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *ls, *ld;
 	struct dent *es, *ed;
 	struct qft_attr as, ad;
@@ -243,13 +246,14 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 	changed_dir(fs, parent);
 	if (newparent != parent)
 		changed_dir(fs, newparent);
-	ls = valid_listing(fs, parent, now);
-	ld = valid_listing(fs, newparent, now);
-	es = ls ? dent_find(ls, name, name_hash(name)) : NULL;
-	ed = ld ? dent_find(ld, newname, name_hash(newname)) : NULL;
+	ls = qc_dir_valid_listing(fs, parent, now);
+	ld = qc_dir_valid_listing(fs, newparent, now);
+	es = ls ? qc_dir_dent_find(ls, name, qc_dir_name_hash(name)) : NULL;
+	ed = ld ? qc_dir_dent_find(ld, newname, qc_dir_name_hash(newname)) :
+	     NULL;
 	/* What each name held, where a listing says so. */
-	known_s = ls && !is_stale(ls, name);
-	known_d = ld && !is_stale(ld, newname);
+	known_s = ls && !qc_dir_is_stale(ls, name);
+	known_d = ld && !qc_dir_is_stale(ld, newname);
 	has_s = es != NULL;
 	has_d = ed != NULL;
 	if (has_s)
@@ -261,7 +265,7 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 		drop_child_listing(fs, newparent, newname);
 		if (has_d && (ad.mode & QFT_S_IFMT) != QFT_S_IFDIR &&
 		    ad.nlink > 1)
-			forget_ino_attrs(dc, ad.ino);
+			qc_dir_forget_ino_attrs(dc, ad.ino);
 	}
 	/*
 	 * The moved objects' ctime changed (fetched 0: their attributes
@@ -270,26 +274,26 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 	 */
 	if (ls) {
 		if (exchange && !(known_d && has_d))
-			listing_drop_unwatch(fs, ls), ls = NULL;
-		else if (exchange && dent_put(dc, ls, name, &ad, 0) < 0)
-			listing_drop_unwatch(fs, ls), ls = NULL;
+			qc_dir_listing_drop_unwatch(fs, ls), ls = NULL;
+		else if (exchange && qc_dir_dent_put(dc, ls, name, &ad, 0) < 0)
+			qc_dir_listing_drop_unwatch(fs, ls), ls = NULL;
 		else if (!exchange)
-			dent_del(dc, ls, name);
+			qc_dir_dent_del(dc, ls, name);
 	}
 	/* ls may have been dropped, and may be ld. */
-	ld = find_listing(dc, newparent);
+	ld = qc_dir_find_listing(dc, newparent);
 	if (ld) {
 		if (!(known_s && has_s))
-			listing_drop_unwatch(fs, ld);
-		else if (dent_put(dc, ld, newname, &as, 0) < 0)
-			listing_drop_unwatch(fs, ld);
+			qc_dir_listing_drop_unwatch(fs, ld);
+		else if (qc_dir_dent_put(dc, ld, newname, &as, 0) < 0)
+			qc_dir_listing_drop_unwatch(fs, ld);
 	}
-	ls = find_listing(dc, parent);
+	ls = qc_dir_find_listing(dc, parent);
 	if (ls)
-		unstale(ls, name);
-	ld = find_listing(dc, newparent);
+		qc_dir_unstale(ls, name);
+	ld = qc_dir_find_listing(dc, newparent);
 	if (ld)
-		unstale(ld, newname);
+		qc_dir_unstale(ld, newname);
 	/* A directory that moved keeps its listing; ".." is another. */
 	set_pino(fs, parent, name, newparent);
 	if (exchange)
@@ -299,24 +303,24 @@ void qc_dir_note_rename(struct qc_fs *fs, struct qn_node *parent,
 
 void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 
 	if (!dc || !parent)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	record(dc, parent, 0, false);
+	qc_dir_record(dc, parent, 0, false);
 	/* Before the listing goes: its reference may be the node's last. */
 	qn_touch(&fs->nodes, parent);
-	l = find_listing(dc, parent);
+	l = qc_dir_find_listing(dc, parent);
 	if (l)
-		listing_drop_unwatch(fs, l);
+		qc_dir_listing_drop_unwatch(fs, l);
 	pthread_mutex_unlock(&dc->lock);
 }
 
 void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	char name[QFT_MAX_NAME + 1];
 	struct qn_node *parent;
 	struct listing *l;
@@ -325,8 +329,8 @@ void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n)
 	if (!dc || qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	l = find_listing(dc, parent);
-	e = l ? dent_find(l, name, name_hash(name)) : NULL;
+	l = qc_dir_find_listing(dc, parent);
+	e = l ? qc_dir_dent_find(l, name, qc_dir_name_hash(name)) : NULL;
 	if (e)
 		e->attr.flags &= ~QFT_ATTR_NOXATTR;
 	pthread_mutex_unlock(&dc->lock);

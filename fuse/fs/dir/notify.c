@@ -35,15 +35,15 @@
  */
 static void unwatched(struct qc_fs *fs, uint64_t ino)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l, *next;
 
 	pthread_mutex_lock(&dc->lock);
-	record(dc, NULL, ino, false);
-	for (l = dc->by_ino[ino_bucket(dc, ino)]; l; l = next) {
+	qc_dir_record(dc, NULL, ino, false);
+	for (l = dc->by_ino[qc_dir_ino_bucket(dc, ino)]; l; l = next) {
 		next = l->inext;
 		if (l->dino == ino && l->leased)
-			listing_drop(fs, l);
+			qc_dir_listing_drop(fs, l);
 	}
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -94,10 +94,10 @@ static void work_do(struct qc_fs *fs, struct work *w)
  * waiting for a reply only the connection's reader delivers; so this is
  * never done on the reader, nor with the listing lock held.
  */
-void *worker_main(void *arg)
+void *qc_dir_worker_main(void *arg)
 {
 	struct qc_fs *fs = arg;
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct work *w;
 
 	pthread_mutex_lock(&dc->lock);
@@ -124,9 +124,9 @@ void *worker_main(void *arg)
 }
 
 /* Drops the work left (worker stopped or never started). */
-void work_clear(struct qc_fs *fs)
+void qc_dir_work_clear(struct qc_fs *fs)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct work *w;
 
 	pthread_mutex_lock(&dc->lock);
@@ -146,7 +146,7 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		   const char *name, size_t namelen)
 {
 	struct qc_fs *fs = ctx;
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l, *next;
 
 	if (!dc)
@@ -155,16 +155,16 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 	pthread_mutex_lock(&dc->lock);
 	if (kind == QFT_NOTIFY_ALL) {
 		/* The link died or the server lost track: no lease holds. */
-		record(dc, NULL, 0, true);
+		qc_dir_record(dc, NULL, 0, true);
 		for (l = dc->lru.next; l != &dc->lru; l = next) {
 			next = l->next;
-			work_add_names(fs, l);
-			listing_drop(fs, l);
+			qc_dir_work_add_names(fs, l);
+			qc_dir_listing_drop(fs, l);
 		}
 		goto out_unlock;
 	}
-	record(dc, NULL, dir_ino, false);
-	for (l = dc->by_ino[ino_bucket(dc, dir_ino)]; l; l = next) {
+	qc_dir_record(dc, NULL, dir_ino, false);
+	for (l = dc->by_ino[qc_dir_ino_bucket(dc, dir_ino)]; l; l = next) {
 		next = l->inext;
 		if (l->dino != dir_ino)
 			continue;
@@ -172,19 +172,19 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		 * is asked for again. */
 		qn_touch(&fs->nodes, l->dir);
 		if (kind == QFT_NOTIFY_CHANGED && namelen) {
-			work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
-			(void)mark_stale(fs, l, name);
+			qc_dir_work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
+			(void)qc_dir_mark_stale(fs, l, name);
 		} else {
 			if (l->leased)
-				work_add_names(fs, l);
+				qc_dir_work_add_names(fs, l);
 			else
-				work_add(fs, WORK_INVAL_INODE, l->dir, 0,
-					 NULL);
+				qc_dir_work_add(fs, WORK_INVAL_INODE, l->dir, 0,
+						NULL);
 			/* GONE: the server holds no watch any more. */
 			if (kind == QFT_NOTIFY_GONE)
-				listing_drop(fs, l);
+				qc_dir_listing_drop(fs, l);
 			else
-				listing_drop_unwatch(fs, l);
+				qc_dir_listing_drop_unwatch(fs, l);
 		}
 	}
 out_unlock:

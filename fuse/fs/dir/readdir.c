@@ -34,7 +34,7 @@ struct snap_ent {
 	bool attr_ok;           /* attr trusted until attr_until */
 	struct qft_attr attr;
 	uint64_t attr_until;
-	uint64_t name_until;    /* of the name itself (name_until()) */
+	uint64_t name_until;    /* of the name itself (qc_dir_name_until()) */
 };
 
 struct qc_dir_snap {
@@ -60,17 +60,17 @@ static void snap_free(struct qc_dir_snap *s)
  * NULL when there is none (or no memory). */
 static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	uint64_t now = qc_now_ns();
 	struct qc_dir_snap *s = NULL;
 	struct listing *l;
 	size_t pool = 5, k = 0, pos = 0;	/* ".\0..\0" */
 
 	pthread_mutex_lock(&dc->lock);
-	l = valid_listing(fs, dir, now);
+	l = qc_dir_valid_listing(fs, dir, now);
 	/* Names of pipelined CREATEs not answered yet have no inode, and a
 	 * name changed on the server may be a new one: not complete. */
-	if (!l || resolve_predicted(fs, l) != 0 || l->nstale)
+	if (!l || qc_dir_resolve_predicted(fs, l) != 0 || l->nstale)
 		goto out_unlock;
 	for (size_t i = 0; i < l->nslots; i++)
 		if (l->slots[i])
@@ -111,13 +111,13 @@ static struct qc_dir_snap *snapshot(struct qc_fs *fs, struct qn_node *dir)
 		se->ino = e->attr.ino;
 		se->type = e->attr.mode & QFT_S_IFMT;
 		se->attr = e->attr;
-		se->attr_ok = attr_ok(fs, l, e, now);
-		se->attr_until = attr_until(fs, l, e);
-		se->name_until = name_until(fs, l, e);
+		se->attr_ok = qc_dir_attr_ok(fs, l, e, now);
+		se->attr_until = qc_dir_attr_until(fs, l, e);
+		se->name_until = qc_dir_name_until(fs, l, e);
 	}
 	s->n = k;
 	l->walked_ns = now;
-	touch(dc, l);
+	qc_dir_touch(dc, l);
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
 	return s;
@@ -160,10 +160,10 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 					qc_hint_noxattr_note(fs, n, &se->attr,
 							     s->xgen);
 					qc_fs_fill_entry(fs, &e, n, &se->attr);
-					e.entry_timeout = remaining(
+					e.entry_timeout = qc_dir_remaining(
 						se->name_until, now,
 						fs->entry_timeout);
-					e.attr_timeout = remaining(
+					e.attr_timeout = qc_dir_remaining(
 						se->attr_until, now,
 						fs->attr_timeout);
 				}
@@ -228,7 +228,7 @@ void qc_dir_ahead_drop(struct qc_dir_ahead *a)
 	if (a->valid)
 		qc_reply_free(&a->rep);
 	snap_free(a->snap);
-	build_free(a->build);
+	qc_dir_build_free(a->build);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -274,7 +274,7 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 			if (need > size - used)
 				break;
 			memset(&e, 0, sizeof(e));
-			if (d.has_attr && !is_dot(d.name.s)) {
+			if (d.has_attr && !qc_dir_is_dot(d.name.s)) {
 				struct qn_node *n;
 
 				n = qn_lookup(&fs->nodes, qc_fs_node(fs, ino),
@@ -326,12 +326,12 @@ static bool ahead_usable(const struct qc_dir_ahead *a, uint64_t off, bool plus)
 
 static bool complete_listing(struct qc_fs *fs, struct qn_node *dir)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
 	bool ok;
 
 	pthread_mutex_lock(&dc->lock);
-	l = valid_listing(fs, dir, qc_now_ns());
+	l = qc_dir_valid_listing(fs, dir, qc_now_ns());
 	ok = l && !l->nstale;
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
@@ -339,12 +339,12 @@ static bool complete_listing(struct qc_fs *fs, struct qn_node *dir)
 
 bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir)
 {
-	if (!cache_on(fs))
+	if (!qc_dir_cache_on(fs))
 		return false;
 	if (complete_listing(fs, dir))
 		return true;
 	/* The opendir of a walk comes before its readdir: scan now. */
-	maybe_scan(fs, dir);
+	qc_dir_maybe_scan(fs, dir);
 	return complete_listing(fs, dir);
 }
 
@@ -399,7 +399,7 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	struct qn_node **counted = NULL;
 	size_t used, ncounted = 0, consumed = 0;
 	uint64_t last_off = (uint64_t)off;
-	bool caching = cache_on(fs);
+	bool caching = qc_dir_cache_on(fs);
 	struct qft_blob rest;
 	struct qft_msg m;
 	char *buf = NULL;
@@ -412,11 +412,11 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		snap_free(a->snap);
 		a->snap = snapshot(fs, dir);
 		if (!a->snap) {
-			maybe_scan(fs, dir);
+			qc_dir_maybe_scan(fs, dir);
 			a->snap = snapshot(fs, dir);
 		}
 		if (a->snap)
-			atomic_fetch_add(&dc_of(fs)->readdirs_local, 1);
+			atomic_fetch_add(&qc_dir_of(fs)->readdirs_local, 1);
 	} else if (off == 0) {
 		snap_free(a->snap);
 		a->snap = NULL;
@@ -431,11 +431,11 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 			goto out_err;
 		/* A collection goes on only from where it stopped. */
 		if (a->build && (off == 0 || a->build->next != (uint64_t)off)) {
-			build_abandon(fs, a->build);
+			qc_dir_build_abandon(fs, a->build);
 			a->build = NULL;
 		}
 		if (off == 0 && caching)
-			a->build = build_new(fs);
+			a->build = qc_dir_build_new(fs);
 		qft_msg_init(&m, QFT_OP_READDIR, 0);
 		m.offset = (uint64_t)off;
 		/*
@@ -452,7 +452,7 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		if (a->build)
 			m.opflags |= QFT_READDIR_WATCH;
 		a->xgen = qc_hint_xattr_gen(fs);
-		a->until = qc_now_ns() + secs_ns(fs->attr_timeout);
+		a->until = qc_now_ns() + qc_dir_secs_ns(fs->attr_timeout);
 		/*
 		 * A directory handle re-opened after a reconnect is a new
 		 * stream: a listing in progress (a cookie other than 0)
@@ -472,11 +472,11 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		a->eof = (a->rep.msg.opflags & QFT_READDIR_EOF) != 0;
 		a->next = (uint64_t)off;
 		if (a->build) {
-			note_watched(a->build, &a->rep);
-			build_add(fs, a->build, &a->rep.msg.data);
+			qc_dir_build_note_watched(a->build, &a->rep);
+			qc_dir_build_add(fs, a->build, &a->rep.msg.data);
 			if (a->eof || a->build->failed) {
-				build_install(fs, dir, a->build);
-				build_free(a->build);
+				qc_dir_build_install(fs, dir, a->build);
+				qc_dir_build_free(a->build);
 				a->build = NULL;
 			}
 		}
@@ -517,7 +517,7 @@ out_drop:
 	free(buf);
 	ahead_reply_drop(a);
 out_err:
-	build_abandon(fs, a->build);
+	qc_dir_build_abandon(fs, a->build);
 	a->build = NULL;
 	fuse_reply_err(req, -r);
 }

@@ -163,16 +163,16 @@ static struct qn_node *scan_node(struct qc_fs *fs, struct scan *sc,
 static void scan_install(struct qc_fs *fs, struct scan *sc,
 			 const struct qc_dir_fetch *fb)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	bool strip = qc_hint_xattr_gen(fs) != fb->xgen;
 	uint64_t top_dino, top_pino;
 	struct listing *l;
 
 	pthread_mutex_lock(&dc->lock);
 	/* The client's own changes anywhere may be in the subtree. */
-	if (spoiled(dc, fb->seq, NULL, 0, true))
+	if (qc_dir_spoiled(dc, fb->seq, NULL, 0, true))
 		goto out_unlock;
-	l = find_listing(dc, sc->d[0].node);
+	l = qc_dir_find_listing(dc, sc->d[0].node);
 	top_dino = l ? l->dino : qn_rino(&fs->nodes, sc->d[0].node);
 	top_pino = l ? l->pino : 0;
 	for (uint32_t i = 0; i < sc->nd; i++) {
@@ -182,23 +182,25 @@ static void scan_install(struct qc_fs *fs, struct scan *sc,
 		struct qn_node *node;
 
 		if (!sd->complete ||
-		    spoiled(dc, fb->seq, NULL, dino, false)) {
+		    qc_dir_spoiled(dc, fb->seq, NULL, dino, false)) {
 			/* Not kept: nor is the watch it may have set. */
 			if (sd->watched && dino)
-				work_add(fs, WORK_UNWATCH, NULL, dino, NULL);
+				qc_dir_work_add(fs, WORK_UNWATCH, NULL, dino,
+						NULL);
 			continue;
 		}
 		node = scan_node(fs, sc, i);
 		if (!node) {
 			if (sd->watched && dino)
-				work_add(fs, WORK_UNWATCH, NULL, dino, NULL);
+				qc_dir_work_add(fs, WORK_UNWATCH, NULL, dino,
+						NULL);
 			continue;
 		}
 		pino = i == 0 ? top_pino :
 		       sd->parent ? sc->d[sd->parent].attr.ino : top_dino;
-		l = listing_new(fs, node, dino, pino,
-				fb->start_ns + secs_ns(fs->entry_timeout),
-				fb->gen);
+		l = qc_dir_listing_new(fs, node, dino, pino, fb->start_ns +
+				       qc_dir_secs_ns(fs->entry_timeout),
+				       fb->gen);
 		if (!l)
 			break;
 		l->scanned = true;
@@ -210,15 +212,15 @@ static void scan_install(struct qc_fs *fs, struct scan *sc,
 		for (size_t j = 0; j < sd->n; j++) {
 			if (strip)
 				sd->e[j].attr.flags &= ~QFT_ATTR_NOXATTR;
-			if (dent_put(dc, l, sd->e[j].name, &sd->e[j].attr,
-				     fb->start_ns) < 0) {
-				listing_drop(fs, l);
+			if (qc_dir_dent_put(dc, l, sd->e[j].name,
+					    &sd->e[j].attr, fb->start_ns) < 0) {
+				qc_dir_listing_drop(fs, l);
 				l = NULL;
 				break;
 			}
 		}
 		if (l)
-			evict(fs, l);
+			qc_dir_evict(fs, l);
 	}
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
@@ -232,7 +234,7 @@ out_unlock:
  */
 static void scan(struct qc_fs *fs, struct qn_node *top)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	char path[QFT_MAX_PATH + 1];
 	struct scan sc = { 0 };
 	struct qc_dir_fetch fb;
@@ -259,7 +261,7 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 	qc_set_str(&m.path, path);
 	/* The server runs requests in order: the SCAN behind it needs no
 	 * wait for its reply (and fails with EBADF if it failed). */
-	if (qc_call_async(fs->conn, gen, &m, ignore_reply, NULL) < 0) {
+	if (qc_call_async(fs->conn, gen, &m, qc_dir_ignore_reply, NULL) < 0) {
 		qc_handle_free(fs->conn, gen, h);
 		goto out_free;
 	}
@@ -311,9 +313,9 @@ out_free:
  * subtree is fetched at once (each listing once: a scan's own listings do
  * not start another).
  */
-void maybe_scan(struct qc_fs *fs, struct qn_node *dir)
+void qc_dir_maybe_scan(struct qc_fs *fs, struct qn_node *dir)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	char name[QFT_MAX_NAME + 1];
 	uint64_t now = qc_now_ns();
 	struct qn_node *parent;
@@ -323,7 +325,7 @@ void maybe_scan(struct qc_fs *fs, struct qn_node *dir)
 	if (qn_parent_ref(&fs->nodes, dir, &parent, name) < 0)
 		return;
 	pthread_mutex_lock(&dc->lock);
-	pl = valid_listing(fs, parent, now);
+	pl = qc_dir_valid_listing(fs, parent, now);
 	if (pl && !dc->scan_broken && !pl->scanned && pl->walked_ns &&
 	    now - pl->walked_ns < WALK_NS) {
 		pl->scanned = true;

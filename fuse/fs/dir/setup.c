@@ -78,12 +78,12 @@ int qc_dir_init(struct qc_fs *fs, size_t max_entries)
 
 int qc_dir_start(struct qc_fs *fs)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	int r;
 
 	if (!dc)
 		return 0;
-	r = pthread_create(&dc->worker, NULL, worker_main, fs);
+	r = pthread_create(&dc->worker, NULL, qc_dir_worker_main, fs);
 	if (r)
 		return -r;
 	dc->worker_running = true;
@@ -92,7 +92,7 @@ int qc_dir_start(struct qc_fs *fs)
 
 void qc_dir_stop(struct qc_fs *fs)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 
 	if (!dc)
 		return;
@@ -103,12 +103,12 @@ void qc_dir_stop(struct qc_fs *fs)
 	if (dc->worker_running)
 		pthread_join(dc->worker, NULL);
 	dc->worker_running = false;
-	work_clear(fs);
+	qc_dir_work_clear(fs);
 }
 
 void qc_dir_destroy(struct qc_fs *fs)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 
 	if (!dc)
 		return;
@@ -124,7 +124,7 @@ void qc_dir_destroy(struct qc_fs *fs)
 		  (unsigned long long)atomic_load(&dc->notices));
 	pthread_mutex_lock(&dc->lock);
 	while (dc->lru.next != &dc->lru)
-		listing_drop(fs, dc->lru.next);
+		qc_dir_listing_drop(fs, dc->lru.next);
 	pthread_mutex_unlock(&dc->lock);
 	pthread_cond_destroy(&dc->work_cond);
 	pthread_cond_destroy(&dc->lease_cond);

@@ -21,7 +21,7 @@
 #include "protocol.h"
 #include "ops/stats.h"
 
-uint32_t name_hash(const char *name)
+uint32_t qc_dir_name_hash(const char *name)
 {
 	uint32_t h = 2166136261u;
 
@@ -32,14 +32,14 @@ uint32_t name_hash(const char *name)
 	return h;
 }
 
-size_t ptr_bucket(const struct qc_dircache *dc, const void *p)
+size_t qc_dir_ptr_bucket(const struct qc_dircache *dc, const void *p)
 {
 	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
 
 	return (size_t)(h >> 32) & (dc->nbuckets - 1);
 }
 
-size_t ino_bucket(const struct qc_dircache *dc, uint64_t ino)
+size_t qc_dir_ino_bucket(const struct qc_dircache *dc, uint64_t ino)
 {
 	uint64_t h = ino * 0x9e3779b97f4a7c15ull;
 
@@ -48,13 +48,13 @@ size_t ino_bucket(const struct qc_dircache *dc, uint64_t ino)
 
 /* Completion of a request sent without waiting whose outcome the next
  * request on the same handle shows (an OPENDIR before a READDIR). */
-void ignore_reply(void *ctx, int err, struct qc_reply *rep)
+void qc_dir_ignore_reply(void *ctx, int err, struct qc_reply *rep)
 {
 }
 
 /* ---- events ---- */
 
-void record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
+void qc_dir_record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
 		   bool all)
 {
 	struct event *ev = &dc->ring[++dc->seq % RING];
@@ -72,7 +72,7 @@ void record(struct qc_dircache *dc, struct qn_node *dir, uint64_t dino,
  * the client made counts (a SCAN covers more directories than it can
  * name).
  */
-bool spoiled(const struct qc_dircache *dc, uint64_t seq,
+bool qc_dir_spoiled(const struct qc_dircache *dc, uint64_t seq,
 		    const struct qn_node *dir, uint64_t dino, bool any_local)
 {
 	if (dc->seq - seq >= RING)
@@ -89,18 +89,18 @@ bool spoiled(const struct qc_dircache *dc, uint64_t seq,
 
 /* The live link's generation; 0 when there is none, or no connection at
  * all (the unit test drives the cache without one). */
-uint64_t link_gen(struct qc_fs *fs)
+uint64_t qc_dir_link_gen(struct qc_fs *fs)
 {
 	return fs->conn ? qc_conn_gen(fs->conn) : 0;
 }
 
 void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 
 	fb->xgen = qc_hint_xattr_gen(fs);
 	fb->start_ns = qc_now_ns();
-	fb->gen = link_gen(fs);
+	fb->gen = qc_dir_link_gen(fs);
 	fb->seq = 0;
 	if (!dc)
 		return;
@@ -111,7 +111,7 @@ void qc_dir_fetch_begin(struct qc_fs *fs, struct qc_dir_fetch *fb)
 
 /* ---- listings (listing lock held) ---- */
 
-struct dent *dent_find(const struct listing *l, const char *name,
+struct dent *qc_dir_dent_find(const struct listing *l, const char *name,
 			      uint32_t h)
 {
 	if (!l->tabsize)
@@ -166,7 +166,7 @@ static void compact(struct listing *l)
 	l->nslots = j;
 }
 
-void unstale(struct listing *l, const char *name)
+void qc_dir_unstale(struct listing *l, const char *name)
 {
 	for (unsigned i = 0; i < l->nstale; i++) {
 		if (strcmp(l->stale[i], name) == 0) {
@@ -177,7 +177,7 @@ void unstale(struct listing *l, const char *name)
 	}
 }
 
-bool is_stale(const struct listing *l, const char *name)
+bool qc_dir_is_stale(const struct listing *l, const char *name)
 {
 	for (unsigned i = 0; i < l->nstale; i++)
 		if (strcmp(l->stale[i], name) == 0)
@@ -187,12 +187,12 @@ bool is_stale(const struct listing *l, const char *name)
 
 /* Adds or replaces `name`; 0 or -ENOMEM (the listing is then unchanged
  * and the caller must drop it: it would be missing a name). */
-int dent_put(struct qc_dircache *dc, struct listing *l,
+int qc_dir_dent_put(struct qc_dircache *dc, struct listing *l,
 		    const char *name, const struct qft_attr *a,
 		    uint64_t fetched_ns)
 {
-	uint32_t h = name_hash(name);
-	struct dent *e = dent_find(l, name, h);
+	uint32_t h = qc_dir_name_hash(name);
+	struct dent *e = qc_dir_dent_find(l, name, h);
 	size_t len;
 
 	if (e) {
@@ -231,10 +231,10 @@ int dent_put(struct qc_dircache *dc, struct listing *l,
 	return 0;
 }
 
-void dent_del(struct qc_dircache *dc, struct listing *l,
+void qc_dir_dent_del(struct qc_dircache *dc, struct listing *l,
 		     const char *name)
 {
-	uint32_t h = name_hash(name);
+	uint32_t h = qc_dir_name_hash(name);
 	struct dent **pp;
 
 	if (!l->tabsize)
@@ -254,10 +254,10 @@ void dent_del(struct qc_dircache *dc, struct listing *l,
 	}
 }
 
-struct listing *find_listing(const struct qc_dircache *dc,
+struct listing *qc_dir_find_listing(const struct qc_dircache *dc,
 				    const struct qn_node *dir)
 {
-	struct listing *l = dc->by_node[ptr_bucket(dc, dir)];
+	struct listing *l = dc->by_node[qc_dir_ptr_bucket(dc, dir)];
 
 	for (; l; l = l->nnext)
 		if (l->dir == dir)
@@ -279,7 +279,7 @@ static void lru_front(struct qc_dircache *dc, struct listing *l)
 	dc->lru.next = l;
 }
 
-void touch(struct qc_dircache *dc, struct listing *l)
+void qc_dir_touch(struct qc_dircache *dc, struct listing *l)
 {
 	if (dc->lru.next == l)
 		return;
@@ -289,7 +289,7 @@ void touch(struct qc_dircache *dc, struct listing *l)
 
 static void ino_unlink(struct qc_dircache *dc, struct listing *l)
 {
-	struct listing **pp = &dc->by_ino[ino_bucket(dc, l->dino)];
+	struct listing **pp = &dc->by_ino[qc_dir_ino_bucket(dc, l->dino)];
 
 	for (; *pp; pp = &(*pp)->inext) {
 		if (*pp == l) {
@@ -301,7 +301,7 @@ static void ino_unlink(struct qc_dircache *dc, struct listing *l)
 
 static void ino_link(struct qc_dircache *dc, struct listing *l)
 {
-	struct listing **b = &dc->by_ino[ino_bucket(dc, l->dino)];
+	struct listing **b = &dc->by_ino[qc_dir_ino_bucket(dc, l->dino)];
 
 	l->inext = *b;
 	*b = l;
@@ -312,11 +312,11 @@ static void ino_link(struct qc_dircache *dc, struct listing *l)
  * WORK_MAX it is dropped (NULL): the kernel's caches then expire by their
  * timeouts, and a watch not given back ends when the server evicts it.
  */
-struct work *work_add(struct qc_fs *fs, enum work_kind kind,
+struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
 			     struct qn_node *dir, uint64_t ino,
 			     const char *name)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 	size_t len = name ? strlen(name) : 0;
 	struct work *w;
 
@@ -348,7 +348,7 @@ struct work *work_add(struct qc_fs *fs, enum work_kind kind,
  * it may keep those names for entry_timeout, so they are invalidated, all
  * of them, by the worker.  Listing lock held.
  */
-void work_add_names(struct qc_fs *fs, const struct listing *l)
+void qc_dir_work_add_names(struct qc_fs *fs, const struct listing *l)
 {
 	size_t size = 0, pos = 0;
 	struct work *w;
@@ -372,7 +372,7 @@ void work_add_names(struct qc_fs *fs, const struct listing *l)
 		pos += len;
 	}
 	/* The worker takes the lock before it looks at a new item. */
-	w = work_add(fs, WORK_INVAL_NAMES, l->dir, 0, NULL);
+	w = qc_dir_work_add(fs, WORK_INVAL_NAMES, l->dir, 0, NULL);
 	if (!w) {
 		free(names);
 		return;
@@ -397,10 +397,10 @@ static void listing_free(struct listing *l)
  * Takes `l` out of the cache and frees it.  A lease it held is given back
  * by the caller (UNWATCH) where the server still holds it.
  */
-void listing_drop(struct qc_fs *fs, struct listing *l)
+void qc_dir_listing_drop(struct qc_fs *fs, struct listing *l)
 {
-	struct qc_dircache *dc = dc_of(fs);
-	struct listing **pp = &dc->by_node[ptr_bucket(dc, l->dir)];
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct listing **pp = &dc->by_node[qc_dir_ptr_bucket(dc, l->dir)];
 
 	for (; *pp; pp = &(*pp)->nnext) {
 		if (*pp == l) {
@@ -417,48 +417,48 @@ void listing_drop(struct qc_fs *fs, struct listing *l)
 }
 
 /* Drops `l` and gives its lease back: the server still watches it. */
-void listing_drop_unwatch(struct qc_fs *fs, struct listing *l)
+void qc_dir_listing_drop_unwatch(struct qc_fs *fs, struct listing *l)
 {
 	if (l->leased)
-		work_add(fs, WORK_UNWATCH, NULL, l->dino, NULL);
-	listing_drop(fs, l);
+		qc_dir_work_add(fs, WORK_UNWATCH, NULL, l->dino, NULL);
+	qc_dir_listing_drop(fs, l);
 }
 
 /* The listing of `dir` while its names are trusted; an expired one is
  * dropped on the way. */
-struct listing *valid_listing(struct qc_fs *fs, struct qn_node *dir,
+struct listing *qc_dir_valid_listing(struct qc_fs *fs, struct qn_node *dir,
 				     uint64_t now)
 {
-	struct listing *l = find_listing(dc_of(fs), dir);
+	struct listing *l = qc_dir_find_listing(qc_dir_of(fs), dir);
 
 	if (!l)
 		return NULL;
-	if (l->gen != link_gen(fs)) {
+	if (l->gen != qc_dir_link_gen(fs)) {
 		/* Another link, or none: its lease, if any, ended with its
 		 * link, and the ALL that says so may still be on its way. */
-		work_add_names(fs, l);
-		listing_drop(fs, l);
+		qc_dir_work_add_names(fs, l);
+		qc_dir_listing_drop(fs, l);
 		return NULL;
 	}
 	if (!l->leased && now >= l->names_until) {
-		struct qc_dircache *dc = dc_of(fs);
-		size_t i = ptr_bucket(dc, dir) & (PROBES - 1);
+		struct qc_dircache *dc = qc_dir_of(fs);
+		size_t i = qc_dir_ptr_bucket(dc, dir) & (PROBES - 1);
 
 		/* In use after it expired: the next miss reads it again
-		 * (busy_dir) rather than looking names up one by one. */
+		 * (qc_dir_busy) rather than looking names up one by one. */
 		dc->probes[i].dir = dir;
 		dc->probes[i].misses = 1;
 		dc->probes[i].since = now;
-		listing_drop(fs, l);
+		qc_dir_listing_drop(fs, l);
 		return NULL;
 	}
 	return l;
 }
 
 /* Makes room for `l` (already counted): least recently used first. */
-void evict(struct qc_fs *fs, struct listing *keep)
+void qc_dir_evict(struct qc_fs *fs, struct listing *keep)
 {
-	struct qc_dircache *dc = dc_of(fs);
+	struct qc_dircache *dc = qc_dir_of(fs);
 
 	while (dc->nentries > dc->max_entries && dc->lru.prev != &dc->lru) {
 		struct listing *victim = dc->lru.prev;
@@ -473,22 +473,22 @@ void evict(struct qc_fs *fs, struct listing *keep)
 			  (unsigned long long)victim->dino, victim->live,
 			  dc->nentries, dc->max_entries);
 		atomic_fetch_add(&dc->evictions, 1);
-		listing_drop_unwatch(fs, victim);
+		qc_dir_listing_drop_unwatch(fs, victim);
 	}
 }
 
 /* A new, empty listing of `dir` in the cache (replacing any), holding a
  * node reference; NULL when out of memory. */
-struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
+struct listing *qc_dir_listing_new(struct qc_fs *fs, struct qn_node *dir,
 				   uint64_t dino, uint64_t pino,
 				   uint64_t names_until, uint64_t gen)
 {
-	struct qc_dircache *dc = dc_of(fs);
-	struct listing *l, *old = find_listing(dc, dir);
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct listing *l, *old = qc_dir_find_listing(dc, dir);
 	struct listing **b;
 
 	if (old)
-		listing_drop(fs, old);
+		qc_dir_listing_drop(fs, old);
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
@@ -499,7 +499,7 @@ struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
 	l->names_until = names_until;
 	l->gen = gen;
 	l->id = ++dc->next_id;
-	b = &dc->by_node[ptr_bucket(dc, dir)];
+	b = &dc->by_node[qc_dir_ptr_bucket(dc, dir)];
 	l->nnext = *b;
 	*b = l;
 	ino_link(dc, l);
@@ -507,7 +507,7 @@ struct listing *listing_new(struct qc_fs *fs, struct qn_node *dir,
 	return l;
 }
 /* Every other name of inode `ino` has another link count now. */
-void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
+void qc_dir_forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
 {
 	for (struct listing *l = dc->lru.next; l != &dc->lru; l = l->next)
 		for (size_t i = 0; i < l->nslots; i++)
@@ -518,15 +518,15 @@ void forget_ino_attrs(struct qc_dircache *dc, uint64_t ino)
 
 /* A name of listing `l` changed on the server (or is no longer known):
  * asked for again.  -1 when `l` was dropped instead (too many). */
-int mark_stale(struct qc_fs *fs, struct listing *l, const char *name)
+int qc_dir_mark_stale(struct qc_fs *fs, struct listing *l, const char *name)
 {
 	char *dup;
 
-	if (is_stale(l, name))
+	if (qc_dir_is_stale(l, name))
 		return 0;
 	dup = l->nstale < STALE_MAX ? strdup(name) : NULL;
 	if (!dup) {
-		listing_drop_unwatch(fs, l);
+		qc_dir_listing_drop_unwatch(fs, l);
 		return -1;
 	}
 	l->stale[l->nstale++] = dup;
@@ -543,7 +543,7 @@ int mark_stale(struct qc_fs *fs, struct listing *l, const char *name)
  * number still waiting for the server's answer, or -1 when `l` was
  * dropped (too many stale names).  Listing lock held.
  */
-int resolve_predicted(struct qc_fs *fs, struct listing *l)
+int qc_dir_resolve_predicted(struct qc_fs *fs, struct listing *l)
 {
 	struct dent **pending = NULL;
 	size_t n = 0, cap = 0;
@@ -559,7 +559,7 @@ int resolve_predicted(struct qc_fs *fs, struct listing *l)
 			np = realloc(pending, cap * sizeof(*np));
 			if (!np) {
 				free(pending);
-				listing_drop_unwatch(fs, l);
+				qc_dir_listing_drop_unwatch(fs, l);
 				return -1;
 			}
 			pending = np;
@@ -581,8 +581,8 @@ int resolve_predicted(struct qc_fs *fs, struct listing *l)
 			char name[QFT_MAX_NAME + 1];
 
 			memcpy(name, e->name, strlen(e->name) + 1);
-			dent_del(dc_of(fs), l, name);
-			if (mark_stale(fs, l, name) < 0) {
+			qc_dir_dent_del(qc_dir_of(fs), l, name);
+			if (qc_dir_mark_stale(fs, l, name) < 0) {
 				free(pending);
 				return -1;
 			}
