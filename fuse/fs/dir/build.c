@@ -4,11 +4,8 @@
  * cookie 0 to EOF, or read whole for a directory with many lookups, and
  * installed unless a change raced with them (see dircache.h).
  */
-#include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +20,6 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "ops/stats.h"
 
 /* ---- listings collected from READDIR PLUS ---- */
 

@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +15,8 @@
 #include "net/conn.h"
 #include "fs/dircache.h"
 #include "fs/dir/internal.h"
-#include "fs/file.h"
 #include "fs/fs.h"
 #include "fs/hints.h"
-#include "log.h"
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
@@ -290,8 +287,8 @@ int qc_dir_leased_name(struct qc_fs *fs, struct qn_node *parent,
 	return r;
 }
 
-
-/* A lease on a directory this client just made (see qc_dir_watch_new_dir). */
+/* A lease on a directory this client just made (see qc_dir_watch_new_dir):
+ * the READDIR WATCH's in flight, no lock; freed by its completion. */
 struct mkwatch {
 	struct qc_fs *fs;
 	struct qn_node *dir;    /* holds a node reference */

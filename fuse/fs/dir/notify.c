@@ -4,26 +4,19 @@
  * listings, and a worker thread invalidates the kernel's caches and gives
  * watches back (see dircache.h).
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
 #include "net/conn.h"
 #include "fs/dircache.h"
 #include "fs/dir/internal.h"
-#include "fs/file.h"
 #include "fs/fs.h"
-#include "fs/hints.h"
-#include "log.h"
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "ops/stats.h"
 
 /* ---- leases: notifications, the worker ---- */
 

@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,14 +18,14 @@
 #include "fs/file.h"
 #include "fs/fs.h"
 #include "fs/hints.h"
-#include "log.h"
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "ops/stats.h"
 
 /* What a readdir served from the cache hands out: a copy of a listing
- * (with "." and ".." first), so later changes do not move its cookies. */
+ * (with "." and ".." first), so later changes do not move its cookies.
+ * Made under the listing lock, read-only after; the open directory's
+ * (struct qc_dir_ahead), no lock. */
 struct snap_ent {
 	const char *name;
 	uint64_t ino;

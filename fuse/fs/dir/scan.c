@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,11 +21,11 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "ops/stats.h"
 
 /* ---- SCAN: a subtree's listings in a few replies ---- */
 
-/* A directory a SCAN announced (index 0: the scanned one). */
+/* A directory a SCAN announced (index 0: the scanned one).  This and
+ * struct scan are the scanning thread's own, no lock. */
 struct sdir {
 	uint32_t parent;        /* index */
 	char *name;             /* NULL for index 0 */

@@ -6,23 +6,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "net/conn.h"
 #include "fs/dircache.h"
 #include "fs/dir/internal.h"
-#include "fs/file.h"
 #include "fs/fs.h"
-#include "fs/hints.h"
 #include "log.h"
-#include "msg.h"
-#include "fs/node.h"
-#include "protocol.h"
-#include "ops/stats.h"
 
 /* ---- setup ---- */
 

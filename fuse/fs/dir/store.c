@@ -1,25 +1,25 @@
 // SPDX-License-Identifier: MIT
-/* The directory cache (see dircache.h). */
+/*
+ * The directory cache's store: listings and their entries by node and by
+ * inode, the ring of events that tells a fetch from a change that raced
+ * with it, the LRU and eviction under the cap, and the queue of work for
+ * the worker (notify.c).  See dircache.h and internal.h.
+ */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
 #include "net/conn.h"
-#include "fs/dir/internal.h"
 #include "fs/dircache.h"
-#include "fs/file.h"
+#include "fs/dir/internal.h"
 #include "fs/fs.h"
 #include "fs/hints.h"
 #include "log.h"
-#include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "ops/stats.h"
 
 uint32_t qc_dir_name_hash(const char *name)
 {
