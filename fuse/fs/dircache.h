@@ -13,9 +13,12 @@
  *   - a SCAN of a subtree, started when the kernel walks a tree (a readdir
  *     of a directory whose parent was listed moments ago);
  *   - a directory this client just made (known empty).
- * The client's own namespace changes (ops.c, and the lead's create path
- * through qc_dir_note_entry/_gone) keep listings exact; a failure or a
- * lost reply drops the affected listing.
+ * The client's own namespace changes keep listings exact: the FUSE
+ * callbacks (fuse/ops/) tell the cache of every create, mknod, symlink,
+ * mkdir, link, rename and removal through qc_dir_note_*, the pipelined
+ * CREATE of commit=async included (its entry has predicted attributes,
+ * inode 0, until the server answers); a failure or a lost reply drops the
+ * affected listing (qc_dir_drop).
  *
  * Validity.  Without a lease, a listing's names are trusted for
  * entry_timeout and its attributes for attr_timeout from when the request
@@ -37,6 +40,10 @@
  * completions) may take it.
  *
  * Error convention: 0 or a negative errno, unless said otherwise.
+ *
+ * The code is in fuse/fs/dir/ (prefix qc_dir_; fs/dir/internal.h lists
+ * its files, each with one job); this header is all the rest of the
+ * client uses.
  */
 #ifndef QC_DIRCACHE_H
 #define QC_DIRCACHE_H
@@ -186,7 +193,7 @@ bool qc_dir_cached_attr(struct qc_fs *fs, struct qn_node *n,
  * True only when `parent`'s listing is under a server lease (nobody else
  * can have made the name without the client being told), `parent` is a
  * directory this client made itself (a notification of a name made on
- * the server a moment ago may still be on its way: see dircache.c), AND
+ * the server a moment ago may still be on its way: see fs/dir/lease.c), AND
  * `name` is absent from it: an O_EXCL create of it can be answered before
  * the server's reply.  A create sent on that basis must still report the
  * server's error at the latest at close().

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit test of fuse/dircache.c, the client's directory cache, without a
+ * Unit test of fuse/fs/dir/, the client's directory cache, without a
  * connection or a kernel: the bookkeeping of listings the client keeps
  * exact by its own changes (mkdir, create, unlink, rename, exchange,
  * link), what it answers and what it leaves to the server (hard links,
