@@ -72,7 +72,7 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 	if (out.data != stack)
 		qbuf_free(&out);
 	if (r < 0) {
-		link_fail(c, l, r, NULL);
+		qc_link_fail(c, l, r, NULL);
 		r = -EIO;
 		goto out_put;
 	}
@@ -82,12 +82,12 @@ out_put:
 	if (r == 0 && id) {
 		/* Its deadline runs from now: time spent waiting for the
 		 * socket is time the link was busy, not stuck. */
-		struct pending *p = find_pending(c, id);
+		struct pending *p = qc_pending_find(c, id);
 
 		if (p)
 			p->sent_ns = now_ns();
 	}
-	link_put(c, l);
+	qc_link_put(c, l);
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -152,19 +152,19 @@ static int call(struct qc_conn *c, uint64_t gen, unsigned lane,
 
 	/* Registered before sending, so the reply always finds its waiter. */
 	pthread_mutex_lock(&c->lock);
-	r = link_get(c, gen, &l);
+	r = qc_link_get(c, gen, &l);
 	if (r < 0) {
 		pthread_mutex_unlock(&c->lock);
 		goto out_destroy;
 	}
-	pending_add(c, l, &p);
+	qc_pending_add(c, l, &p);
 	pthread_mutex_unlock(&c->lock);
 
 	r = link_send(c, l, lane, req, p.id);
 	pthread_mutex_lock(&c->lock);
 	if (r < 0 && !p.done) {
 		/* Not sent (encoding failed): nobody else will wake us. */
-		if (take_pending(c, p.id) && !l->dead)
+		if (qc_pending_take(c, p.id) && !l->dead)
 			l->npending--;
 		p.done = true;
 		p.err = r;
@@ -176,12 +176,12 @@ static int call(struct qc_conn *c, uint64_t gen, unsigned lane,
 
 	r = p.err;
 	if (r < 0) {
-		frame_free(&p.frame, &p.pool);
+		qc_reply_frame_free(&p.frame, &p.pool);
 		goto out_destroy;
 	}
 	rep->frame = p.frame;
 	rep->pool = p.pool;
-	r = check_reply(req->op, rep);
+	r = qc_reply_check(req->op, rep);
 	if (r < 0) {
 		qc_reply_free(rep);
 		memset(&rep->msg, 0, sizeof(rep->msg));
@@ -212,9 +212,9 @@ int qc_call_behind(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	return call(c, gen, LANE_BULK, req, rep);
 }
 
-int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
-		      struct qft_msg *req, qc_done_fn *done, void *ctx,
-		      bool ordered)
+int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
+		       struct qft_msg *req, qc_done_fn *done, void *ctx,
+		       bool ordered)
 {
 	struct pending *p;
 	struct link *l;
@@ -243,14 +243,14 @@ int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
 	p->id = id = req->id;
 
 	pthread_mutex_lock(&c->lock);
-	r = gen ? link_get(c, gen, &l) : -ENOTCONN;
+	r = gen ? qc_link_get(c, gen, &l) : -ENOTCONN;
 	if (r < 0) {
 		pthread_mutex_unlock(&c->lock);
 		p->err = r;
-		complete_async(p);
+		qc_pending_complete(p);
 		return r;
 	}
-	pending_add(c, l, p);
+	qc_pending_add(c, l, p);
 	pthread_mutex_unlock(&c->lock);
 
 	/* Once sent, p belongs to the reader, which may free it any time. */
@@ -259,13 +259,13 @@ int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
 		/* A failed send killed the link, which completed p; only a
 		 * frame that could not even be encoded is still ours. */
 		pthread_mutex_lock(&c->lock);
-		p = take_pending(c, id);
+		p = qc_pending_take(c, id);
 		if (p && !l->dead)
 			l->npending--;
 		pthread_mutex_unlock(&c->lock);
 		if (p) {
 			p->err = r;
-			complete_async(p);
+			qc_pending_complete(p);
 		}
 	}
 	return r;
@@ -274,13 +274,14 @@ int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
 int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		  qc_done_fn *done, void *ctx)
 {
-	return call_async(c, gen, route(c, gen, req), req, done, ctx, false);
+	return qc_call_async_lane(c, gen, route(c, gen, req), req, done, ctx,
+				  false);
 }
 
 int qc_call_ordered(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 		    qc_done_fn *done, void *ctx)
 {
-	return call_async(c, gen, LANE_BULK, req, done, ctx, true);
+	return qc_call_async_lane(c, gen, LANE_BULK, req, done, ctx, true);
 }
 
 int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
@@ -290,7 +291,7 @@ int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = gen ? link_get(c, gen, &l) : -ENOTCONN;
+	r = gen ? qc_link_get(c, gen, &l) : -ENOTCONN;
 	pthread_mutex_unlock(&c->lock);
 	if (r < 0)
 		return r;

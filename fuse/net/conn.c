@@ -54,8 +54,8 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		wipe_endpoint_keys(ep);
-		wipe_meta(ep);
+		qc_link_wipe_keys(ep);
+		qc_link_wipe_meta(ep);
 		close(ep->fd);
 		ep->fd = -1;
 		return -ENOMEM;
@@ -65,14 +65,14 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 		c->o.timeout_s = QC_TIMEOUT_DEFAULT;
 	r = qft_pool_new(&c->rpool, FRAME_LIMIT, RPOOL_KEEP, RPOOL_MAX);
 	if (r < 0) {
-		wipe_endpoint_keys(ep);
-		wipe_meta(ep);
+		qc_link_wipe_keys(ep);
+		qc_link_wipe_meta(ep);
 		close(ep->fd);
 		ep->fd = -1;
 		free(c);
 		return r;
 	}
-	r = link_new(c, ep, &l);
+	r = qc_link_new(c, ep, &l);
 	if (r < 0) {
 		qft_pool_release(c->rpool);
 		free(c);
@@ -108,9 +108,9 @@ void qc_conn_free(struct qc_conn *c)
 	if (c->cur) {
 		struct link *l = c->cur;
 
-		link_shutdown(l);
-		link_join(l);
-		link_free(c, l, 0);
+		qc_link_shutdown(l);
+		qc_link_join(l);
+		qc_link_free(c, l, 0);
 		c->cur = NULL;
 	}
 	pthread_cond_destroy(&c->ping_cond);
@@ -126,7 +126,7 @@ void qc_conn_free(struct qc_conn *c)
 
 int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
 {
-	int r = link_hello(c->cur, timeout_s, msg, size);
+	int r = qc_link_hello(c->cur, timeout_s, msg, size);
 
 	/* Still single threaded: no lock needed, but it costs nothing. */
 	pthread_mutex_lock(&c->lock);
@@ -148,13 +148,13 @@ int qc_conn_start(struct qc_conn *c)
 {
 	int r;
 
-	r = link_start(c->cur);
+	r = qc_reader_start(c->cur);
 	if (r < 0)
 		return r;
-	r = -qft_thread_start(&c->watchdog, watchdog_main, c);
+	r = -qft_thread_start(&c->watchdog, qc_watchdog_main, c);
 	if (r)
 		goto out_stop_reader;
-	r = -qft_thread_start(&c->pinger, pinger_main, c);
+	r = -qft_thread_start(&c->pinger, qc_watchdog_pinger_main, c);
 	if (r)
 		goto out_stop_watchdog;
 	c->started = true;
@@ -256,7 +256,7 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 	c->closing = true;
 	atomic_store(&c->live_gen, 0);
 	if (c->attempt)
-		link_shutdown(c->attempt);
+		qc_link_shutdown(c->attempt);
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->ping_cond);
 	pthread_mutex_unlock(&c->lock);
@@ -273,7 +273,7 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 		link_drain(c, l, until);
 	if (l) {
 		/* A server that did not close in time is cut off. */
-		link_fail(c, l, -ECANCELED, NULL);
+		qc_link_fail(c, l, -ECANCELED, NULL);
 	}
 	if (c->started) {
 		pthread_join(c->pinger, NULL);
@@ -284,7 +284,7 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 		if (r == 0 && !l->clean)
 			r = -ETIMEDOUT;
 		c->cur = NULL;
-		link_retire(c, l, reap_ms);
+		qc_link_retire(c, l, reap_ms);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
@@ -324,7 +324,7 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 	out->rx_bytes = z.rx_bytes;
 	out->rx_wire = z.rx_wire;
 	pthread_mutex_lock(&c->lock);
-	link_put(c, l);
+	qc_link_put(c, l);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -334,10 +334,10 @@ int qc_conn_wait(struct qc_conn *c, uint64_t *gen)
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = link_get(c, 0, &l);
+	r = qc_link_get(c, 0, &l);
 	if (r == 0) {
 		*gen = l->gen;
-		link_put(c, l);
+		qc_link_put(c, l);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;

@@ -22,12 +22,12 @@
  * by request id.  The live link's reader thread is the only receiver: it
  * takes the waiter out of the table, gives it the reply frame and wakes it.
  * Asynchronous calls put a heap-allocated entry with a callback in the same
- * table; whoever takes it out (the reader with the reply, link_fail, or a
+ * table; whoever takes it out (the reader with the reply, qc_link_fail, or a
  * sender whose frame could not be encoded) completes and frees it, always
  * after dropping conn->lock.
  *
  * Every entry in the table belongs to the current link: entries are added
- * only while it is alive, and link_fail empties the table when it dies, so
+ * only while it is alive, and qc_link_fail empties the table when it dies, so
  * a new link starts with an empty one.
  *
  * A link's memory and stream stay valid while anything may use them: its
@@ -208,7 +208,8 @@ static inline struct timespec ts_at(int64_t ns)
 
 /* pthread_cond_timedwait until the CLOCK_MONOTONIC time `ns`; true once
  * that time has passed. */
-static inline bool wait_until(pthread_cond_t *cond, pthread_mutex_t *m, int64_t ns)
+static inline bool wait_until(pthread_cond_t *cond, pthread_mutex_t *m,
+			      int64_t ns)
 {
 	struct timespec ts = ts_at(ns);
 
@@ -227,41 +228,41 @@ static inline int64_t deadline_ns(const struct qc_conn *c)
 }
 
 /* reply.c */
-void frame_free(struct qbuf *frame, struct qft_pool **pool);
-int check_reply(uint16_t op, struct qc_reply *rep);
+void qc_reply_frame_free(struct qbuf *frame, struct qft_pool **pool);
+int qc_reply_check(uint16_t op, struct qc_reply *rep);
 
 /* pending.c */
-void complete_async(struct pending *p);
-struct pending *take_pending(struct qc_conn *c, uint64_t id);
-struct pending *find_pending(struct qc_conn *c, uint64_t id);
-void pending_add(struct qc_conn *c, struct link *l, struct pending *p);
+void qc_pending_complete(struct pending *p);
+struct pending *qc_pending_take(struct qc_conn *c, uint64_t id);
+struct pending *qc_pending_find(struct qc_conn *c, uint64_t id);
+void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p);
 
 /* link.c */
-void wipe_endpoint_keys(struct qc_endpoint *ep);
-void wipe_meta(struct qc_endpoint *ep);
-int link_new(struct qc_conn *c, struct qc_endpoint *ep, struct link **out);
-void link_shutdown(struct link *l);
-void link_join(struct link *l);
-void link_free(struct qc_conn *c, struct link *l, int reap_ms);
-void link_fail(struct qc_conn *c, struct link *l, int err, const char *why);
-int link_hello(struct link *l, int timeout_s, char *msg, size_t size);
-void link_retire(struct qc_conn *c, struct link *l, int reap_ms);
-int link_get(struct qc_conn *c, uint64_t gen, struct link **out);
-void link_put(struct qc_conn *c, struct link *l);
+void qc_link_wipe_keys(struct qc_endpoint *ep);
+void qc_link_wipe_meta(struct qc_endpoint *ep);
+int qc_link_new(struct qc_conn *c, struct qc_endpoint *ep, struct link **out);
+void qc_link_shutdown(struct link *l);
+void qc_link_join(struct link *l);
+void qc_link_free(struct qc_conn *c, struct link *l, int reap_ms);
+void qc_link_fail(struct qc_conn *c, struct link *l, int err, const char *why);
+int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size);
+void qc_link_retire(struct qc_conn *c, struct link *l, int reap_ms);
+int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out);
+void qc_link_put(struct qc_conn *c, struct link *l);
 
 /* reader.c */
-int link_start(struct link *l);
+int qc_reader_start(struct link *l);
 
 /* call.c */
-int call_async(struct qc_conn *c, uint64_t gen, unsigned lane,
-	       struct qft_msg *req, qc_done_fn *done, void *ctx,
-	       bool ordered);
+int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
+		       struct qft_msg *req, qc_done_fn *done, void *ctx,
+		       bool ordered);
 
 /* reconnect.c */
-void reconnect(struct qc_conn *c);
+void qc_reconnect(struct qc_conn *c);
 
 /* watchdog.c */
-void *watchdog_main(void *arg);
-void *pinger_main(void *arg);
+void *qc_watchdog_main(void *arg);
+void *qc_watchdog_pinger_main(void *arg);
 
 #endif /* QC_CONN_INTERNAL_H */

@@ -18,13 +18,13 @@
 #include "net/conn_internal.h"
 #include "protocol.h"
 
-void wipe_endpoint_keys(struct qc_endpoint *ep)
+void qc_link_wipe_keys(struct qc_endpoint *ep)
 {
 	if (ep->sealed)
 		qft_session_keys_wipe(&ep->keys);
 }
 
-void wipe_meta(struct qc_endpoint *ep)
+void qc_link_wipe_meta(struct qc_endpoint *ep)
 {
 	if (ep->meta) {
 		if (ep->sealed)
@@ -95,7 +95,7 @@ static int link_add_meta(struct link *l, struct qc_endpoint *ep)
 		l->nlanes = 2;
 		return 0;
 	}
-	wipe_meta(ep);
+	qc_link_wipe_meta(ep);
 	return r;
 }
 
@@ -110,8 +110,8 @@ static void link_drop_meta(struct link *l)
 
 /* A link over `ep`: its fds are taken (closed on failure), its keys
  * wiped.  Not yet reading. */
-int link_new(struct qc_conn *c, struct qc_endpoint *ep,
-		    struct link **out)
+int qc_link_new(struct qc_conn *c, struct qc_endpoint *ep,
+		struct link **out)
 {
 	struct link *l;
 	int r;
@@ -127,7 +127,7 @@ int link_new(struct qc_conn *c, struct qc_endpoint *ep,
 	if (r < 0)
 		goto out_free;
 	l->nlanes = 1;
-	wipe_endpoint_keys(ep);
+	qc_link_wipe_keys(ep);
 	ep->fd = -1;            /* the channel's now */
 	if (ep->meta && (r = link_add_meta(l, ep)) < 0)
 		qft_warn("cannot set up the meta stream (%s); using one "
@@ -143,22 +143,22 @@ int link_new(struct qc_conn *c, struct qc_endpoint *ep,
 out_free:
 	free(l);
 out_wipe:
-	wipe_endpoint_keys(ep);
-	wipe_meta(ep);
+	qc_link_wipe_keys(ep);
+	qc_link_wipe_meta(ep);
 	close(ep->fd);
 	ep->fd = -1;
 	return r;
 }
 
 /* Shuts every lane's stream down: readers and blocked senders return. */
-void link_shutdown(struct link *l)
+void qc_link_shutdown(struct link *l)
 {
 	for (unsigned i = 0; i < l->nlanes; i++)
 		qft_chan_shutdown(&l->lane[i].chan);
 }
 
 /* Joins the readers of a link nobody else uses any more. */
-void link_join(struct link *l)
+void qc_link_join(struct link *l)
 {
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		if (l->lane[i].reader_running) {
@@ -173,7 +173,7 @@ void link_join(struct link *l)
  * stream, then the transport behind it, unless `reap_ms` < 0, which
  * leaves ep.priv to the caller.
  */
-void link_free(struct qc_conn *c, struct link *l, int reap_ms)
+void qc_link_free(struct qc_conn *c, struct link *l, int reap_ms)
 {
 	/* Bulk last: its lz4 statistics line, the one that tells about file
 	 * data, is the link's last word (tests/test_lz4.py reads it). */
@@ -219,8 +219,8 @@ static bool link_notifies(const struct link *l)
  * fails, by a sender when sending fails and by the watchdog when a
  * deadline passes (with `why` set).  The caller keeps `l` alive.
  */
-void link_fail(struct qc_conn *c, struct link *l, int err,
-		      const char *why)
+void qc_link_fail(struct qc_conn *c, struct link *l, int err,
+		  const char *why)
 {
 	struct pending *async = NULL;
 	bool report;
@@ -266,7 +266,7 @@ void link_fail(struct qc_conn *c, struct link *l, int err,
 	while (async) {
 		struct pending *next = async->next;
 
-		complete_async(async);
+		qc_pending_complete(async);
 		async = next;
 	}
 	if (report && why)
@@ -275,7 +275,7 @@ void link_fail(struct qc_conn *c, struct link *l, int err,
 		qft_err("connection to server lost: %s", fail_reason(l, err));
 	/* Senders blocked on a full socket must not wait for a dead peer;
 	 * the other lane's reader must end too. */
-	link_shutdown(l);
+	qc_link_shutdown(l);
 	/* The server's watches were this link's: no lease outlives it. */
 	if (link_notifies(l) && c->o.notify)
 		c->o.notify(c->o.notify_ctx, 0, QFT_NOTIFY_ALL, "", 0);
@@ -393,7 +393,7 @@ out_free_buf:
  * transport can make) one.  A meta stream the server closes, or that
  * fails otherwise, is dropped: the link runs on bulk alone.
  */
-int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
+int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size)
 {
 	const struct qc_transport_ops *ops = l->c->o.ops;
 	char mmsg[QFT_MAX_ERRMSG + 128];
@@ -432,13 +432,13 @@ int link_hello(struct link *l, int timeout_s, char *msg, size_t size)
  * to join its reader and free it.  `l` must be dead and no longer
  * reachable by new users (cur moved on, or closing with the table empty).
  */
-void link_retire(struct qc_conn *c, struct link *l, int reap_ms)
+void qc_link_retire(struct qc_conn *c, struct link *l, int reap_ms)
 {
 	while (l->users)
 		pthread_cond_wait(&c->cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
-	link_join(l);
-	link_free(c, l, reap_ms);
+	qc_link_join(l);
+	qc_link_free(c, l, reap_ms);
 	pthread_mutex_lock(&c->lock);
 }
 
@@ -447,7 +447,7 @@ void link_retire(struct qc_conn *c, struct link *l, int reap_ms)
  * with gen 0, waits for one until the deadline.  Takes a user reference.
  * Conn lock held.  -ENOTCONN (gen given) or -EIO.
  */
-int link_get(struct qc_conn *c, uint64_t gen, struct link **out)
+int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out)
 {
 	int64_t until = 0;
 
@@ -474,7 +474,7 @@ int link_get(struct qc_conn *c, uint64_t gen, struct link **out)
 	}
 }
 
-void link_put(struct qc_conn *c, struct link *l)
+void qc_link_put(struct qc_conn *c, struct link *l)
 {
 	if (--l->users == 0)
 		pthread_cond_broadcast(&c->cond);

@@ -14,7 +14,7 @@
  * it): decodes the reply unless p->err says there is none, hands it to the
  * callback and frees what the callback did not take.  No lock held.
  */
-void complete_async(struct pending *p)
+void qc_pending_complete(struct pending *p)
 {
 	struct qc_reply rep;
 	int r = p->err;
@@ -23,7 +23,7 @@ void complete_async(struct pending *p)
 	rep.frame = p->frame;
 	rep.pool = p->pool;
 	if (r == 0) {
-		r = check_reply(p->op, &rep);
+		r = qc_reply_check(p->op, &rep);
 		if (r < 0) {
 			qc_reply_free(&rep);
 			memset(&rep, 0, sizeof(rep));
@@ -43,7 +43,7 @@ void complete_async(struct pending *p)
 }
 
 /* Removes and returns the waiter for `id`; conn lock held. */
-struct pending *take_pending(struct qc_conn *c, uint64_t id)
+struct pending *qc_pending_take(struct qc_conn *c, uint64_t id)
 {
 	struct pending **pp = &c->pending[id % PENDING_BUCKETS];
 
@@ -58,7 +58,7 @@ struct pending *take_pending(struct qc_conn *c, uint64_t id)
 	return NULL;
 }
 
-struct pending *find_pending(struct qc_conn *c, uint64_t id)
+struct pending *qc_pending_find(struct qc_conn *c, uint64_t id)
 {
 	for (struct pending *p = c->pending[id % PENDING_BUCKETS]; p;
 	     p = p->next)
@@ -68,7 +68,7 @@ struct pending *find_pending(struct qc_conn *c, uint64_t id)
 }
 
 /* Puts p in the table for link l; conn lock held. */
-void pending_add(struct qc_conn *c, struct link *l, struct pending *p)
+void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p)
 {
 	p->next = c->pending[p->id % PENDING_BUCKETS];
 	c->pending[p->id % PENDING_BUCKETS] = p;

@@ -120,7 +120,7 @@ static int link_progress(struct link *l, const struct qbuf *in)
 		return -EPROTO;
 	}
 	pthread_mutex_lock(&c->lock);
-	p = l->dead ? NULL : find_pending(c, m.id);
+	p = l->dead ? NULL : qc_pending_find(c, m.id);
 	if (p && p->sent_ns) {
 		now = now_ns();
 		since = p->sent_ns;
@@ -162,7 +162,7 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 	pthread_mutex_lock(&c->lock);
 	/* A dead link's table entries are gone; its late frames are noise. */
 	if (!l->dead) {
-		p = take_pending(c, h->id);
+		p = qc_pending_take(c, h->id);
 		if (p)
 			l->npending--;
 	}
@@ -188,7 +188,7 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 		p->err = -ENOMEM;
 	}
 	if (p->cb) {
-		complete_async(p);
+		qc_pending_complete(p);
 		return 0;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -210,7 +210,7 @@ static void *reader_main(void *arg)
 
 	buf = qft_pool_get(c->rpool, reader_stop, l, RPOOL_POLL_MS);
 	if (!buf) {
-		link_fail(c, l, -ENOMEM, NULL);
+		qc_link_fail(c, l, -ENOMEM, NULL);
 		return NULL;
 	}
 	in_view(&in, buf);
@@ -236,11 +236,11 @@ static void *reader_main(void *arg)
 		if (wait_other)
 			return NULL;
 	}
-	link_fail(c, l, r, NULL);
+	qc_link_fail(c, l, r, NULL);
 	return NULL;
 }
 
-int link_start(struct link *l)
+int qc_reader_start(struct link *l)
 {
 	int r = 0;
 
@@ -254,8 +254,8 @@ int link_start(struct link *l)
 		l->lane[i].reader_running = true;
 	}
 	if (r) {
-		link_shutdown(l);
-		link_join(l);
+		qc_link_shutdown(l);
+		qc_link_join(l);
 		return -r;
 	}
 	atomic_store(&l->last_rx, now_ns());

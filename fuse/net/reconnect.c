@@ -32,7 +32,7 @@ static int link_make(struct qc_conn *c, struct link **out)
 	r = c->o.ops->open(c->o.ops_ctx, &ep);
 	if (r < 0)
 		return r;
-	r = link_new(c, &ep, &l);
+	r = qc_link_new(c, &ep, &l);
 	if (r < 0) {
 		qft_err("cannot set up the new connection: %s", strerror(-r));
 		c->o.ops->close(c->o.ops_ctx, &ep, FAULT_REAP_MS, false);
@@ -43,7 +43,7 @@ static int link_make(struct qc_conn *c, struct link **out)
 	r = c->closing ? -ECANCELED : 0;
 	pthread_mutex_unlock(&c->lock);
 	if (r == 0)
-		r = link_hello(l, c->o.timeout_s, msg, sizeof(msg));
+		r = qc_link_hello(l, c->o.timeout_s, msg, sizeof(msg));
 	pthread_mutex_lock(&c->lock);
 	c->attempt = NULL;
 	if (c->closing && r < 0)
@@ -56,8 +56,8 @@ static int link_make(struct qc_conn *c, struct link **out)
 		if (r != -ECANCELED)
 			qft_err("cannot reconnect to %s: %s",
 				c->o.host ? c->o.host : "the server", msg);
-		link_shutdown(l);
-		link_free(c, l, FAULT_REAP_MS);
+		qc_link_shutdown(l);
+		qc_link_free(c, l, FAULT_REAP_MS);
 		return r;
 	}
 	*out = l;
@@ -88,7 +88,7 @@ static void link_install(struct qc_conn *c, struct link *l)
  * After a loss: new links with backoff until one works or the connection
  * is shut down.  Conn lock held (dropped during attempts and waits).
  */
-void reconnect(struct qc_conn *c)
+void qc_reconnect(struct qc_conn *c)
 {
 	int64_t delay = NS_PER_S, start = c->lost_at, until;
 	const char *host = c->o.host ? c->o.host : "the server";
@@ -105,7 +105,7 @@ void reconnect(struct qc_conn *c)
 		pthread_mutex_lock(&c->lock);
 		/* Its reader starts under the lock, so that whatever it
 		 * does first happens to the installed link. */
-		if (r == 0 && !c->closing && (r = link_start(l)) < 0)
+		if (r == 0 && !c->closing && (r = qc_reader_start(l)) < 0)
 			qft_err("cannot start the reader thread: %s",
 				strerror(-r));
 		if (r == 0 && !c->closing) {
@@ -117,7 +117,7 @@ void reconnect(struct qc_conn *c)
 		if (l) {
 			/* Unmounting meanwhile, or no thread: not wanted. */
 			pthread_mutex_unlock(&c->lock);
-			link_free(c, l, FAULT_REAP_MS);
+			qc_link_free(c, l, FAULT_REAP_MS);
 			pthread_mutex_lock(&c->lock);
 			l = NULL;
 		}

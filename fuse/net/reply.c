@@ -12,7 +12,7 @@
 #include "protocol.h"
 
 /* Frees a reply frame, or gives its buffer back to the pool it is from. */
-void frame_free(struct qbuf *frame, struct qft_pool **pool)
+void qc_reply_frame_free(struct qbuf *frame, struct qft_pool **pool)
 {
 	if (*pool) {
 		qft_pool_put(*pool, frame->data);
@@ -25,10 +25,10 @@ void frame_free(struct qbuf *frame, struct qft_pool **pool)
 
 void qc_reply_free(struct qc_reply *rep)
 {
-	frame_free(&rep->frame, &rep->pool);
+	qc_reply_frame_free(&rep->frame, &rep->pool);
 }
 
-int check_reply(uint16_t op, struct qc_reply *rep)
+int qc_reply_check(uint16_t op, struct qc_reply *rep)
 {
 	struct qft_msg *m = &rep->msg;
 	int r;

@@ -56,7 +56,7 @@ static const char *link_overdue(struct qc_conn *c, struct link *l,
  * The watchdog: deadlines and keepalives on the live link, and after a
  * loss, tearing the dead link down and making a new one.
  */
-void *watchdog_main(void *arg)
+void *qc_watchdog_main(void *arg)
 {
 	struct qc_conn *c = arg;
 	int64_t keep = (int64_t)c->o.keepalive_s * NS_PER_S;
@@ -76,7 +76,7 @@ void *watchdog_main(void *arg)
 			if (reason) {
 				l->users++;
 				pthread_mutex_unlock(&c->lock);
-				link_fail(c, l, -ETIMEDOUT, reason);
+				qc_link_fail(c, l, -ETIMEDOUT, reason);
 				pthread_mutex_lock(&c->lock);
 				l->users--;
 				continue;
@@ -102,11 +102,11 @@ void *watchdog_main(void *arg)
 		if (l) {
 			/* Dead: nobody can reach it once cur moves on. */
 			c->cur = NULL;
-			link_retire(c, l, FAULT_REAP_MS);
+			qc_link_retire(c, l, FAULT_REAP_MS);
 			continue;
 		}
 		if (c->o.reconnect && c->o.ops) {
-			reconnect(c);
+			qc_reconnect(c);
 			continue;
 		}
 		/* Lost for good: calls fail at once; wait for the end. */
@@ -132,7 +132,7 @@ static void ping_done(void *ctx, int err, struct qc_reply *rep)
  * block on a full socket, and the watchdog must keep watching meanwhile
  * (it unblocks the send by shutting the link down).
  */
-void *pinger_main(void *arg)
+void *qc_watchdog_pinger_main(void *arg)
 {
 	struct qc_conn *c = arg;
 
@@ -155,8 +155,8 @@ void *pinger_main(void *arg)
 		/* Each lane can die on its own: each is probed. */
 		for (unsigned i = 0; i < lanes; i++) {
 			qft_msg_init(&m, QFT_OP_PING, 0);
-			(void)call_async(c, gen, i, &m, ping_done, NULL,
-					 false);
+			(void)qc_call_async_lane(c, gen, i, &m, ping_done, NULL,
+						 false);
 		}
 		pthread_mutex_lock(&c->lock);
 	}
