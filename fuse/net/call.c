@@ -101,20 +101,14 @@ out_put:
 static unsigned route(struct qc_conn *c, uint64_t gen,
 		      const struct qft_msg *req)
 {
-	uint64_t n = req->handle - 1, mask = (uint64_t)1 << (n % 64);
-	bool dir = false;
+	bool dir;
 
 	if (!gen)
 		return LANE_META;
 	if (req->handle == 0 || req->handle > QFT_MAX_HANDLES)
 		return LANE_BULK;
-	pthread_mutex_lock(&c->hlock);
-	if (gen == c->hgen) {
-		if (req->op == QFT_OP_OPENDIR)
-			c->hdir[n / 64] |= mask;
-		dir = c->hdir[n / 64] & mask;
-	}
-	pthread_mutex_unlock(&c->hlock);
+	dir = qc_handle_is_dir(c, gen, req->handle,
+			       req->op == QFT_OP_OPENDIR);
 	return dir || req->op == QFT_OP_OPENDIR ? LANE_META : LANE_BULK;
 }
 

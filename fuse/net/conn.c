@@ -91,7 +91,7 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 	pthread_cond_init(&c->ping_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	l->gen = c->last_gen = 1;
-	c->hgen = 1;
+	qc_handle_reset(c, 1);
 	c->cur = l;
 	*out = c;
 	return 0;
@@ -126,8 +126,11 @@ void qc_conn_free(struct qc_conn *c)
 
 int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
 {
-	int r = qc_link_hello(c->cur, timeout_s, msg, size);
+	int r;
 
+	/* Before the threads: nothing else uses the link yet. */
+	assert(!c->started);
+	r = qc_link_hello(c->cur, timeout_s, msg, size);
 	/* Still single threaded: no lock needed, but it costs nothing. */
 	pthread_mutex_lock(&c->lock);
 	c->srv_uid = c->cur->srv_uid;
@@ -148,6 +151,7 @@ int qc_conn_start(struct qc_conn *c)
 {
 	int r;
 
+	assert(!c->started);
 	r = qc_reader_start(c->cur);
 	if (r < 0)
 		return r;

@@ -39,6 +39,7 @@
 #ifndef QC_CONN_INTERNAL_H
 #define QC_CONN_INTERNAL_H
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -162,6 +163,7 @@ struct qc_conn {
 	pthread_t watchdog;
 	pthread_t pinger;
 
+	/* The handle numbers: handle.c's alone. */
 	pthread_mutex_t hlock;
 	uint64_t hgen;          /* hlock: the link whose numbers hmap holds */
 	uint64_t hmap[HANDLE_WORDS]; /* hlock: bit n set = handle n + 1 taken */
@@ -227,6 +229,14 @@ static inline int64_t deadline_ns(const struct qc_conn *c)
 	return (int64_t)c->o.timeout_s * NS_PER_S;
 }
 
+/*
+ * For the entry points that require the conn lock held: it is (by some
+ * thread; pthreads cannot tell which).  The trylock can only fail, then,
+ * and changes nothing.
+ */
+#define qc_conn_assert_locked(c) \
+	assert(pthread_mutex_trylock(&(c)->lock) == EBUSY)
+
 /* reply.c */
 void qc_reply_frame_free(struct qbuf *frame, struct qft_pool **pool);
 int qc_reply_check(uint16_t op, struct qc_reply *rep);
@@ -257,6 +267,11 @@ int qc_reader_start(struct link *l);
 int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
 		       struct qft_msg *req, qc_done_fn *done, void *ctx,
 		       bool ordered);
+
+/* handle.c */
+void qc_handle_reset(struct qc_conn *c, uint64_t gen);
+bool qc_handle_is_dir(struct qc_conn *c, uint64_t gen, uint64_t handle,
+		      bool opendir);
 
 /* reconnect.c */
 void qc_reconnect(struct qc_conn *c);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "log.h"
 #include "net/conn_internal.h"
@@ -57,4 +58,41 @@ void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle)
 	c->hmap[n / 64] &= ~mask;
 	c->hdir[n / 64] &= ~mask;
 	pthread_mutex_unlock(&c->hlock);
+}
+
+/*
+ * Makes the numbers those of link `gen`, all free: for the first link
+ * (conn.c) and each one a reconnect installs (reconnect.c).
+ */
+void qc_handle_reset(struct qc_conn *c, uint64_t gen)
+{
+	pthread_mutex_lock(&c->hlock);
+	c->hgen = gen;
+	memset(c->hmap, 0, sizeof(c->hmap));
+	memset(c->hdir, 0, sizeof(c->hdir));
+	c->hnext = 0;
+	pthread_mutex_unlock(&c->hlock);
+}
+
+/*
+ * Whether `handle` (1..QFT_MAX_HANDLES) of link `gen` was bound by an
+ * OPENDIR, so lives on the meta lane (call.c, route).  `opendir`: this
+ * request is that OPENDIR, which marks it until qc_handle_free.  False on
+ * a link whose numbers are gone.
+ */
+bool qc_handle_is_dir(struct qc_conn *c, uint64_t gen, uint64_t handle,
+		      bool opendir)
+{
+	uint64_t n = handle - 1, mask = (uint64_t)1 << (n % 64);
+	bool dir = false;
+
+	assert(handle >= 1 && handle <= QFT_MAX_HANDLES);
+	pthread_mutex_lock(&c->hlock);
+	if (gen == c->hgen) {
+		if (opendir)
+			c->hdir[n / 64] |= mask;
+		dir = c->hdir[n / 64] & mask;
+	}
+	pthread_mutex_unlock(&c->hlock);
+	return dir;
 }

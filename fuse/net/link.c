@@ -434,6 +434,8 @@ int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size)
  */
 void qc_link_retire(struct qc_conn *c, struct link *l, int reap_ms)
 {
+	qc_conn_assert_locked(c);
+	assert(l->dead);
 	while (l->users)
 		pthread_cond_wait(&c->cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
@@ -451,6 +453,7 @@ int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out)
 {
 	int64_t until = 0;
 
+	qc_conn_assert_locked(c);
 	for (;;) {
 		struct link *l = c->cur;
 
@@ -476,6 +479,8 @@ int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out)
 
 void qc_link_put(struct qc_conn *c, struct link *l)
 {
+	qc_conn_assert_locked(c);
+	assert(l->users > 0);
 	if (--l->users == 0)
 		pthread_cond_broadcast(&c->cond);
 }

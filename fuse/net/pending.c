@@ -19,6 +19,7 @@ void qc_pending_complete(struct pending *p)
 	struct qc_reply rep;
 	int r = p->err;
 
+	assert(p->cb);
 	memset(&rep, 0, sizeof(rep));
 	rep.frame = p->frame;
 	rep.pool = p->pool;
@@ -47,6 +48,7 @@ struct pending *qc_pending_take(struct qc_conn *c, uint64_t id)
 {
 	struct pending **pp = &c->pending[id % PENDING_BUCKETS];
 
+	qc_conn_assert_locked(c);
 	for (; *pp; pp = &(*pp)->next) {
 		struct pending *p = *pp;
 
@@ -60,6 +62,7 @@ struct pending *qc_pending_take(struct qc_conn *c, uint64_t id)
 
 struct pending *qc_pending_find(struct qc_conn *c, uint64_t id)
 {
+	qc_conn_assert_locked(c);
 	for (struct pending *p = c->pending[id % PENDING_BUCKETS]; p;
 	     p = p->next)
 		if (p->id == id)
@@ -70,6 +73,7 @@ struct pending *qc_pending_find(struct qc_conn *c, uint64_t id)
 /* Puts p in the table for link l; conn lock held. */
 void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p)
 {
+	qc_conn_assert_locked(c);
 	p->next = c->pending[p->id % PENDING_BUCKETS];
 	c->pending[p->id % PENDING_BUCKETS] = p;
 	if (l->npending++ == 0)

@@ -68,13 +68,9 @@ static int link_make(struct qc_conn *c, struct link **out)
  * lock held. */
 static void link_install(struct qc_conn *c, struct link *l)
 {
+	qc_conn_assert_locked(c);
 	l->gen = ++c->last_gen;
-	pthread_mutex_lock(&c->hlock);
-	c->hgen = l->gen;
-	memset(c->hmap, 0, sizeof(c->hmap));
-	memset(c->hdir, 0, sizeof(c->hdir));
-	c->hnext = 0;
-	pthread_mutex_unlock(&c->hlock);
+	qc_handle_reset(c, l->gen);
 	c->cur = l;
 	c->lost = false;
 	/* A reconnect may reach a server running as someone else. */
@@ -94,6 +90,7 @@ void qc_reconnect(struct qc_conn *c)
 	const char *host = c->o.host ? c->o.host : "the server";
 	unsigned attempt = 0;
 
+	qc_conn_assert_locked(c);
 	while (!c->closing) {
 		struct link *l = NULL;
 		int r;

@@ -28,6 +28,7 @@ static const char *link_overdue(struct qc_conn *c, struct link *l,
 	int64_t limit = deadline_ns(c), quiet, oldest = 0;
 	uint16_t op = 0;
 
+	qc_conn_assert_locked(c);
 	if (!l->npending)
 		return NULL;
 	quiet = atomic_load(&l->last_rx);
