@@ -34,16 +34,16 @@
  * server provide one, a meta stream, so that a directory listing never
  * waits behind megabytes of file data queued in a socket buffer.  Requests
  * that name a file handle (OPEN, CREATE, READ, WRITE, FLUSH, FSYNC, FSTAT,
- * FALLOCATE, SETATTR, CLOSE of it) go on bulk; requests that name no
- * handle (qc_call: LSTAT, namespace changes, STATFS, xattrs), OPENDIR and
+ * FALLOCATE, SETATTR, CLOSE of it) go on bulk; requests that name no handle
+ * (qc_call: LSTAT, namespace changes, STATFS, xattrs), OPENDIR and
  * everything on a directory handle go on meta.  The server keeps a handle
  * table per stream, so a handle must stay on the stream that bound it:
- * conn.c remembers which handles OPENDIR bound (until qc_handle_free).
- * Requests on one stream keep their order; requests on different streams
- * are ordered only by waiting for replies.  The link dies, with all its
- * waiters, when either stream fails.  A meta stream whose HELLO meets end
- * of stream (the server does not serve it) is dropped and the link runs
- * on bulk alone, as one stream always did.
+ * net/handle.c remembers which handles OPENDIR bound (until
+ * qc_handle_free).  Requests on one stream keep their order; requests on
+ * different streams are ordered only by waiting for replies.  The link
+ * dies, with all its waiters, when either stream fails.  A meta stream
+ * whose HELLO meets end of stream (the server does not serve it) is dropped
+ * and the link runs on bulk alone, as one stream always did.
  *
  * Keepalive.  When nothing has been sent or received for -o keepalive=
  * seconds and nothing is outstanding, a PING goes out from a thread of its
@@ -55,6 +55,10 @@
  * mounting, still single threaded), qc_conn_start (after fuse_daemonize,
  * which forks: threads must be created in the process that keeps
  * running), then calls, then qc_conn_shutdown and qc_conn_free.
+ *
+ * Calls and replies are declared in net/call.h, handle numbers in
+ * net/handle.h; this header includes both.  net/conn_internal.h lists the
+ * files of the implementation and the job of each.
  *
  * Error convention: 0 or a negative errno.
  */
@@ -125,10 +129,10 @@ struct qc_transport_ops {
  * server says that directory `dir_ino` changed (QFT_NOTIFY_CHANGED; `name`
  * the entry, or empty for anything in it), that its watch ended
  * (QFT_NOTIFY_GONE), or that every watch ended (QFT_NOTIFY_ALL, dir_ino
- * 0), which conn.c also delivers itself when a link on which the feature
- * was granted dies: no lease survives a reconnect.  `name` is
- * NUL-terminated, namelen bytes (0 to QFT_MAX_NAME), a valid name when
- * not empty, and lives only during the call.
+ * 0), which the connection (net/link.c) also delivers itself when a link
+ * on which the feature was granted dies: no lease survives a reconnect.
+ * `name` is NUL-terminated, namelen bytes (0 to QFT_MAX_NAME), a valid
+ * name when not empty, and lives only during the call.
  *
  * Called on a link's reader thread under the same rules as qc_done_fn:
  * short, never waiting, no qc_call, no lock anyone holds while sending;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the files of the connection (fuse/net/conn.h) share: its structs,
- * the clock helpers, and the functions one file defines for the others.
- * Not for use outside fuse/net/.
+ * What the files of the connection (fuse/net/conn.h, with call.h and
+ * handle.h) share: its structs, the clock helpers, and the functions one
+ * file defines for the others.  Not for use outside fuse/net/.
  *
  * The files, bottom up (each calls only those above it in this list):
  *   reply.c     decoding and checking replies (qc_reply_free, qc_readdir_check)

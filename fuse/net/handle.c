@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Handle numbers (conn.h, qc_handle_alloc): a bitmap per link, reset
+ * Handle numbers (handle.h, qc_handle_alloc): a bitmap per link, reset
  * when a new link is installed (reconnect.c).
  */
 #include <errno.h>

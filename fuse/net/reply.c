@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Replies: decoding and checking one against its request, and giving its
- * frame back (conn.h, qc_reply).
+ * frame back (call.h, qc_reply).
  */
 #include <errno.h>
 #include <string.h>
