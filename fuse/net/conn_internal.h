@@ -63,6 +63,11 @@
 /* Waiting for a transport to go after a fault: it has nothing to finish. */
 #define FAULT_REAP_MS   1000
 
+/*
+ * A request in flight (pending.c's table).  What is set before it enters
+ * the table (id, op, cb, cb_ctx, oc) does not change there; once a thread
+ * has taken it out, it is that thread's alone, whatever the lock.
+ */
 struct pending {
 	uint64_t id;
 	struct pending *next;   /* conn lock: bucket chain */
