@@ -34,16 +34,16 @@
  * server provide one, a meta stream, so that a directory listing never
  * waits behind megabytes of file data queued in a socket buffer.  Requests
  * that name a file handle (OPEN, CREATE, READ, WRITE, FLUSH, FSYNC, FSTAT,
- * FALLOCATE, SETATTR, CLOSE of it) go on bulk; requests that name no
- * handle (qc_call: LSTAT, namespace changes, STATFS, xattrs), OPENDIR and
+ * FALLOCATE, SETATTR, CLOSE of it) go on bulk; requests that name no handle
+ * (qc_call: LSTAT, namespace changes, STATFS, xattrs), OPENDIR and
  * everything on a directory handle go on meta.  The server keeps a handle
  * table per stream, so a handle must stay on the stream that bound it:
- * conn.c remembers which handles OPENDIR bound (until qc_handle_free).
- * Requests on one stream keep their order; requests on different streams
- * are ordered only by waiting for replies.  The link dies, with all its
- * waiters, when either stream fails.  A meta stream whose HELLO meets end
- * of stream (the server does not serve it) is dropped and the link runs
- * on bulk alone, as one stream always did.
+ * net/handle.c remembers which handles OPENDIR bound (until
+ * qc_handle_free).  Requests on one stream keep their order; requests on
+ * different streams are ordered only by waiting for replies.  The link
+ * dies, with all its waiters, when either stream fails.  A meta stream
+ * whose HELLO meets end of stream (the server does not serve it) is dropped
+ * and the link runs on bulk alone, as one stream always did.
  *
  * Keepalive.  When nothing has been sent or received for -o keepalive=
  * seconds and nothing is outstanding, a PING goes out from a thread of its
@@ -55,6 +55,10 @@
  * mounting, still single threaded), qc_conn_start (after fuse_daemonize,
  * which forks: threads must be created in the process that keeps
  * running), then calls, then qc_conn_shutdown and qc_conn_free.
+ *
+ * Calls and replies are declared in net/call.h, handle numbers in
+ * net/handle.h; this header includes both.  net/conn_internal.h lists the
+ * files of the implementation and the job of each.
  *
  * Error convention: 0 or a negative errno.
  */
@@ -71,6 +75,9 @@
 #include "lz4chunk.h"
 #include "msg.h"
 #include "pool.h"
+
+#include "net/call.h"
+#include "net/handle.h"
 
 struct qc_conn;
 
@@ -122,10 +129,10 @@ struct qc_transport_ops {
  * server says that directory `dir_ino` changed (QFT_NOTIFY_CHANGED; `name`
  * the entry, or empty for anything in it), that its watch ended
  * (QFT_NOTIFY_GONE), or that every watch ended (QFT_NOTIFY_ALL, dir_ino
- * 0), which conn.c also delivers itself when a link on which the feature
- * was granted dies: no lease survives a reconnect.  `name` is
- * NUL-terminated, namelen bytes (0 to QFT_MAX_NAME), a valid name when
- * not empty, and lives only during the call.
+ * 0), which the connection (net/link.c) also delivers itself when a link
+ * on which the feature was granted dies: no lease survives a reconnect.
+ * `name` is NUL-terminated, namelen bytes (0 to QFT_MAX_NAME), a valid
+ * name when not empty, and lives only during the call.
  *
  * Called on a link's reader thread under the same rules as qc_done_fn:
  * short, never waiting, no qc_call, no lock anyone holds while sending;
@@ -159,26 +166,6 @@ struct qc_conn_opts {
 
 #define QC_TIMEOUT_DEFAULT   30
 #define QC_KEEPALIVE_DEFAULT 10
-
-/* A decoded reply.  `msg`'s strings and data point into `frame`, which the
- * reply owns until qc_reply_free: a large one is a buffer of the
- * connection's receive pool (`pool`), which qc_reply_free gives back, so
- * a reply must be freed with it (it may outlive the connection). */
-struct qc_reply {
-	struct qft_msg msg;
-	struct qbuf frame;
-	struct qft_pool *pool;  /* the pool frame.data goes back to, or NULL */
-};
-
-void qc_reply_free(struct qc_reply *rep);
-
-/*
- * Checks every entry of a READDIR reply's data before any is used: each
- * must decode (a valid name, or "." or ".."; attributes only when `plus`
- * asked for them).  Returns the number of entries, or -EIO after logging
- * the first malformed one.  Pure: tests/fuzz/fuzz_client.c calls it.
- */
-int qc_readdir_check(const struct qft_blob *data, bool plus);
 
 /*
  * A connection whose first link runs over `ep` (taken over: its fd and
@@ -238,102 +225,11 @@ int qc_conn_wait(struct qc_conn *c, uint64_t *gen);
 /* The live link's generation, or 0 when there is none right now. */
 uint64_t qc_conn_gen(struct qc_conn *c);
 
-/*
- * Sends `req` (its id is assigned here) on the live link, waiting for one
- * as qc_conn_wait does, and waits for the reply.  Returns 0 with *rep
- * filled (free it with qc_reply_free), or a negative errno: the server's
- * status as an errno, -EIO if there is no link, the link died before the
- * reply, or the reply is malformed.  On error *rep holds nothing to free.
- * For requests that name no handle.
- */
-int qc_call(struct qc_conn *c, struct qft_msg *req, struct qc_reply *rep);
-
-/*
- * The same on link `gen` only: -ENOTCONN, without sending, when that is
- * not the live link.  For requests that name a handle of that link.
- */
-int qc_call_gen(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
-		struct qc_reply *rep);
-
-/*
- * qc_call_gen on link `gen`'s bulk stream, whatever `req` is: behind
- * everything sent there before it (the WRITEs, pipelined steps and
- * FLUSHes of open files), which the server completes before it acts on a
- * request that is neither READ nor WRITE.  For a path request that must
- * find their effects, or must not be undone by them.
- */
-int qc_call_behind(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
-		   struct qc_reply *rep);
-
-/*
- * Completion of an asynchronous call: err is 0 with `rep` the decoded
- * successful reply, or a negative errno (the server's status, -EIO when
- * the reply is malformed, -ENOTCONN when the link was lost before the
- * reply came or was not the live one, -ENOMEM) with `rep` NULL.
- *
- * It runs on a link's reader thread, which no other reply gets past while
- * it runs, so it must be short and must never wait: no qc_call (its reply
- * could never be read), no sleeping on a condition that another reply
- * would satisfy, and no lock that anyone holds while sending (a sender
- * blocked on a full socket waits for the server, which waits for us to
- * read).  It may also run on the thread that failed the link (a sender or
- * the watchdog), and before qc_call_async returns when the request cannot
- * be sent.
- *
- * `rep` is freed after done returns; to keep it, move it out:
- * `mine = *rep; memset(rep, 0, sizeof(*rep));` then qc_reply_free(&mine)
- * later.
- */
-typedef void qc_done_fn(void *ctx, int err, struct qc_reply *rep);
-
-/*
- * Sends `req` (its id is assigned here) on link `gen` and returns without
- * waiting for the reply; `done` is called exactly once with the outcome,
- * including when the link dies or is shut down.  Returns 0 when the
- * request went out, or the negative errno it was completed with (done has
- * then already run, on this thread).  So the caller must not hold any lock
- * that `done` takes.  Only after qc_conn_start.  Requests keep their order
- * on the wire with those of qc_call, so the server executes a WRITE sent
- * here before any request sent after this returns.
- */
-int qc_call_async(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
-		  qc_done_fn *done, void *ctx);
-
-/*
- * qc_call_async on link `gen`'s bulk stream (a request that names a path
- * and no handle), in order with everything sent there before it -- the
- * pipelined CREATEs, WRITEs and FLUSHes of open files -- and ahead of
- * every synchronous request on the meta stream sent after it returns:
- * those wait until it is completed.  For path requests answered before
- * the server did (commit=async, commit.h).
- */
-int qc_call_ordered(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
-		    qc_done_fn *done, void *ctx);
-
-/*
- * Sends `req` on link `gen` without waiting; the reader discards its reply
- * (logging a failure at debug level).  For CLOSE of handles the kernel
- * released, whose outcome nobody could be told about.  -ENOTCONN when that
- * link is gone (and with it the handle).
- */
-int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req);
-
 /* The connection's "that handle's link is gone" is EIO to a user. */
 static inline int qc_conn_user_err(int r)
 {
 	return r == -ENOTCONN ? -EIO : r;
 }
-
-/*
- * Client-chosen handles of link `gen`, 1..QFT_MAX_HANDLES.  A handle may
- * be reused as soon as its CLOSE (or the failed OPEN that tried to bind
- * it) has been sent: the server executes requests in order, so it sees the
- * CLOSE before any later request that binds the number again.  -EMFILE
- * when all are in use, -ENOTCONN when `gen` is not the live link.  Freeing
- * a handle of a link that is gone does nothing: its numbers went with it.
- */
-int qc_handle_alloc(struct qc_conn *c, uint64_t gen, uint64_t *handle);
-void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle);
 
 /*
  * Requests made so far, by how their sender waited: `waited` counts

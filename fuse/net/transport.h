@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Local transport: the client starts qftfs-server itself and talks to it
- * over a socketpair that is the server's stdin and stdout.  This is the seam
- * where the ssh bootstrap (issue 3) will provide the same thing -- one
- * connected descriptor and a process to reap -- by other means.
+ * over a socketpair that is the server's stdin and stdout (and a second
+ * one for the meta stream, QC_META_FD).  The connection does not call this
+ * file: it takes each link from a struct qc_transport_ops (net/conn.h),
+ * whose local endpoint is built on this file and whose remote one on the
+ * ssh bootstrap (login/bootstrap.h, qc_boot_open), which provides the same
+ * thing -- a connected descriptor, sealed there, and something to end when
+ * the link closes -- by other means.
  *
  * The server's stderr is ours while we run in the foreground.  A client
  * that is going to daemonize gives it a pipe instead and relays its lines

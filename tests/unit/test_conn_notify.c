@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * The client's change notification hook (fuse/conn.c) against a real
- * qftfs-server: with qc_conn_opts.want_notify the HELLO asks for
- * QFT_FEAT_NOTIFY, a READDIR with QFT_READDIR_WATCH answers WATCHED, a
- * file created in the directory behind the client's back reaches the
- * notify callback as CHANGED for the directory's inode, the client's own
- * UNLINK of it does not, and when the link dies (the server is killed)
- * the callback gets ALL.  Without want_notify nothing is watched and the
- * callback is never called.
+ * The client's change notification hook (fuse/net/reader.c, link.c) against
+ * a real qftfs-server: with qc_conn_opts.want_notify the HELLO asks for
+ * QFT_FEAT_NOTIFY, a READDIR with QFT_READDIR_WATCH answers WATCHED, a file
+ * created in the directory behind the client's back reaches the notify
+ * callback as CHANGED for the directory's inode, the client's own UNLINK of
+ * it does not, and when the link dies (the server is killed) the callback
+ * gets ALL.  Without want_notify nothing is watched and the callback is
+ * never called.
  *
  * Usage: test_conn_notify SERVER (the qftfs-server binary; meson passes
  * it).  Exits 77 when the server cannot watch here (no inotify).

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of the connection (fuse/net/conn.h, with call.h and
+ * handle.h) share: its structs, the clock helpers, and the functions one
+ * file defines for the others.  Not for use outside fuse/net/.
+ *
+ * The files, bottom up (each calls only those above it in this list):
+ *   reply.c     decoding and checking replies (qc_reply_free, qc_readdir_check)
+ *   pending.c   the table of requests in flight and completing them
+ *   link.c      a link: its streams, handshake, failure, users
+ *   reader.c    a link's reader threads: routing what the server sends
+ *   call.c      sending requests and waiting for replies (qc_call*)
+ *   reconnect.c making a new link after a loss, with backoff
+ *   watchdog.c  deadlines, keepalives, and starting the reconnect
+ *   handle.c    handle numbers per link (qc_handle_*)
+ *   conn.c      the connection object and its lifecycle (qc_conn_*)
+ *
+ * Request/reply matching over a replaceable link:
+ *
+ * Callers wait on their own condition variable in a `struct pending` that
+ * lives on their stack and sits in a small hash of in-flight requests keyed
+ * by request id.  The live link's reader thread is the only receiver: it
+ * takes the waiter out of the table, gives it the reply frame and wakes it.
+ * Asynchronous calls put a heap-allocated entry with a callback in the same
+ * table; whoever takes it out (the reader with the reply, qc_link_fail, or a
+ * sender whose frame could not be encoded) completes and frees it, always
+ * after dropping conn->lock.
+ *
+ * Every entry in the table belongs to the current link: entries are added
+ * only while it is alive, and qc_link_fail empties the table when it dies, so
+ * a new link starts with an empty one.
+ *
+ * A link's memory and stream stay valid while anything may use them: its
+ * reader (joined before it is freed) and the threads counted in `users`
+ * (senders between taking it under the lock and finishing their send).
+ * Only the watchdog (or qc_conn_shutdown, once the watchdog is stopped)
+ * frees links, after they died and those users left.
+ */
+#ifndef QC_CONN_INTERNAL_H
+#define QC_CONN_INTERNAL_H
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "buf.h"
+#include "chan.h"
+#include "net/conn.h"
+#include "pool.h"
+#include "seal.h"
+
+#define PENDING_BUCKETS 256u
+/* Receive buffers must hold a sealed record; send buffers share it. */
+#define FRAME_LIMIT     ((size_t)QFT_CHAN_RECV_LIMIT)
+#define HANDLE_WORDS    (QFT_MAX_HANDLES / 64u)
+
+#define NS_PER_MS       1000000LL
+#define NS_PER_S        1000000000LL
+/* Waiting for a transport to go after a fault: it has nothing to finish. */
+#define FAULT_REAP_MS   1000
+
+/*
+ * A request in flight (pending.c's table).  What is set before it enters
+ * the table (id, op, cb, cb_ctx, oc) does not change there; once a thread
+ * has taken it out, it is that thread's alone, whatever the lock.
+ */
+struct pending {
+	uint64_t id;
+	struct pending *next;   /* conn lock: bucket chain */
+	pthread_cond_t cond;    /* qc_call only */
+	bool done;              /* conn lock */
+	int err;                /* conn lock: set with done when no reply */
+	int64_t sent_ns;        /* conn lock: frame handed to the stream; 0
+				 * while its sender still waits to send */
+	struct qbuf frame;      /* the reply; the reader fills it before done */
+	struct qft_pool *pool;  /* frame.data is a buffer of it, or NULL */
+	/* qc_call_async: heap-allocated, completed by calling cb exactly
+	 * once by whoever takes it out of the table (NULL for qc_call). */
+	qc_done_fn *cb;
+	void *cb_ctx;
+	uint16_t op;            /* the request's opcode, to check the reply */
+	/* qc_call_ordered: the connection whose `ordered` count it holds
+	 * until completed; NULL otherwise */
+	struct qc_conn *oc;
+};
+
+/* The streams of a link (conn.h, "Two streams"). */
+enum { LANE_BULK, LANE_META, LANES };
+
+struct lane {
+	struct link *l;         /* immutable */
+	struct qft_chan chan;
+	/* The stream's record keys, when sealed; the channel borrows them
+	 * (tx under its write lock, rx for the reader). */
+	struct qft_seal tx;
+	struct qft_seal rx;
+	bool sealed;            /* immutable once the lane is set up */
+	/* HELLO granted QFT_FEAT_NOTIFY: NOTIFY frames are accepted here.
+	 * Set before the readers start, then immutable. */
+	bool notify;
+	/* HELLO granted QFT_FEAT_PROGRESS: PROGRESS frames are accepted
+	 * here (link_progress).  Set before the readers start. */
+	bool progress;
+	/* HELLO granted QFT_FEAT_LAZY: OPEN and CREATE may carry QFT_O_LAZY
+	 * here (link_send drops it elsewhere).  Set before the readers
+	 * start. */
+	bool lazy;
+	pthread_t reader;
+	bool reader_running;    /* the thread that frees the link only */
+};
+
+struct link {
+	struct qc_conn *c;      /* immutable */
+	uint64_t gen;           /* immutable */
+	/* lane[0] is bulk; lane[1] is meta when nlanes is 2, else unused
+	 * and everything goes on bulk.  nlanes is fixed before the readers
+	 * start. */
+	struct lane lane[LANES];
+	unsigned nlanes;
+	struct qc_endpoint ep;  /* priv: for the transport's close */
+	atomic_int_fast64_t last_rx; /* ns: last frame received (or start) */
+	atomic_int_fast64_t last_tx; /* ns: last frame sent */
+
+	bool dead;              /* conn lock: nothing more will be answered */
+	bool clean;             /* conn lock: the server ended it, asked to */
+	unsigned users;         /* conn lock: senders using chan unlocked */
+	unsigned npending;      /* conn lock: its entries in the table */
+	int64_t busy_since;     /* conn lock: when npending last left 0 */
+	unsigned ended;         /* conn lock: lanes the server closed while
+				 * we were closing */
+	/* The server's uid and gid from the bulk HELLO reply: set by the
+	 * handshake, before anyone else sees the link. */
+	uint32_t srv_uid, srv_gid;
+};
+
+struct qc_conn {
+	struct qc_conn_opts o;  /* immutable */
+	atomic_uint_fast64_t next_id;
+	/* The live link's generation, 0 while there is none: changed under
+	 * lock, read without it by every operation on a handle. */
+	atomic_uint_fast64_t live_gen;
+
+	pthread_mutex_t lock;
+	/* lock (CLOCK_MONOTONIC): a link was installed or died, users left,
+	 * closing was set, the watchdog finished. */
+	pthread_cond_t cond;
+	pthread_cond_t ping_cond; /* lock: ping_wanted or closing */
+	struct link *cur;       /* lock: the newest link, maybe dead; NULL
+				 * between tearing one down and the next */
+	uint64_t last_gen;      /* lock */
+	struct pending *pending[PENDING_BUCKETS]; /* lock */
+	bool closing;           /* lock: qc_conn_shutdown asked for the end */
+	bool lost;              /* lock: down by a fault, not replaced yet */
+	int64_t lost_at;        /* lock: when it went down */
+	bool warned_stray;      /* lock */
+	bool ping_wanted;       /* lock */
+	bool watchdog_done;     /* lock */
+	/* lock: a reconnect attempt's link during its handshake, which
+	 * qc_conn_shutdown cuts short rather than wait for */
+	struct link *attempt;
+
+	bool started;           /* owner thread only */
+	bool abandoned;         /* owner thread only: watchdog left running */
+	pthread_t watchdog;
+	pthread_t pinger;
+
+	/* The handle numbers: handle.c's alone. */
+	pthread_mutex_t hlock;
+	uint64_t hgen;          /* hlock: the link whose numbers hmap holds */
+	uint64_t hmap[HANDLE_WORDS]; /* hlock: bit n set = handle n + 1 taken */
+	uint64_t hdir[HANDLE_WORDS]; /* hlock: ... and bound by OPENDIR, so it
+				      * lives on the meta lane */
+	uint32_t hnext;         /* hlock: word where the next search starts */
+
+	uint32_t srv_uid;       /* lock: the live link's (qc_conn_server_ids) */
+	uint32_t srv_gid;       /* lock */
+
+	/*
+	 * qc_call_ordered requests not completed yet: requests on the meta
+	 * stream wait for them, so that none overtakes one.  Its own lock,
+	 * since they complete wherever a link fails, `lock` held or not.
+	 */
+	pthread_mutex_t olock;
+	pthread_cond_t ocond;   /* olock: ordered fell to 0 */
+	uint64_t ordered;       /* olock */
+
+	/* Requests sent, by how their sender waited (qc_conn_counts). */
+	atomic_uint_fast64_t n_waited;
+	atomic_uint_fast64_t n_async;
+	atomic_uint_fast64_t n_noreply;
+
+	/* Receive buffers of every link (RPOOL_*); its own locking. */
+	struct qft_pool *rpool;
+};
+
+static inline int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static inline struct timespec ts_at(int64_t ns)
+{
+	struct timespec ts = { .tv_sec = ns / NS_PER_S,
+			       .tv_nsec = ns % NS_PER_S };
+
+	return ts;
+}
+
+/* pthread_cond_timedwait until the CLOCK_MONOTONIC time `ns`; true once
+ * that time has passed. */
+static inline bool wait_until(pthread_cond_t *cond, pthread_mutex_t *m,
+			      int64_t ns)
+{
+	struct timespec ts = ts_at(ns);
+
+	return pthread_cond_timedwait(cond, m, &ts) == ETIMEDOUT ||
+	       now_ns() >= ns;
+}
+
+static inline uint64_t next_id(struct qc_conn *c)
+{
+	return atomic_fetch_add(&c->next_id, 1);
+}
+
+static inline int64_t deadline_ns(const struct qc_conn *c)
+{
+	return (int64_t)c->o.timeout_s * NS_PER_S;
+}
+
+/*
+ * For the entry points that require the conn lock held: it is (by some
+ * thread; pthreads cannot tell which).  The trylock can only fail, then,
+ * and changes nothing.
+ */
+#define qc_conn_assert_locked(c) \
+	assert(pthread_mutex_trylock(&(c)->lock) == EBUSY)
+
+/* reply.c */
+void qc_reply_frame_free(struct qbuf *frame, struct qft_pool **pool);
+int qc_reply_check(uint16_t op, struct qc_reply *rep);
+
+/* pending.c */
+void qc_pending_complete(struct pending *p);
+struct pending *qc_pending_take(struct qc_conn *c, uint64_t id);
+struct pending *qc_pending_find(struct qc_conn *c, uint64_t id);
+void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p);
+
+/* link.c */
+void qc_link_wipe_keys(struct qc_endpoint *ep);
+void qc_link_wipe_meta(struct qc_endpoint *ep);
+int qc_link_new(struct qc_conn *c, struct qc_endpoint *ep, struct link **out);
+void qc_link_shutdown(struct link *l);
+void qc_link_join(struct link *l);
+void qc_link_free(struct qc_conn *c, struct link *l, int reap_ms);
+void qc_link_fail(struct qc_conn *c, struct link *l, int err, const char *why);
+int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size);
+void qc_link_retire(struct qc_conn *c, struct link *l, int reap_ms);
+int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out);
+void qc_link_put(struct qc_conn *c, struct link *l);
+
+/* reader.c */
+int qc_reader_start(struct link *l);
+
+/* call.c */
+int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
+		       struct qft_msg *req, qc_done_fn *done, void *ctx,
+		       bool ordered);
+
+/* handle.c */
+void qc_handle_reset(struct qc_conn *c, uint64_t gen);
+bool qc_handle_is_dir(struct qc_conn *c, uint64_t gen, uint64_t handle,
+		      bool opendir);
+
+/* reconnect.c */
+void qc_reconnect(struct qc_conn *c);
+
+/* watchdog.c */
+void *qc_watchdog_main(void *arg);
+void *qc_watchdog_pinger_main(void *arg);
+
+#endif /* QC_CONN_INTERNAL_H */

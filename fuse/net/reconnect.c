@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Replacing a lost link (conn.h, "Links"): one attempt through the
+ * transport's open(), installing the new link under a new generation, and
+ * the backoff between attempts.  Run by the watchdog thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "net/conn_internal.h"
+#include "protocol.h"
+
+#define BACKOFF_MAX_S   30
+
+/*
+ * One attempt at a new link: a fresh endpoint from the transport and the
+ * handshake; not reading yet.  No lock held.
+ */
+static int link_make(struct qc_conn *c, struct link **out)
+{
+	char msg[QFT_MAX_ERRMSG + 128];
+	struct qc_endpoint ep;
+	struct link *l;
+	int r;
+
+	memset(&ep, 0, sizeof(ep));
+	ep.fd = -1;
+	ep.meta_fd = -1;
+	r = c->o.ops->open(c->o.ops_ctx, &ep);
+	if (r < 0)
+		return r;
+	r = qc_link_new(c, &ep, &l);
+	if (r < 0) {
+		qft_err("cannot set up the new connection: %s", strerror(-r));
+		c->o.ops->close(c->o.ops_ctx, &ep, FAULT_REAP_MS, false);
+		return r;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->attempt = c->closing ? NULL : l;
+	r = c->closing ? -ECANCELED : 0;
+	pthread_mutex_unlock(&c->lock);
+	if (r == 0)
+		r = qc_link_hello(l, c->o.timeout_s, msg, sizeof(msg));
+	pthread_mutex_lock(&c->lock);
+	c->attempt = NULL;
+	if (c->closing && r < 0)
+		r = -ECANCELED;
+	pthread_mutex_unlock(&c->lock);
+	if (r == -EPIPE)
+		snprintf(msg, sizeof(msg), "the server closed the connection "
+			 "during the handshake");
+	if (r < 0) {
+		if (r != -ECANCELED)
+			qft_err("cannot reconnect to %s: %s",
+				c->o.host ? c->o.host : "the server", msg);
+		qc_link_shutdown(l);
+		qc_link_free(c, l, FAULT_REAP_MS);
+		return r;
+	}
+	*out = l;
+	return 0;
+}
+
+/* Makes `l` the live link: new generation, fresh handle numbers.  Conn
+ * lock held. */
+static void link_install(struct qc_conn *c, struct link *l)
+{
+	qc_conn_assert_locked(c);
+	l->gen = ++c->last_gen;
+	qc_handle_reset(c, l->gen);
+	c->cur = l;
+	c->lost = false;
+	/* A reconnect may reach a server running as someone else. */
+	c->srv_uid = l->srv_uid;
+	c->srv_gid = l->srv_gid;
+	atomic_store(&c->live_gen, l->gen);
+	pthread_cond_broadcast(&c->cond);
+}
+
+/*
+ * After a loss: new links with backoff until one works or the connection
+ * is shut down.  Conn lock held (dropped during attempts and waits).
+ */
+void qc_reconnect(struct qc_conn *c)
+{
+	int64_t delay = NS_PER_S, start = c->lost_at, until;
+	const char *host = c->o.host ? c->o.host : "the server";
+	unsigned attempt = 0;
+
+	qc_conn_assert_locked(c);
+	while (!c->closing) {
+		struct link *l = NULL;
+		int r;
+
+		attempt++;
+		qft_info("reconnecting to %s (attempt %u)", host, attempt);
+		pthread_mutex_unlock(&c->lock);
+		r = link_make(c, &l);
+		pthread_mutex_lock(&c->lock);
+		/* Its reader starts under the lock, so that whatever it
+		 * does first happens to the installed link. */
+		if (r == 0 && !c->closing && (r = qc_reader_start(l)) < 0)
+			qft_err("cannot start the reader thread: %s",
+				strerror(-r));
+		if (r == 0 && !c->closing) {
+			link_install(c, l);
+			qft_info("reconnected to %s after %.0f s", host,
+				 (double)(now_ns() - start) / NS_PER_S);
+			return;
+		}
+		if (l) {
+			/* Unmounting meanwhile, or no thread: not wanted. */
+			pthread_mutex_unlock(&c->lock);
+			qc_link_free(c, l, FAULT_REAP_MS);
+			pthread_mutex_lock(&c->lock);
+			l = NULL;
+		}
+		if (c->closing)
+			return;
+		/* Woken early only by closing. */
+		until = now_ns() + delay;
+		while (!c->closing && !wait_until(&c->cond, &c->lock, until))
+			;
+		delay = delay * 2 > BACKOFF_MAX_S * NS_PER_S ?
+			BACKOFF_MAX_S * NS_PER_S : delay * 2;
+	}
+}
