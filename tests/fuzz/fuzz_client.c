@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: the client's side of a connection (fuse/conn.c) reading
+ * Fuzz target: the client's side of a connection (fuse/net/) reading
  * what a hostile server sends: the HELLO reply, then replies matched to
  * requests by id, checked against their request's opcode, decoded, and
  * for READDIR walked entry by entry (qc_readdir_check, which fuse/ops.c
