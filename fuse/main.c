@@ -44,7 +44,6 @@
 
 #define EXIT_USAGE        2
 #define SHUTDOWN_WAIT_MS  10000
-#define REAP_WAIT_MS      5000
 /* Worker threads, and so requests the kernel can have in flight. */
 #define MAX_THREADS       32
 
@@ -91,7 +90,7 @@ static bool stop_conn(struct qc_conn *conn, struct qc_remote_tr *rt)
 	if (rt && rt->first && (r = qc_boot_resume(rt->first)) < 0)
 		qft_warn("cannot restart the ssh channel thread: %s",
 			 strerror(-r));
-	return qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS, REAP_WAIT_MS) !=
+	return qc_conn_shutdown(conn, SHUTDOWN_WAIT_MS, QC_REAP_WAIT_MS) !=
 	       -EINPROGRESS;
 }
 

@@ -167,6 +167,13 @@ struct qc_conn_opts {
 #define QC_TIMEOUT_DEFAULT   30
 #define QC_KEEPALIVE_DEFAULT 10
 
+/* How long the first HELLO may take (a server that has just started, on
+ * a slow board), and how long a server's exit is waited for once its
+ * connection ends, before it is killed: the same for every endpoint and
+ * for the unmount. */
+#define QC_HELLO_TIMEOUT_S   30
+#define QC_REAP_WAIT_MS      5000
+
 /*
  * A connection whose first link runs over `ep` (taken over: its fd and
  * keys, which are wiped, whatever the outcome).  `o` is copied; host and

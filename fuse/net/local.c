@@ -16,8 +16,6 @@
 #include "net/transport.h"
 #include "protocol.h"
 
-#define HELLO_TIMEOUT_S   30
-#define REAP_WAIT_MS      5000
 #define RELAY_WAIT_MS     2000
 
 static int local_open(void *ctx, struct qc_endpoint *ep)
@@ -104,10 +102,10 @@ int qc_local_start(struct qc_local_tr *lt, struct qc_conn_opts *co,
 	r = qc_conn_new(connp, co, &ep);
 	if (r < 0) {
 		fprintf(stderr, "qftfs: %s\n", strerror(-r));
-		qc_transport_reap(t, REAP_WAIT_MS, NULL);
+		qc_transport_reap(t, QC_REAP_WAIT_MS, NULL);
 		goto out_free;
 	}
-	r = qc_conn_hello(*connp, HELLO_TIMEOUT_S, msg, sizeof(msg));
+	r = qc_conn_hello(*connp, QC_HELLO_TIMEOUT_S, msg, sizeof(msg));
 	if (r == 0) {
 		lt->first = t;
 		return 0;
@@ -117,7 +115,7 @@ int qc_local_start(struct qc_local_tr *lt, struct qc_conn_opts *co,
 	qc_conn_shutdown(*connp, 0, -1);
 	qc_conn_free(*connp);
 	*connp = NULL;
-	reaped = qc_transport_reap(t, REAP_WAIT_MS, &status) == 0;
+	reaped = qc_transport_reap(t, QC_REAP_WAIT_MS, &status) == 0;
 	/* What the server said (such as why exec failed) comes first. */
 	qc_transport_copy_stderr(t, 1000);
 	if (r != -EPIPE)

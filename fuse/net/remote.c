@@ -15,8 +15,6 @@
 #include "net/remote.h"
 #include "protocol.h"
 
-#define HELLO_TIMEOUT_S   30
-#define REAP_WAIT_MS      5000
 
 /* Hands the data plane of a finished bootstrap to an endpoint. */
 static void boot_endpoint(struct qc_boot *b, struct qc_endpoint *ep)
@@ -104,11 +102,11 @@ int qc_remote_start(struct qc_remote_tr *rt, struct qc_conn_opts *co,
 	if (r < 0) {
 		fprintf(stderr, "qftfs: cannot set up the data plane: %s\n",
 			strerror(-r));
-		qc_boot_close(b, REAP_WAIT_MS);
+		qc_boot_close(b, QC_REAP_WAIT_MS);
 		free(b);
 		return r;
 	}
-	r = qc_conn_hello(*connp, HELLO_TIMEOUT_S, msg, sizeof(msg));
+	r = qc_conn_hello(*connp, QC_HELLO_TIMEOUT_S, msg, sizeof(msg));
 	if (r == 0) {
 		rt->first = b;
 		return 0;
@@ -120,7 +118,7 @@ int qc_remote_start(struct qc_remote_tr *rt, struct qc_conn_opts *co,
 	qc_conn_shutdown(*connp, 0, -1);
 	qc_conn_free(*connp);
 	*connp = NULL;
-	qc_boot_close(b, REAP_WAIT_MS);
+	qc_boot_close(b, QC_REAP_WAIT_MS);
 	free(b);
 	fprintf(stderr, "qftfs: %s\n", msg);
 	return r;
