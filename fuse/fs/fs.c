@@ -20,31 +20,6 @@
 #include "protocol.h"
 #include "fs/stream.h"
 
-void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
-			const struct qft_attr *a, struct stat *st)
-{
-	qft_attr_to_stat(a, st);
-	st->st_ino = qn_shown_ino(&fs->nodes, n, a->ino);
-	/*
-	 * The preferred I/O size is what one request carries, not the
-	 * server's disk block: cp and friends size their buffers from it, and
-	 * each write(2) is one round trip.
-	 */
-	st->st_blksize = QFT_MAX_DATA;
-	/* -o idmap=, uid=, gid=, umask= (idmap.h) */
-	qc_idmap_to_local(st);
-}
-
-void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
-		      struct qn_node *n, const struct qft_attr *a)
-{
-	memset(e, 0, sizeof(*e));
-	e->ino = qn_to_ino(&fs->nodes, n);
-	e->attr_timeout = fs->attr_timeout;
-	e->entry_timeout = fs->entry_timeout;
-	qc_fs_attr_to_stat(fs, n, a, &e->attr);
-}
-
 /* The ceiling of a measured window or read-ahead. */
 #define QC_AUTO_SIZE_MAX ((uint64_t)256 << 20)
 

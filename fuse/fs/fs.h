@@ -33,6 +33,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/commit.h"
+#include "fs/entry.h"
 #include "net/conn.h"
 #include "fs/hints.h"
 #include "fs/node.h"
@@ -103,16 +104,6 @@ int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 /* Frees the node table and what the kernel left open, once the session
  * has ended. */
 void qc_fs_destroy(struct qc_fs *fs);
-
-/* Protocol attributes of node `n` as the kernel gets them (its inode
- * number as node.h, "Inode numbers as the kernel is shown them"). */
-void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
-			const struct qft_attr *a, struct stat *st);
-
-/* An entry reply for node `n` with attributes `a`, with the mount's
- * timeouts. */
-void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
-		      struct qn_node *n, const struct qft_attr *a);
 
 static inline struct qn_node *qc_fs_node(struct qc_fs *fs, fuse_ino_t ino)
 {
