@@ -1,25 +1,38 @@
 // SPDX-License-Identifier: MIT
-/* Open files: lifecycle, handles and re-opening after a reconnect (see
- * file.h). */
+/* Open files: making them with their features, the start of every open,
+ * and flush, fsync and release above commit=async (see file.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "fs/commit.h"
 #include "net/conn.h"
 #include "fs/dircache.h"
-#include "errmap.h"
 #include "fs/file.h"
 #include "fs/fs.h"
-#include "log.h"
+#include "fs/handle.h"
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
 #include "fs/stream.h"
+
+/* Lock held: what was read ahead through the handle went with it. */
+static void file_handle_gone(struct qc_file *f)
+{
+	qc_ra_stop(f);
+}
+
+static void file_fini(struct qc_file *f)
+{
+	qc_ra_stop(f);
+	qc_dir_ahead_drop(&f->ahead);
+}
+
+static const struct qc_file_hooks file_hooks = {
+	.handle_gone = file_handle_gone,
+	.fini = file_fini,
+};
 
 struct qc_file *qc_file_new(struct qc_fs *fs, bool dir)
 {
@@ -27,11 +40,8 @@ struct qc_file *qc_file_new(struct qc_fs *fs, bool dir)
 
 	if (!f)
 		return NULL;
-	f->fs = fs;
-	f->dir = dir;
+	qc_file_init(f, fs, dir, &file_hooks);
 	qc_ra_init(&f->ra);
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->cond, NULL);
 	return f;
 }
 
@@ -41,11 +51,6 @@ void qc_file_release(struct qc_fs *fs, struct qc_file *f)
 		qc_file_release_now(fs, f);
 }
 
-/*
- * The start of every open: the client's state for the new handle and a
- * handle number on the current link (waiting for one within the deadline
- * while reconnecting).  0, or the user's errno with nothing left to undo.
- */
 int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 		  struct qc_file **fp, uint64_t *gen, uint64_t *handle)
 {
@@ -62,6 +67,9 @@ int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 		qc_file_free(f);
 		return qc_conn_user_err(r);
 	}
+	/* Not shared yet: whoever fails the open frees the number (and f)
+	 * without looking at it. */
+	qc_file_bind(f, *gen, *handle);
 	*fp = f;
 	return 0;
 }
@@ -70,47 +78,39 @@ int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 static void file_durable(struct qc_file *f, uint64_t mods)
 {
 	pthread_mutex_lock(&f->lock);
-	if (mods > f->durable)
-		f->durable = mods;
+	qc_file_note_durable(f, mods);
 	pthread_mutex_unlock(&f->lock);
 }
+
 int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 {
+	struct qc_file_mark mk;
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t issued, mods, agen;
-	bool written, steps;
+	uint64_t agen;
 	struct qn_node *n;
 	int r, werr, failed;
 
-	pthread_mutex_lock(&f->lock);
-	written = f->written || f->mods != f->durable;
-	werr = f->wb.err;
-	issued = f->wb.issued;
-	mods = f->mods;
-	failed = f->failed;
-	steps = f->wb.issued != f->wb.answered;
-	f->written = false;
-	pthread_mutex_unlock(&f->lock);
+	qc_file_mark(f, true, &mk);
 	/* close() of a file that was only read costs no round trip (and
 	 * does not fail, even when the file went stale). */
-	if (!written && werr == 0 && !steps)
+	if (!mk.written && mk.err == 0 && !mk.pending)
 		return 0;
-	if (failed) {
+	if (mk.failed) {
 		/* Reported here (and by every later use): not a write error
 		 * left for nobody when the file is freed. */
 		pthread_mutex_lock(&f->lock);
-		f->wb.err = 0;
+		(void)qc_file_take_err(f);
 		pthread_mutex_unlock(&f->lock);
-		return failed;
+		return mk.failed;
 	}
 	if (fs->commit.on)
 		return qc_commit_close(fs, f);
-	if (!written) {
+	if (!mk.written) {
 		/* Pipelined steps only (a file created, or its mode changed,
 		 * and no data): their answers are the outcome. */
 		qc_stat_inc(&fs->stats, QC_STAT_CLOSE_WAIT);
-		werr = qc_wb_collect(f, issued, true);
+		werr = qc_file_collect(f, mk.issued, true);
 		pthread_mutex_lock(&f->lock);
 		failed = f->failed;
 		pthread_mutex_unlock(&f->lock);
@@ -132,31 +132,28 @@ int qc_file_flush(struct qc_fs *fs, struct qc_file *f)
 		qc_reply_free(&rep);
 	}
 	/* Reported here, so cleared, as the server's FLUSH clears its own. */
-	werr = qc_wb_collect(f, issued, true);
+	werr = qc_file_collect(f, mk.issued, true);
 	if (r == 0 && werr == 0)
-		file_durable(f, mods);
+		file_durable(f, mk.mods);
 	return werr ? werr : r;
 }
 
 int qc_file_fsync(struct qc_fs *fs, struct qc_file *f, int datasync)
 {
+	struct qc_file_mark mk;
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t issued, mods;
 	int r, werr;
 
-	pthread_mutex_lock(&f->lock);
-	issued = f->wb.issued;
-	mods = f->mods;
-	pthread_mutex_unlock(&f->lock);
+	qc_file_mark(f, false, &mk);
 	qft_msg_init(&m, QFT_OP_FSYNC, 0);
 	m.opflags = datasync ? QFT_FSYNC_DATASYNC : 0;
 	r = qc_file_call(fs, f, &m, &rep);
 	if (r == 0)
 		qc_reply_free(&rep);
 	/* Kept for the flush at close as well. */
-	werr = qc_wb_collect(f, issued, false);
+	werr = qc_file_collect(f, mk.issued, false);
 	if (r == 0 && werr == 0)
-		file_durable(f, mods);
+		file_durable(f, mk.mods);
 	return werr ? werr : r;
 }

@@ -13,11 +13,11 @@
 #include "fs/dircache.h"
 #include "fs/file.h"
 #include "fs/fs.h"
-#include "fs/idmap.h"
 #include "log.h"
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
+#include "fs/steps.h"
 #include "fs/stream.h"
 
 /* The ceiling of a measured window or read-ahead. */
@@ -56,8 +56,8 @@ int qc_fs_init(struct qc_fs *fs)
 
 	if (r < 0)
 		return r;
-	pthread_mutex_init(&fs->creates_lock, NULL);
-	pthread_cond_init(&fs->creates_cond, NULL);
+	qc_step_init(&fs->steps);
+	qc_stream_init(&fs->streams);
 	/* After the options: commit.on is already set. */
 	return qc_commit_init(&fs->commit, fs->commit.on);
 }
@@ -92,7 +92,7 @@ int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 	fs->readahead = ra;
 	fs->sizes_set = true;
 	/* Sizes not given are measured, up to the ceiling above. */
-	qc_stream_set_auto(!window, !readahead);
+	qc_stream_set_auto(fs, !window, !readahead);
 	return 0;
 }
 
@@ -107,8 +107,8 @@ void qc_fs_destroy(struct qc_fs *fs)
 	/* Listings hold node references: they go first. */
 	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
-	pthread_cond_destroy(&fs->creates_cond);
-	pthread_mutex_destroy(&fs->creates_lock);
+	qc_stream_destroy(&fs->streams);
+	qc_step_destroy(&fs->steps);
 	qc_commit_destroy(&fs->commit);
 	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
 	if (atomic_load(&fs->ra_bytes) != 0)

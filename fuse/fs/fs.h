@@ -4,18 +4,24 @@
  * (struct qc_fs, fuse_req_userdata() of every request), its options, and
  * the small helpers they all use.
  *
- * Modules of the FUSE side, each with its own prefix:
- *   ops.c      qc_ops: the FUSE callbacks, thin glue over the others
- *   file.c     qc_file_: an open file or directory, its handle, reopen
- *   stream.c   qc_ra_, qc_wb_: read-ahead and write-behind of a file
+ * Modules of the filesystem layer (fuse/fs/), bottom up, each calling
+ * only those before it:
+ *   node.c, node_file.c  qn_: the inode table; its open files
+ *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
+ *   entry.c    qc_fs_ (entry replies): attributes as the kernel gets them
+ *   hints.c    qc_hint_: what the client may answer about xattrs itself
+ *   handle.c   qc_file_ (base): an open file's lifetime, handle, reopen,
+ *              changes in flight and their sticky error
+ *   stream.c   qc_ra_, qc_wb_, qc_bdp_, qc_stream_: read-ahead and
+ *              write-behind of a file, the link's measured sizes
+ *   steps.c    qc_step_ (and qc_file_step...): pipelined steps and the
+ *              attributes predicted while they are out
+ *   commit.c   qc_commit_: -o commit=async
  *   dircache.c qc_dir_: directory listings: lookups and readdirs answered
  *              locally, SCAN of walked trees, leases
- *   hints.c    qc_hint_: what the client may answer about xattrs itself
- *   node.c     qn_: the inode table
- *   fs.c       qc_fs_: options, entry replies, teardown
- *   commit.c   qc_commit_: -o commit=async
- *   reqlog.c   qc_reqlog_: every request to its answer (stats, -d log)
- *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
+ *   file.c     qc_file_: open, flush, fsync and release over the above
+ *   fs.c       qc_fs_: options, init and teardown of the mount
+ * and above them the FUSE callbacks (fuse/ops/).
  *
  * Error convention: 0 or a negative errno.
  */
@@ -37,6 +43,8 @@
 #include "net/conn.h"
 #include "fs/hints.h"
 #include "fs/node.h"
+#include "fs/steps.h"
+#include "fs/stream.h"
 #include "ops/stats.h"
 
 struct qc_fs {
@@ -74,13 +82,15 @@ struct qc_fs {
 	/* atomic: what the mount did (stats.h) */
 	struct qc_stats stats;
 	/*
-	 * Pipelined CREATEs not answered yet, all files (qc_file_settle):
-	 * requests on the meta stream that could meet such a name wait
-	 * for them, since only requests on one stream keep their order.
+	 * Pipelined CREATEs not answered yet, all files (steps.h,
+	 * qc_file_settle): requests on the meta stream that could meet
+	 * such a name wait for them, since only requests on one stream
+	 * keep their order.  Its own lock.
 	 */
-	pthread_mutex_t creates_lock;
-	pthread_cond_t creates_cond; /* creates_lock: creates fell to 0 */
-	uint64_t creates;       /* creates_lock */
+	struct qc_steps steps;
+	/* The link-measured window and read-ahead sizes (stream.h); its
+	 * own locks. */
+	struct qc_streams streams;
 	/* -o commit=async (commit.h) */
 	struct qc_commit commit;
 };

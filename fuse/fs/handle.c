@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "net/conn.h"
-#include "fs/dircache.h"
 #include "errmap.h"
 #include "fs/file.h"
 #include "fs/fs.h"
@@ -18,18 +17,34 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "fs/stream.h"
+
+void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir,
+		  const struct qc_file_hooks *hooks)
+{
+	f->fs = fs;
+	f->dir = dir;
+	f->hooks = hooks;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+}
+
+void qc_file_bind(struct qc_file *f, uint64_t gen, uint64_t handle)
+{
+	pthread_mutex_lock(&f->lock);
+	f->gen = gen;
+	f->nf.handle = handle;
+	pthread_mutex_unlock(&f->lock);
+}
 
 /* Once no request can refer to f any more (f->async == 0). */
 void qc_file_free(struct qc_file *f)
 {
 	/* Written through a mapping after the last close(), say: nobody is
 	 * left to be told, so at least the log is. */
-	if (f->wb.err)
+	if (f->err)
 		qft_warn("a write to a released file failed: %s",
-			 strerror(-f->wb.err));
-	qc_ra_stop(f);
-	qc_dir_ahead_drop(&f->ahead);
+			 strerror(-f->err));
+	f->hooks->fini(f);
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -40,10 +55,18 @@ void qc_file_free(struct qc_file *f)
  * lock (held on entry), and frees f if it was released and this was its
  * last call.  f must not be touched after this.
  */
+void qc_file_hold(struct qc_file *f)
+{
+	qc_file_assert_locked(f);
+	f->async++;
+}
+
 void qc_file_async_done(struct qc_file *f)
 {
 	bool last;
 
+	qc_file_assert_locked(f);
+	assert(f->async > 0);
 	f->async--;
 	last = f->closing && f->async == 0;
 	pthread_cond_broadcast(&f->cond);
@@ -73,7 +96,7 @@ void qc_file_close(struct qc_fs *fs, struct qc_file *f)
 	/* Reusable now: the server sees this CLOSE before any later bind. */
 	qc_handle_free(fs->conn, gen, m.handle);
 	pthread_mutex_lock(&f->lock);
-	qc_ra_stop(f);
+	f->hooks->handle_gone(f);
 	f->closing = true;
 	last = f->async == 0;
 	pthread_mutex_unlock(&f->lock);
@@ -102,7 +125,7 @@ bool qc_file_writes_in_flight(struct qc_fs *fs, struct qc_file *f)
 		return false;
 	pthread_mutex_lock(&f->lock);
 	busy = !f->failed && f->gen == qc_conn_gen(fs->conn) &&
-	       f->wb.issued != f->wb.answered;
+	       f->issued != f->answered;
 	pthread_mutex_unlock(&f->lock);
 	return busy;
 }
@@ -228,6 +251,17 @@ static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 }
 
 /*
+ * Whether something written through f may not have reached the server's
+ * disk: data not covered by a FLUSH or FSYNC since, changes in flight or
+ * a sticky error (WRITE bytes in flight are changes in flight too).
+ * Lock held.
+ */
+static bool unsynced(struct qc_file *f)
+{
+	return f->mods != f->durable || f->err || f->issued != f->answered;
+}
+
+/*
  * The handle (and its link) to send a request of f on.  After the link it
  * was opened on is gone, waits for a new one (at most the deadline) and
  * re-opens f there -- unless something written through f may not have
@@ -269,8 +303,7 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		/* Generations only grow: f's link is dead.  A file that
 		 * lost data with it fails now, without waiting for a new
 		 * link that could not help. */
-		if (f->mods != f->durable || f->wb.bytes || f->wb.err ||
-		    f->wb.issued != f->wb.answered) {
+		if (unsynced(f)) {
 			f->failed = -EIO;
 			pthread_mutex_unlock(&f->lock);
 			qft_err("%s: data written before the connection was "
@@ -288,8 +321,7 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		if (f->reopening || f->failed || f->gen == live)
 			continue;
 		/* Written meanwhile?  Then it is not clean any more. */
-		if (f->mods != f->durable || f->wb.bytes || f->wb.err ||
-		    f->wb.issued != f->wb.answered)
+		if (unsynced(f))
 			continue;
 		changed_it = f->mods != 0;
 		f->reopening = true;
@@ -305,7 +337,7 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 			continue;
 		}
 		/* Read-ahead of the old handle is gone with its link. */
-		qc_ra_stop(f);
+		f->hooks->handle_gone(f);
 		f->gen = live;
 		f->nf.handle = h;
 	}
@@ -387,6 +419,14 @@ int qc_file_error(struct qc_file *f, int r)
 	return r;
 }
 
+void qc_file_fail(struct qc_file *f, int err)
+{
+	qc_file_assert_locked(f);
+	assert(err < 0);
+	if (f->failed == 0)
+		f->failed = err;
+}
+
 void qc_file_changed(struct qc_file *f, bool written)
 {
 	pthread_mutex_lock(&f->lock);
@@ -394,4 +434,90 @@ void qc_file_changed(struct qc_file *f, bool written)
 		f->written = true;
 	f->mods++;
 	pthread_mutex_unlock(&f->lock);
+}
+
+int qc_file_change_begin(struct qc_file *f, bool data)
+{
+	int r = f->err;
+
+	qc_file_assert_locked(f);
+	if (r == 0) {
+		/* Flagged before sending, so a FLUSH that races with this
+		 * write is never skipped. */
+		if (data) {
+			f->written = true;
+			f->mods++;
+		}
+		f->issued++;
+		f->async++;
+	}
+	return r;
+}
+
+void qc_file_change_done(struct qc_file *f, int err)
+{
+	qc_file_assert_locked(f);
+	assert(f->answered < f->issued);
+	f->answered++;
+	if (err < 0 && f->err == 0)
+		f->err = err;
+}
+
+int qc_file_take_err(struct qc_file *f)
+{
+	int r = f->err;
+
+	qc_file_assert_locked(f);
+	f->err = 0;
+	return r;
+}
+
+void qc_file_clear_written(struct qc_file *f)
+{
+	qc_file_assert_locked(f);
+	f->written = false;
+}
+
+void qc_file_note_durable(struct qc_file *f, uint64_t mods)
+{
+	qc_file_assert_locked(f);
+	if (mods > f->durable)
+		f->durable = mods;
+}
+
+void qc_file_mark(struct qc_file *f, bool flush, struct qc_file_mark *mk)
+{
+	pthread_mutex_lock(&f->lock);
+	mk->written = f->written || f->mods != f->durable;
+	mk->err = f->err;
+	mk->issued = f->issued;
+	mk->mods = f->mods;
+	mk->failed = f->failed;
+	mk->pending = f->issued != f->answered;
+	if (flush)
+		f->written = false;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * FLUSH and FSYNC are sent at once, behind the WRITEs in flight, not after
+ * draining them: the server executes them after those WRITEs, so their
+ * success covers them, and a drain would cost a round trip per close().
+ * Their reply is then matched up with the answers to every change issued
+ * before them (today those arrived first, replies being in order; the wait
+ * keeps that true if the server ever answers out of order), so a WRITE's
+ * error is in `err` when the result is decided.
+ */
+int qc_file_collect(struct qc_file *f, uint64_t issued, bool clear)
+{
+	int werr;
+
+	pthread_mutex_lock(&f->lock);
+	while (f->answered < issued)
+		pthread_cond_wait(&f->cond, &f->lock);
+	werr = f->err;
+	if (clear)
+		f->err = 0;
+	pthread_mutex_unlock(&f->lock);
+	return werr;
 }

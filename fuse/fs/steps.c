@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Pipelined steps: CREATE, OPEN and SETATTR answered to the kernel before
  * the server did, and the attributes predicted meanwhile (see steps.h). */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -65,26 +66,26 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	if (err == 0 && create) {
 		/* The object is known now; what the kernel is told until the
 		 * last step is answered keeps the predicted rest. */
-		f->attr.ino = rep->msg.attr.ino;
-		f->attr.uid = rep->msg.attr.uid;
-		f->attr.gid = rep->msg.attr.gid;
-		f->attr.blksize = rep->msg.attr.blksize;
+		f->step.attr.ino = rep->msg.attr.ino;
+		f->step.attr.uid = rep->msg.attr.uid;
+		f->step.attr.gid = rep->msg.attr.gid;
+		f->step.attr.blksize = rep->msg.attr.blksize;
 	}
-	if (err < 0 && binds && f->failed == 0)
-		f->failed = err;
+	if (err < 0 && binds)
+		qc_file_fail(f, err);
 	if (create)
-		f->creating = false;
-	if (--f->steps == 0 && f->flushing == 0)
-		f->predicted = false;
-	qc_wb_complete(f, 0, err);
+		f->step.creating = false;
+	if (--f->step.steps == 0 && f->step.flushes == 0)
+		f->step.predicted = false;
+	qc_file_change_done(f, err);
 	qc_file_async_done(f);
 	/* Last: whoever settles (qc_file_settle) finds the node and the
 	 * file as this answer left them. */
 	if (create) {
-		pthread_mutex_lock(&fs->creates_lock);
-		if (--fs->creates == 0)
-			pthread_cond_broadcast(&fs->creates_cond);
-		pthread_mutex_unlock(&fs->creates_lock);
+		pthread_mutex_lock(&fs->steps.lock);
+		if (--fs->steps.creates == 0)
+			pthread_cond_broadcast(&fs->steps.cond);
+		pthread_mutex_unlock(&fs->steps.lock);
 	}
 }
 
@@ -108,17 +109,15 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 	pthread_mutex_lock(&f->lock);
 	/* Counted like a WRITE, so flush and fsync collect it, but it is
 	 * no data: nothing to make durable, no window to wait for. */
-	r = f->wb.err;
+	r = qc_file_change_begin(f, false);
 	if (r == 0) {
-		f->wb.issued++;
-		f->async++;
-		f->steps++;
-		f->predicted = true;
+		f->step.steps++;
+		f->step.predicted = true;
 		if (m->op == QFT_OP_CREATE)
-			f->creating = true;
-		f->attr = *a;
-		f->mtime_set = m->op == QFT_OP_SETATTR &&
-			       (m->valid & QFT_SET_MTIME);
+			f->step.creating = true;
+		f->step.attr = *a;
+		f->step.mtime_set = m->op == QFT_OP_SETATTR &&
+				    (m->valid & QFT_SET_MTIME);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0) {
@@ -127,9 +126,9 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 	}
 	m->handle = handle;
 	if (m->op == QFT_OP_CREATE) {
-		pthread_mutex_lock(&fs->creates_lock);
-		fs->creates++;
-		pthread_mutex_unlock(&fs->creates_lock);
+		pthread_mutex_lock(&fs->steps.lock);
+		fs->steps.creates++;
+		pthread_mutex_unlock(&fs->steps.lock);
 	}
 	/* On failure step_done has run and made the error sticky. */
 	return qc_conn_user_err(qc_call_async(fs->conn, gen, m, step_done,
@@ -138,10 +137,10 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 
 void qc_file_settle(struct qc_fs *fs)
 {
-	pthread_mutex_lock(&fs->creates_lock);
-	while (fs->creates)
-		pthread_cond_wait(&fs->creates_cond, &fs->creates_lock);
-	pthread_mutex_unlock(&fs->creates_lock);
+	pthread_mutex_lock(&fs->steps.lock);
+	while (fs->steps.creates)
+		pthread_cond_wait(&fs->steps.cond, &fs->steps.lock);
+	pthread_mutex_unlock(&fs->steps.lock);
 }
 
 struct predicted {
@@ -159,9 +158,9 @@ static bool file_predicted(struct qn_file *nf, void *ctx)
 	 * say: an FSTAT behind them asks (qc_file_attr_behind_writes);
 	 * unless a SETATTR behind them sets the mtime, the one time a
 	 * WRITE changes that is not the server's clock. */
-	if (f->predicted && (f->wb.bytes == 0 || f->flushing ||
-			     f->mtime_set) && !f->failed) {
-		*p->out = f->attr;
+	if (f->step.predicted && (qc_wb_idle(&f->wb) || f->step.flushes ||
+				  f->step.mtime_set) && !f->failed) {
+		*p->out = f->step.attr;
 		p->found = true;
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -200,10 +199,10 @@ bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 	known = qn_get_attr(&fs->nodes, qn_file_node(&fs->nodes, &f->nf),
 			    &last);
 	pthread_mutex_lock(&f->lock);
-	if (f->failed || f->wb.err) {
+	if (f->failed || f->err) {
 		known = false;
-	} else if (f->predicted) {
-		*out = f->attr;
+	} else if (f->step.predicted) {
+		*out = f->step.attr;
 		known = true;
 	} else if (known) {
 		/*
@@ -212,8 +211,8 @@ bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 		 * that attr_timeout already takes.
 		 */
 		*out = last;
-		if (f->wend > out->size)
-			out->size = f->wend;
+		if (f->step.wend > out->size)
+			out->size = f->step.wend;
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (!known)
@@ -240,4 +239,59 @@ void qc_file_apply_setattr(const struct qft_msg *m, struct qft_attr *a)
 		now_time(&a->mtime);
 	/* Every change of attributes sets ctime. */
 	now_time(&a->ctime);
+}
+
+void qc_step_init(struct qc_steps *sm)
+{
+	pthread_mutex_init(&sm->lock, NULL);
+	pthread_cond_init(&sm->cond, NULL);
+	sm->creates = 0;
+}
+
+void qc_step_destroy(struct qc_steps *sm)
+{
+	pthread_cond_destroy(&sm->cond);
+	pthread_mutex_destroy(&sm->lock);
+}
+
+void qc_step_note_write(struct qc_file *f, uint64_t end)
+{
+	struct timespec ts;
+
+	qc_file_assert_locked(f);
+	if (end > f->step.wend)
+		f->step.wend = end;
+	if (!f->step.predicted)
+		return;
+	/* What the kernel is told once these WRITEs are answered and
+	 * pipelined steps are still out (steps.h). */
+	if (end > f->step.attr.size)
+		f->step.attr.size = end;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	f->step.attr.mtime.sec = f->step.attr.ctime.sec = ts.tv_sec;
+	f->step.attr.mtime.nsec = f->step.attr.ctime.nsec =
+		(uint32_t)ts.tv_nsec;
+	f->step.mtime_set = false;
+}
+
+void qc_step_flush_begin(struct qc_file *f, const struct qft_attr *last)
+{
+	qc_file_assert_locked(f);
+	f->step.flushes++;
+	/* Until the FLUSH is answered the kernel is told the size the
+	 * WRITEs make, not asked to wait. */
+	if (!f->step.predicted && last) {
+		f->step.attr = *last;
+		f->step.predicted = true;
+	}
+	if (f->step.predicted && f->step.wend > f->step.attr.size)
+		f->step.attr.size = f->step.wend;
+}
+
+void qc_step_flush_done(struct qc_file *f)
+{
+	qc_file_assert_locked(f);
+	assert(f->step.flushes > 0);
+	if (--f->step.flushes == 0 && f->step.steps == 0)
+		f->step.predicted = false;
 }
