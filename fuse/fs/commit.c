@@ -197,6 +197,7 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	bool known;
 	int r;
 
+	assert(cm->on);
 	/* Table lock before the file's (file.h). */
 	known = qn_get_attr(&fs->nodes, n, &last);
 	agen = qn_attr_gen(&fs->nodes, n);

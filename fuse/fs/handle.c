@@ -87,6 +87,8 @@ void qc_file_close(struct qc_fs *fs, struct qc_file *f)
 	bool last;
 
 	pthread_mutex_lock(&f->lock);
+	/* Once: after the last reference nobody can close it again. */
+	assert(!f->closing);
 	gen = f->gen;
 	qft_msg_init(&m, QFT_OP_CLOSE, 0);
 	m.handle = f->nf.handle;

@@ -180,6 +180,7 @@ void qc_ra_drop(struct qc_file *f)
 {
 	bool wasted = false;
 
+	qc_file_assert_locked(f);
 	/*
 	 * Read-ahead thrown away unread means reads and writes take
 	 * turns on this file: ask less far ahead next time, down to
@@ -269,6 +270,7 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		 uint64_t end)
 {
+	qc_file_assert_locked(f);
 	if (f->ra.on) {
 		uint64_t lo = f->ra.head ? f->ra.head->off : f->ra.end;
 
@@ -329,6 +331,7 @@ struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
 		2 * limit : QC_RA_TOTAL_MIN;
 	struct qc_ra_chunk *first = NULL, **tail = &first;
 
+	qc_file_assert_locked(f);
 	while (!f->ra.eof && f->ra.end < want) {
 		uint64_t len = QC_RA_CHUNK - f->ra.end % QC_RA_CHUNK;
 		struct qc_ra_chunk *c;
@@ -366,6 +369,7 @@ void qc_ra_complete(struct qc_ra_chunk *c, int err, struct qc_reply *rep)
 {
 	struct qc_file *f = c->f;
 
+	qc_file_assert_locked(f);
 	if (err == 0 && rep->msg.data.len > c->len) {
 		qft_err("server sent %u bytes for a READ of %u",
 			rep->msg.data.len, c->len);
@@ -470,6 +474,7 @@ int qc_ra_pin(struct qc_file *f, uint64_t off, uint64_t end,
 	uint64_t pos = off;
 	int n = 0;
 
+	qc_file_assert_locked(f);
 	for (struct qc_ra_chunk *c = f->ra.head; c && pos < end; c = c->next) {
 		if (c->off + c->len <= pos)
 			continue;
@@ -499,6 +504,7 @@ ssize_t qc_ra_collect(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 {
 	uint64_t pos = off, limit;
 
+	qc_file_assert_locked(f);
 	*niov = 0;
 	for (int i = 0; i < npin && pos < end; i++) {
 		struct qc_ra_chunk *c = pinned[i];
