@@ -1855,7 +1855,7 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 					counted[(*ncounted)++] = n;
 					qc_hint_noxattr_note(fs, n, &se->attr,
 							     s->xgen);
-					qc_fs_fill_entry(fs, &e, n, &se->attr);
+					qc_entry_fill(fs, &e, n, &se->attr);
 					e.entry_timeout = remaining(
 						se->name_until, now,
 						fs->entry_timeout);
@@ -2113,7 +2113,7 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 				if (n) {
 					counted[(*ncounted)++] = n;
 					qc_hint_noxattr_note(fs, n, &d.attr, xgen);
-					qc_fs_fill_entry(fs, &e, n, &d.attr);
+					qc_entry_fill(fs, &e, n, &d.attr);
 				}
 			}
 			if (e.ino == 0) {
@@ -2277,7 +2277,7 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		 */
 		m.length = fs->attr_timeout > 0 ? QFT_MAX_READDIR : size;
 		/* A pipelined CREATE on the bulk stream could be missed. */
-		qc_file_settle(fs);
+		qc_step_settle(fs);
 		a->plus = plus || a->build;
 		m.opflags = a->plus ? QFT_READDIR_PLUS : 0;
 		/* A listing collected for the cache asks for a lease; a
@@ -2583,7 +2583,7 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 	sc.d[0].node = top;
 	/* Begun before settling, as a LOOKUP is (ops.c, qc_lookup). */
 	qc_dir_fetch_begin(fs, &fb);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	atomic_fetch_add(&dc->scans, 1);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
@@ -2718,7 +2718,7 @@ static void fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 	b = build_new(fs);
 	if (!b)
 		goto out_free_handle;
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);
@@ -2781,7 +2781,7 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	if (!n)
 		return false;
 	qc_hint_noxattr_note(fs, n, &a, xgen);
-	qc_fs_fill_entry(fs, &e, n, &a);
+	qc_entry_fill(fs, &e, n, &a);
 	e.entry_timeout = entry_to;
 	e.attr_timeout = attr_to;
 	if (fuse_reply_entry(req, &e) != 0)

@@ -12,8 +12,8 @@
 #include "fs/node.h"
 #include "protocol.h"
 
-void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
-			const struct qft_attr *a, struct stat *st)
+void qc_entry_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
+			   const struct qft_attr *a, struct stat *st)
 {
 	qft_attr_to_stat(a, st);
 	st->st_ino = qn_shown_ino(&fs->nodes, n, a->ino);
@@ -27,12 +27,12 @@ void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
 	qc_idmap_to_local(st);
 }
 
-void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
-		      struct qn_node *n, const struct qft_attr *a)
+void qc_entry_fill(struct qc_fs *fs, struct fuse_entry_param *e,
+		   struct qn_node *n, const struct qft_attr *a)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = qn_to_ino(&fs->nodes, n);
 	e->attr_timeout = fs->attr_timeout;
 	e->entry_timeout = fs->entry_timeout;
-	qc_fs_attr_to_stat(fs, n, a, &e->attr);
+	qc_entry_attr_to_stat(fs, n, a, &e->attr);
 }

@@ -17,12 +17,12 @@ struct qn_node;
 
 /* Protocol attributes of node `n` as the kernel gets them (its inode
  * number as node.h, "Inode numbers as the kernel is shown them"). */
-void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
-			const struct qft_attr *a, struct stat *st);
+void qc_entry_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
+			   const struct qft_attr *a, struct stat *st);
 
 /* An entry reply for node `n` with attributes `a`, with the mount's
  * timeouts. */
-void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
-		      struct qn_node *n, const struct qft_attr *a);
+void qc_entry_fill(struct qc_fs *fs, struct fuse_entry_param *e,
+		   struct qn_node *n, const struct qft_attr *a);
 
 #endif /* QC_ENTRY_H */

@@ -8,13 +8,14 @@
  * only those before it:
  *   node.c, node_file.c  qn_: the inode table; its open files
  *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
- *   entry.c    qc_fs_ (entry replies): attributes as the kernel gets them
+ *   entry.c    qc_entry_: entry and attribute replies as the kernel gets
+ *              them
  *   hints.c    qc_hint_: what the client may answer about xattrs itself
  *   handle.c   qc_file_ (base): an open file's lifetime, handle, reopen,
  *              changes in flight and their sticky error
  *   stream.c   qc_ra_, qc_wb_, qc_bdp_, qc_stream_: read-ahead and
  *              write-behind of a file, the link's measured sizes
- *   steps.c    qc_step_ (and qc_file_step...): pipelined steps and the
+ *   steps.c    qc_step_: pipelined steps and the
  *              attributes predicted while they are out
  *   commit.c   qc_commit_: -o commit=async
  *   dircache.c qc_dir_: directory listings: lookups and readdirs answered
@@ -83,7 +84,7 @@ struct qc_fs {
 	struct qc_stats stats;
 	/*
 	 * Pipelined CREATEs not answered yet, all files (steps.h,
-	 * qc_file_settle): requests on the meta stream that could meet
+	 * qc_step_settle): requests on the meta stream that could meet
 	 * such a name wait for them, since only requests on one stream
 	 * keep their order.  Its own lock.
 	 */

@@ -79,7 +79,7 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 		f->step.predicted = false;
 	qc_file_change_done(f, err);
 	qc_file_async_done(f);
-	/* Last: whoever settles (qc_file_settle) finds the node and the
+	/* Last: whoever settles (qc_step_settle) finds the node and the
 	 * file as this answer left them. */
 	if (create) {
 		pthread_mutex_lock(&fs->steps.lock);
@@ -89,7 +89,7 @@ static void step_done(void *ctx, int err, struct qc_reply *rep)
 	}
 }
 
-int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
+int qc_step_send(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 		 const struct qft_attr *a)
 {
 	uint64_t gen, handle;
@@ -135,7 +135,7 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 					      st));
 }
 
-void qc_file_settle(struct qc_fs *fs)
+void qc_step_settle(struct qc_fs *fs)
 {
 	pthread_mutex_lock(&fs->steps.lock);
 	while (fs->steps.creates)
@@ -167,7 +167,7 @@ static bool file_predicted(struct qn_file *nf, void *ctx)
 	return p->found;
 }
 
-bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
+bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 		       struct qft_attr *out)
 {
 	struct predicted p = { .out = out };
@@ -187,7 +187,7 @@ static void now_time(struct qft_time *t)
 	t->nsec = (uint32_t)ts.tv_nsec;
 }
 
-bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
+bool qc_step_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 			     const struct qft_msg *m, struct qft_attr *out)
 {
 	struct qft_attr last;
@@ -217,11 +217,11 @@ bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 	pthread_mutex_unlock(&f->lock);
 	if (!known)
 		return false;
-	qc_file_apply_setattr(m, out);
+	qc_step_apply_setattr(m, out);
 	return true;
 }
 
-void qc_file_apply_setattr(const struct qft_msg *m, struct qft_attr *a)
+void qc_step_apply_setattr(const struct qft_msg *m, struct qft_attr *a)
 {
 	if (m->valid & QFT_SET_MODE)
 		a->mode = (a->mode & QFT_S_IFMT) | (m->mode & 07777);

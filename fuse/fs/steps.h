@@ -49,7 +49,7 @@ struct qc_steps_file {
 };
 
 /* The mount's (struct qc_fs.steps): pipelined CREATEs not answered yet,
- * all files (qc_file_settle). */
+ * all files (qc_step_settle). */
 struct qc_steps {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;    /* lock: creates fell to 0 */
@@ -79,7 +79,7 @@ void qc_step_flush_done(struct qc_file *f);
  * step is answered.  0, or the -errno it failed with at once (f is then
  * unchanged, or for a CREATE failed).
  */
-int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
+int qc_step_send(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 		 const struct qft_attr *a);
 
 /*
@@ -93,7 +93,7 @@ int qc_file_step(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
  * before it settles, never after: a create counted after the settle
  * then spoils the fetch, which may overtake that CREATE.
  */
-void qc_file_settle(struct qc_fs *fs);
+void qc_step_settle(struct qc_fs *fs);
 
 /*
  * The attributes the client predicts for `n` through one of its open
@@ -102,7 +102,7 @@ void qc_file_settle(struct qc_fs *fs);
  * whose suid check makes the kernel ask); false when there is none (ask
  * the server).
  */
-bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
+bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 		       struct qft_attr *out);
 
 /*
@@ -111,10 +111,10 @@ bool qc_file_predicted(struct qc_fs *fs, struct qn_node *n,
  * nothing is in flight through f.  False when they cannot be known (a
  * truncation, or nothing known): the SETATTR must wait for the server.
  */
-bool qc_file_predict_setattr(struct qc_fs *fs, struct qc_file *f,
+bool qc_step_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 			     const struct qft_msg *m, struct qft_attr *out);
 
 /* What SETATTR `m` (no size) makes of attributes `a`. */
-void qc_file_apply_setattr(const struct qft_msg *m, struct qft_attr *a);
+void qc_step_apply_setattr(const struct qft_msg *m, struct qft_attr *a);
 
 #endif /* QC_STEPS_H */

@@ -78,7 +78,7 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 	}
 	qn_note_attr(&fs->nodes, n, a, NULL);
 	qc_hint_noxattr_note(fs, n, a, xgen);
-	qc_fs_attr_to_stat(fs, n, a, &st);
+	qc_entry_attr_to_stat(fs, n, a, &st);
 	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
@@ -92,7 +92,7 @@ static void reply_predicted(fuse_req_t req, struct qc_fs *fs,
 {
 	struct stat st;
 
-	qc_fs_attr_to_stat(fs, n, a, &st);
+	qc_entry_attr_to_stat(fs, n, a, &st);
 	fuse_reply_attr(req, &st, 0);
 }
 
@@ -113,9 +113,9 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		return;
 	}
 	qc_hint_noxattr_note(fs, n, a, xgen);
-	qc_fs_fill_entry(fs, &e, n,
-			 qc_file_attr_behind_writes(fs, n, a, &fresh) ?
-			 &fresh : a);
+	qc_entry_fill(fs, &e, n,
+		      qc_file_attr_behind_writes(fs, n, a, &fresh) ?
+		      &fresh : a);
 	if (passing) {
 		e.entry_timeout = 0;
 		e.attr_timeout = 0;
@@ -230,7 +230,7 @@ static void qc_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * CREATE on the other stream.
 	 */
 	qc_dir_fetch_begin(fs, &fb);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	sent = true;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
@@ -287,7 +287,7 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct qft_attr a;
 	double left;
 
-	if (qc_file_predicted(fs, qc_fs_node(fs, ino), &a)) {
+	if (qc_step_predicted(fs, qc_fs_node(fs, ino), &a)) {
 		/* Pipelined steps of an open file are not answered yet:
 		 * what they will have made, valid for no time at all. */
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
@@ -300,7 +300,7 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		struct stat st;
 
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		qc_fs_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
+		qc_entry_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
 		fuse_reply_attr(req, &st, left);
 		return;
 	}
@@ -314,7 +314,7 @@ static void qc_getattr(fuse_req_t req, fuse_ino_t ino,
 		struct stat st;
 
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		qc_fs_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
+		qc_entry_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
@@ -393,7 +393,7 @@ static bool current_attr(struct qc_fs *fs, struct qn_node *n,
 {
 	double left;
 
-	return qc_file_predicted(fs, n, a) ||
+	return qc_step_predicted(fs, n, a) ||
 	       qn_fresh_attr(&fs->nodes, n, qc_now_ns(), a, &left) ||
 	       (n != &fs->nodes.root && qc_dir_cached_attr(fs, n, a));
 }
@@ -427,7 +427,7 @@ static bool setattr_predicted(struct qc_fs *fs, struct qn_node *n,
 		    m->gid != a->gid)
 			return false;
 	}
-	qc_file_apply_setattr(m, a);
+	qc_step_apply_setattr(m, a);
 	return true;
 }
 
@@ -560,7 +560,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out_err;
 	}
 	hf = fi ? file_of(fi) : borrowed;
-	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
+	if (hf && fs->window > 0 && qc_step_predict_setattr(fs, hf, &m, &a)) {
 		/* The server does not use it, but recognises the change
 		 * as ours by it (no NOTIFY ends the directory's lease). */
 		if (node_path(fs, ino, NULL, path) == 0)
@@ -571,7 +571,7 @@ static void qc_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		 * tar): sent behind its other requests without waiting; a
 		 * refusal is reported by the next write, fsync or close.
 		 */
-		r = qc_file_step(fs, hf, &m, &a);
+		r = qc_step_send(fs, hf, &m, &a);
 		qc_file_put(fs, borrowed);
 		if (r < 0)
 			goto out_err;
@@ -860,7 +860,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qft_msg_init(&m, op, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
 		qc_dir_drop(fs, qc_fs_node(fs, parent));
@@ -1027,7 +1027,7 @@ static void qc_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		qc_stat_inc(&fs->stats, QC_STAT_RENAME_ASYNC);
 		goto out_renamed;
 	}
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0 || same) {
 		/* After a same-object rename the listings are what they
@@ -1075,7 +1075,7 @@ static void qc_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	xgen = qc_hint_xattr_gen(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
@@ -1177,7 +1177,7 @@ static void qc_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
 		f->gen = gen;
 		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
-		r = qc_file_step(fs, f, &m, &a);
+		r = qc_step_send(fs, f, &m, &a);
 		if (r < 0) {
 			qc_file_release(fs, f);
 			goto out_err;
@@ -1334,7 +1334,7 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 	/* A file just made has no capability: the kernel's check before
 	 * every write(2) is answered here, not after the CREATE's reply. */
 	qc_hint_nocap_note(fs, n, cgen, start);
-	r = qc_file_step(fs, f, m, a);
+	r = qc_step_send(fs, f, m, a);
 	if (r < 0) {
 		qn_forget(&fs->nodes, n, 1);
 		qn_unlink_node(&fs->nodes, n);
@@ -1344,7 +1344,7 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 	qc_stat_inc(&fs->stats, QC_STAT_CREATE_ASYNC);
 	/* The directory's listing has it, with an inode once answered. */
 	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, a);
-	qc_fs_fill_entry(fs, &e, n, a);
+	qc_entry_fill(fs, &e, n, a);
 	e.attr_timeout = 0;
 	reply_create(req, fs, &e, n, f, fi);
 	return;
@@ -1425,7 +1425,7 @@ static void qc_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = -ENOMEM;
 		goto out_err;
 	}
-	qc_fs_fill_entry(fs, &e, n, &rep.msg.attr);
+	qc_entry_fill(fs, &e, n, &rep.msg.attr);
 	qc_reply_free(&rep);
 	qn_file_attach(&fs->nodes, n, &f->nf, handle);
 	reply_create(req, fs, &e, n, f, fi);
@@ -1669,7 +1669,7 @@ static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
 		return r;
 	}
 	qc_file_put(fs, f);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	return qc_call(fs->conn, m, rep);
 }
 
@@ -1783,7 +1783,7 @@ static void qc_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
 	qc_set_str(&m.xname, name);
 	if (xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE) == -ENODATA &&
@@ -1804,7 +1804,7 @@ static void qc_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	qft_msg_init(&m, QFT_OP_LISTXATTR, 0);
 	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
 }
