@@ -50,17 +50,17 @@ void qc_file_free(struct qc_file *f)
 	free(f);
 }
 
-/*
- * Completes one async call of f: wakes whoever waits for it, releases the
- * lock (held on entry), and frees f if it was released and this was its
- * last call.  f must not be touched after this.
- */
 void qc_file_hold(struct qc_file *f)
 {
 	qc_file_assert_locked(f);
 	f->async++;
 }
 
+/*
+ * Completes one async call of f: wakes whoever waits for it, releases the
+ * lock (held on entry), and frees f if it was released and this was its
+ * last call.  f must not be touched after this.
+ */
 void qc_file_async_done(struct qc_file *f)
 {
 	bool last;
