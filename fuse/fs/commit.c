@@ -3,6 +3,7 @@
  * -o commit=async: closes that do not wait, and where their errors go
  * (see commit.h).
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,9 +14,11 @@
 #include "net/conn.h"
 #include "fs/file.h"
 #include "fs/fs.h"
+#include "fs/handle.h"
 #include "log.h"
 #include "msg.h"
 #include "fs/node.h"
+#include "fs/steps.h"
 #include "thread.h"
 
 int qc_commit_init(struct qc_commit *cm, bool on)
@@ -135,15 +138,15 @@ static void flush_done(void *ctx, int err, struct qc_reply *rep)
 	struct qc_commit *cm = &fs->commit;
 	uint64_t agen;
 	bool queue, only;
-	int first;
+	int first, werr;
 
 	/* Lost with its link: whether the data got there nobody knows. */
 	err = qc_conn_user_err(err);
 	pthread_mutex_lock(&f->lock);
-	agen = f->flush_agen;
+	agen = f->cm.flush_agen;
 	/* With another FLUSH behind it, this answer is not the last word
 	 * (and the generation is the other's). */
-	only = f->flushing == 1;
+	only = f->cm.flushing == 1;
 	pthread_mutex_unlock(&f->lock);
 	/* The file as it is now, as a synchronous close would note it: a
 	 * stat, or a prediction starting from it, must not see the size
@@ -155,18 +158,18 @@ static void flush_done(void *ctx, int err, struct qc_reply *rep)
 	/* The FLUSH is answered after every WRITE and step before it, so
 	 * their first error is final now; it is reported here, not by a
 	 * close() that returned long ago. */
-	first = f->wb.err ? f->wb.err : err;
-	f->wb.err = 0;
+	werr = qc_file_take_err(f);
+	first = werr ? werr : err;
 	if (first == 0)
-		f->durable = f->mods;
-	queue = --f->flushing == 0 && f->deferred;
+		qc_file_note_durable(f, f->mods);
+	assert(f->cm.flushing > 0);
+	queue = --f->cm.flushing == 0 && f->cm.deferred;
 	if (queue) {
 		/* The closer thread's reference until it has released f. */
-		f->deferred = false;
-		f->async++;
+		f->cm.deferred = false;
+		qc_file_hold(f);
 	}
-	if (f->flushing == 0 && f->steps == 0)
-		f->predicted = false;
+	qc_step_flush_done(f);
 	pthread_mutex_unlock(&f->lock);
 	if (first)
 		record(fs, f, first);
@@ -194,12 +197,14 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	bool known;
 	int r;
 
+	assert(cm->on);
 	/* Table lock before the file's (file.h). */
 	known = qn_get_attr(&fs->nodes, n, &last);
 	agen = qn_attr_gen(&fs->nodes, n);
 	pthread_mutex_lock(&f->lock);
-	r = f->failed ? f->failed : f->wb.err;
-	f->wb.err = 0;
+	r = qc_file_take_err(f);
+	if (f->failed)
+		r = f->failed;
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0)
 		return r;
@@ -209,18 +214,13 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	if (r < 0)
 		goto out_unqueue;
 	pthread_mutex_lock(&f->lock);
-	f->flushing++;
-	f->async++;
-	f->flush_agen = agen;
+	f->cm.flushing++;
+	qc_file_hold(f);
+	f->cm.flush_agen = agen;
 	/* Until the FLUSH is answered the kernel is told the size the
-	 * WRITEs make (file.h, "Pipelined steps"), not asked to wait. */
-	if (!f->predicted && known) {
-		f->attr = last;
-		f->predicted = true;
-	}
-	if (f->predicted && f->wend > f->attr.size)
-		f->attr.size = f->wend;
-	f->written = false;
+	 * WRITEs make (steps.h), not asked to wait. */
+	qc_step_flush_begin(f, known ? &last : NULL);
+	qc_file_clear_written(f);
 	pthread_mutex_unlock(&f->lock);
 	qft_msg_init(&m, QFT_OP_FLUSH, 0);
 	m.handle = handle;
@@ -242,9 +242,9 @@ bool qc_commit_release(struct qc_fs *fs, struct qc_file *f)
 	if (!fs->commit.on)
 		return false;
 	pthread_mutex_lock(&f->lock);
-	defer = f->flushing > 0;
+	defer = f->cm.flushing > 0;
 	if (defer)
-		f->deferred = true;
+		f->cm.deferred = true;
 	pthread_mutex_unlock(&f->lock);
 	return defer;
 }
@@ -341,6 +341,21 @@ int qc_commit_sync(struct qc_fs *fs, char *text, size_t size)
 	cm->first_path[0] = '\0';
 	pthread_mutex_unlock(&cm->lock);
 	return errors ? first : r;
+}
+
+uint64_t qc_commit_backlog(struct qc_fs *fs)
+{
+	struct qc_commit *cm = &fs->commit;
+	uint64_t n = 0;
+
+	if (!cm->on)
+		return 0;
+	pthread_mutex_lock(&cm->lock);
+	n = cm->files;
+	for (struct qc_file *f = cm->queue; f; f = f->cnext)
+		n++;
+	pthread_mutex_unlock(&cm->lock);
+	return n;
 }
 
 uint64_t qc_commit_errors(struct qc_fs *fs)

@@ -50,6 +50,15 @@ struct qft_msg;
 #define QC_COMMIT_MAX_FILES  1024
 #define QC_COMMIT_SYNC_XATTR "user.qftfs.sync"
 
+/* A file's part (struct qc_file.cm): closes whose FLUSH is in flight, and
+ * whether the kernel released the file meanwhile (its CLOSE then waits). */
+struct qc_commit_file {
+	unsigned flushing;       /* file lock */
+	bool deferred;           /* file lock */
+	uint64_t flush_agen;     /* file lock: the node's attr_gen when the
+				  * last such FLUSH went out */
+};
+
 struct qc_commit {
 	bool on;                 /* immutable once mounted */
 	pthread_mutex_t lock;
@@ -116,6 +125,10 @@ typedef void qc_commit_fix_fn(struct qc_fs *fs, void *ctx, int err,
  */
 int qc_commit_path_op(struct qc_fs *fs, struct qft_msg *m, const char *path,
 		      qc_commit_fix_fn *fix, void *ctx);
+
+/* Closes and path requests in flight plus closes queued: the backlog, for
+ * the statistics (0 unless commit=async). */
+uint64_t qc_commit_backlog(struct qc_fs *fs);
 
 /* Failures since the mount, for the statistics. */
 uint64_t qc_commit_errors(struct qc_fs *fs);

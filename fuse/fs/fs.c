@@ -13,37 +13,12 @@
 #include "fs/dircache.h"
 #include "fs/file.h"
 #include "fs/fs.h"
-#include "fs/idmap.h"
 #include "log.h"
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
+#include "fs/steps.h"
 #include "fs/stream.h"
-
-void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
-			const struct qft_attr *a, struct stat *st)
-{
-	qft_attr_to_stat(a, st);
-	st->st_ino = qn_shown_ino(&fs->nodes, n, a->ino);
-	/*
-	 * The preferred I/O size is what one request carries, not the
-	 * server's disk block: cp and friends size their buffers from it, and
-	 * each write(2) is one round trip.
-	 */
-	st->st_blksize = QFT_MAX_DATA;
-	/* -o idmap=, uid=, gid=, umask= (idmap.h) */
-	qc_idmap_to_local(st);
-}
-
-void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
-		      struct qn_node *n, const struct qft_attr *a)
-{
-	memset(e, 0, sizeof(*e));
-	e->ino = qn_to_ino(&fs->nodes, n);
-	e->attr_timeout = fs->attr_timeout;
-	e->entry_timeout = fs->entry_timeout;
-	qc_fs_attr_to_stat(fs, n, a, &e->attr);
-}
 
 /* The ceiling of a measured window or read-ahead. */
 #define QC_AUTO_SIZE_MAX ((uint64_t)256 << 20)
@@ -81,8 +56,8 @@ int qc_fs_init(struct qc_fs *fs)
 
 	if (r < 0)
 		return r;
-	pthread_mutex_init(&fs->creates_lock, NULL);
-	pthread_cond_init(&fs->creates_cond, NULL);
+	qc_step_init(&fs->steps);
+	qc_stream_init(&fs->streams);
 	/* After the options: commit.on is already set. */
 	return qc_commit_init(&fs->commit, fs->commit.on);
 }
@@ -117,7 +92,7 @@ int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 	fs->readahead = ra;
 	fs->sizes_set = true;
 	/* Sizes not given are measured, up to the ceiling above. */
-	qc_stream_set_auto(!window, !readahead);
+	qc_stream_set_auto(fs, !window, !readahead);
 	return 0;
 }
 
@@ -132,8 +107,8 @@ void qc_fs_destroy(struct qc_fs *fs)
 	/* Listings hold node references: they go first. */
 	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
-	pthread_cond_destroy(&fs->creates_cond);
-	pthread_mutex_destroy(&fs->creates_lock);
+	qc_stream_destroy(&fs->streams);
+	qc_step_destroy(&fs->steps);
 	qc_commit_destroy(&fs->commit);
 	/* Every chunk is freed by now; anything else is a bookkeeping bug. */
 	if (atomic_load(&fs->ra_bytes) != 0)

@@ -4,18 +4,25 @@
  * (struct qc_fs, fuse_req_userdata() of every request), its options, and
  * the small helpers they all use.
  *
- * Modules of the FUSE side, each with its own prefix:
- *   ops.c      qc_ops: the FUSE callbacks, thin glue over the others
- *   file.c     qc_file_: an open file or directory, its handle, reopen
- *   stream.c   qc_ra_, qc_wb_: read-ahead and write-behind of a file
+ * Modules of the filesystem layer (fuse/fs/), bottom up, each calling
+ * only those before it:
+ *   node.c, node_file.c  qn_: the inode table; its open files
+ *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
+ *   entry.c    qc_entry_: entry and attribute replies as the kernel gets
+ *              them
+ *   hints.c    qc_hint_: what the client may answer about xattrs itself
+ *   handle.c   qc_file_ (base): an open file's lifetime, handle, reopen,
+ *              changes in flight and their sticky error
+ *   stream.c   qc_ra_, qc_wb_, qc_bdp_, qc_stream_: read-ahead and
+ *              write-behind of a file, the link's measured sizes
+ *   steps.c    qc_step_: pipelined steps and the
+ *              attributes predicted while they are out
+ *   commit.c   qc_commit_: -o commit=async
  *   dircache.c qc_dir_: directory listings: lookups and readdirs answered
  *              locally, SCAN of walked trees, leases
- *   hints.c    qc_hint_: what the client may answer about xattrs itself
- *   node.c     qn_: the inode table
- *   fs.c       qc_fs_: options, entry replies, teardown
- *   commit.c   qc_commit_: -o commit=async
- *   reqlog.c   qc_reqlog_: every request to its answer (stats, -d log)
- *   idmap.c    qc_idmap_: owners and modes as shown (idmap=, uid=, ...)
+ *   file.c     qc_file_: open, flush, fsync and release over the above
+ *   fs.c       qc_fs_: options, init and teardown of the mount
+ * and above them the FUSE callbacks (fuse/ops/).
  *
  * Error convention: 0 or a negative errno.
  */
@@ -33,9 +40,12 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/commit.h"
+#include "fs/entry.h"
 #include "net/conn.h"
 #include "fs/hints.h"
 #include "fs/node.h"
+#include "fs/steps.h"
+#include "fs/stream.h"
 #include "ops/stats.h"
 
 struct qc_fs {
@@ -73,13 +83,15 @@ struct qc_fs {
 	/* atomic: what the mount did (stats.h) */
 	struct qc_stats stats;
 	/*
-	 * Pipelined CREATEs not answered yet, all files (qc_file_settle):
-	 * requests on the meta stream that could meet such a name wait
-	 * for them, since only requests on one stream keep their order.
+	 * Pipelined CREATEs not answered yet, all files (steps.h,
+	 * qc_step_settle): requests on the meta stream that could meet
+	 * such a name wait for them, since only requests on one stream
+	 * keep their order.  Its own lock.
 	 */
-	pthread_mutex_t creates_lock;
-	pthread_cond_t creates_cond; /* creates_lock: creates fell to 0 */
-	uint64_t creates;       /* creates_lock */
+	struct qc_steps steps;
+	/* The link-measured window and read-ahead sizes (stream.h); its
+	 * own locks. */
+	struct qc_streams streams;
 	/* -o commit=async (commit.h) */
 	struct qc_commit commit;
 };
@@ -103,16 +115,6 @@ int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 /* Frees the node table and what the kernel left open, once the session
  * has ended. */
 void qc_fs_destroy(struct qc_fs *fs);
-
-/* Protocol attributes of node `n` as the kernel gets them (its inode
- * number as node.h, "Inode numbers as the kernel is shown them"). */
-void qc_fs_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
-			const struct qft_attr *a, struct stat *st);
-
-/* An entry reply for node `n` with attributes `a`, with the mount's
- * timeouts. */
-void qc_fs_fill_entry(struct qc_fs *fs, struct fuse_entry_param *e,
-		      struct qn_node *n, const struct qft_attr *a);
 
 static inline struct qn_node *qc_fs_node(struct qc_fs *fs, fuse_ino_t ino)
 {

@@ -71,7 +71,7 @@ static bool nocap_known_one(struct qn_file *nf, void *ctx)
 	struct qc_file *f = (struct qc_file *)nf;
 
 	pthread_mutex_lock(&f->lock);
-	k->known = k->now < f->nocap_until;
+	k->known = k->now < f->hint.nocap_until;
 	pthread_mutex_unlock(&f->lock);
 	return k->known;
 }
@@ -89,7 +89,7 @@ static bool nocap_set_one(struct qn_file *nf, void *ctx)
 	struct qc_file *f = (struct qc_file *)nf;
 
 	pthread_mutex_lock(&f->lock);
-	f->nocap_until = *(const uint64_t *)ctx;
+	f->hint.nocap_until = *(const uint64_t *)ctx;
 	pthread_mutex_unlock(&f->lock);
 	return false;
 }

@@ -7,7 +7,7 @@
  *   attributes (QFT_ATTR_NOXATTR); GETXATTR is then ENODATA and LISTXATTR
  *   empty.  Kept on the node (qn_node.noxattr_until).
  * - No capability: a GETXATTR of security.capability that found none, kept
- *   on the node's open files (qc_file.nocap_until), so that the kernel's
+ *   on the node's open files (qc_file.hint), so that the kernel's
  *   check before every write(2) costs no round trip.
  *
  * Both are forgotten as soon as an attribute is set or removed through
@@ -26,6 +26,13 @@
 
 struct qc_fs;
 struct qn_node;
+
+/* An open file's part (struct qc_file.hint); every field: its lock. */
+struct qc_hints_file {
+	/* CLOCK_MONOTONIC ns until which the node is known to have no file
+	 * capability */
+	uint64_t nocap_until;
+};
 
 struct qc_hints {
 	/* Bumped by every change of security.capability through the mount,

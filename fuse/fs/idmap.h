@@ -20,7 +20,10 @@
  * The mapping is set up once before the session starts and read-only
  * afterwards (qc_idmap_set_remote only before the FUSE threads start), so
  * the hooks take no lock.  One mount per process: the state is the
- * module's.
+ * module's, a singleton that is written only before the FUSE threads
+ * start and read-only while the mount serves -- which is why it is not
+ * yet in struct qc_fs: moving it there changes these calls' signatures
+ * for main.c (setup, set_remote, free) and the chown callbacks.
  *
  * Error convention: 0 or a negative errno; setup prints the reason.
  */

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "fs/node.h"
+#include "fs/node_internal.h"
 #include "protocol.h"
 
 #define INITIAL_BUCKETS 1024u
@@ -28,7 +29,7 @@ static uint64_t now_ns(void)
 
 /* An open or release of a file: writes through it change its attributes
  * behind every cached copy.  Directories' opens change nothing. */
-static void stamp_open(struct qn_node *n)
+void qn_stamp_open(struct qn_node *n)
 {
 	if (n->rtype != QFT_S_IFDIR)
 		n->changed_ns = now_ns();
@@ -193,7 +194,7 @@ static void vhash(struct qn_table *t, struct qn_node *n)
 }
 
 /* Frees `n` and then each ancestor that nothing holds any more. */
-static void maybe_free(struct qn_table *t, struct qn_node *n)
+void qn_maybe_free(struct qn_table *t, struct qn_node *n)
 {
 	while (n && n != &t->root && n->nlookup == 0 && n->refs == 0) {
 		struct qn_node *parent = n->parent;
@@ -222,8 +223,8 @@ static void detach(struct qn_table *t, struct qn_node *n)
 	n->parent = NULL;
 	if (parent)
 		parent->refs--;
-	maybe_free(t, n);
-	maybe_free(t, parent);
+	qn_maybe_free(t, n);
+	qn_maybe_free(t, parent);
 }
 
 int qn_table_init(struct qn_table *t)
@@ -465,7 +466,7 @@ void qn_unref(struct qn_table *t, struct qn_node *n)
 	pthread_mutex_lock(&t->lock);
 	if (n != &t->root) {
 		n->refs--;
-		maybe_free(t, n);
+		qn_maybe_free(t, n);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -587,7 +588,7 @@ void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup)
 			nlookup = n->nlookup;
 		}
 		n->nlookup -= nlookup;
-		maybe_free(t, n);
+		qn_maybe_free(t, n);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -603,7 +604,7 @@ void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 		parent->refs++;
 		detach(t, n);
 		parent->refs--;
-		maybe_free(t, parent);
+		qn_maybe_free(t, parent);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -682,8 +683,8 @@ void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 out_unpin:
 	parent->refs--;
 	newparent->refs--;
-	maybe_free(t, parent);
-	maybe_free(t, newparent);
+	qn_maybe_free(t, parent);
+	qn_maybe_free(t, newparent);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -730,7 +731,7 @@ void qn_file_unlink_node(struct qn_table *t, struct qn_file *f)
 		parent->refs++;
 		detach(t, n);
 		parent->refs--;
-		maybe_free(t, parent);
+		qn_maybe_free(t, parent);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -865,88 +866,9 @@ void qn_unlink_node(struct qn_table *t, struct qn_node *n)
 		parent->refs++;
 		detach(t, n);
 		parent->refs--;
-		maybe_free(t, parent);
+		qn_maybe_free(t, parent);
 	}
 	pthread_mutex_unlock(&t->lock);
-}
-
-void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
-		    uint64_t handle)
-{
-	pthread_mutex_lock(&t->lock);
-	f->node = n;
-	f->handle = handle;
-	f->refs = 1;
-	f->listed = true;
-	f->next = n->files;
-	n->files = f;
-	n->refs++;
-	stamp_open(n);
-	pthread_mutex_unlock(&t->lock);
-}
-
-struct qn_file *qn_file_borrow(struct qn_table *t, struct qn_node *n)
-{
-	struct qn_file *f;
-
-	pthread_mutex_lock(&t->lock);
-	f = n->files;
-	if (f)
-		f->refs++;
-	pthread_mutex_unlock(&t->lock);
-	return f;
-}
-
-static void unlist(struct qn_file *f)
-{
-	struct qn_file **pp;
-
-	if (!f->listed)
-		return;
-	for (pp = &f->node->files; *pp; pp = &(*pp)->next) {
-		if (*pp == f) {
-			*pp = f->next;
-			break;
-		}
-	}
-	f->next = NULL;
-	f->listed = false;
-}
-
-/* Drops one reference; table lock held. */
-static bool file_unref(struct qn_table *t, struct qn_file *f)
-{
-	struct qn_node *n = f->node;
-
-	if (--f->refs > 0)
-		return false;
-	unlist(f);
-	stamp_open(n);
-	n->refs--;
-	maybe_free(t, n);
-	f->node = NULL;
-	return true;
-}
-
-bool qn_file_put(struct qn_table *t, struct qn_file *f)
-{
-	bool last;
-
-	pthread_mutex_lock(&t->lock);
-	last = file_unref(t, f);
-	pthread_mutex_unlock(&t->lock);
-	return last;
-}
-
-bool qn_file_detach(struct qn_table *t, struct qn_file *f)
-{
-	bool last;
-
-	pthread_mutex_lock(&t->lock);
-	unlist(f);
-	last = file_unref(t, f);
-	pthread_mutex_unlock(&t->lock);
-	return last;
 }
 
 bool qn_replaced(struct qn_table *t, struct qn_node *n,
@@ -957,21 +879,6 @@ bool qn_replaced(struct qn_table *t, struct qn_node *n,
 	pthread_mutex_lock(&t->lock);
 	changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
 		  (ino_too && n->rino && n->rino != a->ino);
-	pthread_mutex_unlock(&t->lock);
-	return changed;
-}
-
-bool qn_file_replaced(struct qn_table *t, struct qn_file *f,
-		      const struct qft_attr *a)
-{
-	struct qn_node *n;
-	bool changed = false;
-
-	pthread_mutex_lock(&t->lock);
-	n = f->node;
-	if (n)
-		changed = (n->rtype && n->rtype != (a->mode & QFT_S_IFMT)) ||
-			  (n->rino && n->rino != a->ino);
 	pthread_mutex_unlock(&t->lock);
 	return changed;
 }
@@ -992,24 +899,4 @@ uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n)
 	until = n->noxattr_until;
 	pthread_mutex_unlock(&t->lock);
 	return until;
-}
-
-struct qn_node *qn_file_node(struct qn_table *t, struct qn_file *f)
-{
-	struct qn_node *n;
-
-	pthread_mutex_lock(&t->lock);
-	n = f->node;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
-void qn_for_each_file(struct qn_table *t, struct qn_node *n,
-		      bool (*fn)(struct qn_file *f, void *ctx), void *ctx)
-{
-	pthread_mutex_lock(&t->lock);
-	for (struct qn_file *f = n ? n->files : NULL; f; f = f->next)
-		if (fn(f, ctx))
-			break;
-	pthread_mutex_unlock(&t->lock);
 }

@@ -17,18 +17,11 @@
 #include "fs/fs.h"
 #include "log.h"
 #include "msg.h"
+#include "fs/handle.h"
 #include "fs/node.h"
 #include "protocol.h"
+#include "fs/steps.h"
 #include "fs/stream.h"
-
-/*
- * One estimate per direction for the whole process: a client process
- * serves one mount, whose files all share its link.
- */
-struct qc_bdp qc_bdp_up = { .lock = PTHREAD_MUTEX_INITIALIZER };
-struct qc_bdp qc_bdp_down = { .lock = PTHREAD_MUTEX_INITIALIZER };
-/* Set once before the mount serves anything (qc_stream_set_auto). */
-static bool window_auto, ra_auto;
 
 static uint64_t mono_us(void)
 {
@@ -36,6 +29,22 @@ static uint64_t mono_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* One estimate per direction for the whole mount: its files all share
+ * its link. */
+void qc_stream_init(struct qc_streams *sm)
+{
+	pthread_mutex_init(&sm->up.lock, NULL);
+	pthread_mutex_init(&sm->down.lock, NULL);
+	qc_bdp_reset(&sm->up);
+	qc_bdp_reset(&sm->down);
+}
+
+void qc_stream_destroy(struct qc_streams *sm)
+{
+	pthread_mutex_destroy(&sm->up.lock);
+	pthread_mutex_destroy(&sm->down.lock);
 }
 
 void qc_bdp_reset(struct qc_bdp *b)
@@ -96,30 +105,30 @@ uint64_t qc_bdp_size(struct qc_bdp *b, uint64_t dflt, uint64_t max)
 	return v < max ? v : max;
 }
 
-void qc_stream_set_auto(bool window, bool readahead)
+void qc_stream_set_auto(struct qc_fs *fs, bool window, bool readahead)
 {
-	window_auto = window;
-	ra_auto = readahead;
+	fs->streams.window_auto = window;
+	fs->streams.ra_auto = readahead;
 }
 
-uint64_t qc_wb_window(const struct qc_fs *fs)
+uint64_t qc_wb_window(struct qc_fs *fs)
 {
 	uint64_t dflt = QC_WINDOW_DEFAULT < fs->window ? QC_WINDOW_DEFAULT :
 		fs->window;
 
-	if (!window_auto || fs->window == 0)
+	if (!fs->streams.window_auto || fs->window == 0)
 		return fs->window;
-	return qc_bdp_size(&qc_bdp_up, dflt, fs->window);
+	return qc_bdp_size(&fs->streams.up, dflt, fs->window);
 }
 
-uint64_t qc_ra_limit(const struct qc_fs *fs)
+uint64_t qc_ra_limit(struct qc_fs *fs)
 {
 	uint64_t dflt = QC_READAHEAD_DEFAULT < fs->readahead ?
 		QC_READAHEAD_DEFAULT : fs->readahead;
 
-	if (!ra_auto || fs->readahead == 0)
+	if (!fs->streams.ra_auto || fs->readahead == 0)
 		return fs->readahead;
-	return qc_bdp_size(&qc_bdp_down, dflt, fs->readahead);
+	return qc_bdp_size(&fs->streams.down, dflt, fs->readahead);
 }
 
 void qc_ra_init(struct qc_ra *ra)
@@ -171,6 +180,7 @@ void qc_ra_drop(struct qc_file *f)
 {
 	bool wasted = false;
 
+	qc_file_assert_locked(f);
 	/*
 	 * Read-ahead thrown away unread means reads and writes take
 	 * turns on this file: ask less far ahead next time, down to
@@ -260,6 +270,7 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		 uint64_t end)
 {
+	qc_file_assert_locked(f);
 	if (f->ra.on) {
 		uint64_t lo = f->ra.head ? f->ra.head->off : f->ra.end;
 
@@ -320,6 +331,7 @@ struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
 		2 * limit : QC_RA_TOTAL_MIN;
 	struct qc_ra_chunk *first = NULL, **tail = &first;
 
+	qc_file_assert_locked(f);
 	while (!f->ra.eof && f->ra.end < want) {
 		uint64_t len = QC_RA_CHUNK - f->ra.end % QC_RA_CHUNK;
 		struct qc_ra_chunk *c;
@@ -342,7 +354,7 @@ struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
 			f->ra.head = c;
 		f->ra.tail = c;
 		f->ra.end += len;
-		f->async++;
+		qc_file_hold(f);
 		*tail = c;
 		tail = &c->snext;
 	}
@@ -357,6 +369,7 @@ void qc_ra_complete(struct qc_ra_chunk *c, int err, struct qc_reply *rep)
 {
 	struct qc_file *f = c->f;
 
+	qc_file_assert_locked(f);
 	if (err == 0 && rep->msg.data.len > c->len) {
 		qft_err("server sent %u bytes for a READ of %u",
 			rep->msg.data.len, c->len);
@@ -422,7 +435,7 @@ static void ra_done(void *ctx, int err, struct qc_reply *rep)
 
 	/* Only full chunks: a short one ends the file, not the link's rate. */
 	if (err == 0 && rep->msg.data.len == c->len)
-		qc_bdp_sample(&qc_bdp_down, c->sent_gen, c->sent_us, mono_us(),
+		qc_bdp_sample(&f->fs->streams.down, c->sent_gen, c->sent_us, mono_us(),
 			      c->len);
 	pthread_mutex_lock(&f->lock);
 	qc_ra_complete(c, err, rep);
@@ -461,6 +474,7 @@ int qc_ra_pin(struct qc_file *f, uint64_t off, uint64_t end,
 	uint64_t pos = off;
 	int n = 0;
 
+	qc_file_assert_locked(f);
 	for (struct qc_ra_chunk *c = f->ra.head; c && pos < end; c = c->next) {
 		if (c->off + c->len <= pos)
 			continue;
@@ -490,6 +504,7 @@ ssize_t qc_ra_collect(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 {
 	uint64_t pos = off, limit;
 
+	qc_file_assert_locked(f);
 	*niov = 0;
 	for (int i = 0; i < npin && pos < end; i++) {
 		struct qc_ra_chunk *c = pinned[i];
@@ -580,7 +595,7 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	if (got > 0) {
 		/* Once the kernel has its reply it may release the file while
 		 * we still unpin: hold it like an async call. */
-		f->async++;
+		qc_file_hold(f);
 		pthread_mutex_unlock(&f->lock);
 		fuse_reply_iov(req, iov, niov);
 		pthread_mutex_lock(&f->lock);
@@ -601,34 +616,27 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		read_plain(req, fs, f, size, start);
 }
 
-bool qc_wb_must_wait(const struct qc_wb *wb, uint64_t window, uint32_t len)
+bool qc_wb_must_wait(const struct qc_file *f, uint64_t window, uint32_t len)
 {
-	/* Room in the window; a write larger than it goes alone. */
-	return wb->err == 0 && wb->bytes > 0 && wb->bytes + len > window;
+	/* Room in the window; a write larger than it goes alone.  After an
+	 * error the next write fails at once instead. */
+	return f->err == 0 && f->wb.bytes > 0 && f->wb.bytes + len > window;
 }
 
 int qc_wb_account(struct qc_file *f, uint32_t len)
 {
-	int r = f->wb.err;
+	int r = qc_file_change_begin(f, true);
 
-	if (r == 0) {
-		/* Flagged before sending, so a FLUSH that races with this
-		 * write is never skipped. */
-		f->written = true;
-		f->mods++;
+	if (r == 0)
 		f->wb.bytes += len;
-		f->wb.issued++;
-		f->async++;
-	}
 	return r;
 }
 
 void qc_wb_complete(struct qc_file *f, uint32_t len, int err)
 {
+	qc_file_assert_locked(f);
 	f->wb.bytes -= len;
-	f->wb.answered++;
-	if (err < 0 && f->wb.err == 0)
-		f->wb.err = err;
+	qc_file_change_done(f, err);
 }
 
 /* One WRITE in flight, for its completion. */
@@ -651,7 +659,7 @@ static void wb_done(void *ctx, int err, struct qc_reply *rep)
 		err = -EIO;
 	}
 	if (err == 0)
-		qc_bdp_sample(&qc_bdp_up, w->gen, w->sent_us, mono_us(),
+		qc_bdp_sample(&f->fs->streams.up, w->gen, w->sent_us, mono_us(),
 			      w->len);
 	/* Lost with its link: whether it was written nobody knows. */
 	err = qc_conn_user_err(err);
@@ -679,23 +687,11 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 	w->len = len;
 
 	pthread_mutex_lock(&f->lock);
-	while (qc_wb_must_wait(&f->wb, window, len))
+	while (qc_wb_must_wait(f, window, len))
 		pthread_cond_wait(&f->cond, &f->lock);
 	r = qc_wb_account(f, len);
-	if (r == 0 && (uint64_t)off + len > f->wend)
-		f->wend = (uint64_t)off + len;
-	if (r == 0 && f->predicted) {
-		/* What the kernel is told once these WRITEs are answered and
-		 * pipelined steps are still out (file.h). */
-		struct timespec ts;
-
-		if ((uint64_t)off + len > f->attr.size)
-			f->attr.size = (uint64_t)off + len;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		f->attr.mtime.sec = f->attr.ctime.sec = ts.tv_sec;
-		f->attr.mtime.nsec = f->attr.ctime.nsec = (uint32_t)ts.tv_nsec;
-		f->mtime_set = false;
-	}
+	if (r == 0)
+		qc_step_note_write(f, (uint64_t)off + len);
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0) {
 		/* Data already lost on this handle: no later write may look
@@ -721,31 +717,8 @@ int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 		pthread_mutex_lock(&f->lock);
 		while (f->wb.bytes > 0)
 			pthread_cond_wait(&f->cond, &f->lock);
-		r = f->wb.err;
+		r = f->err;
 		pthread_mutex_unlock(&f->lock);
 	}
 	return r;
-}
-
-/*
- * FLUSH and FSYNC are sent at once, behind the WRITEs in flight, not after
- * draining them: the server executes them after those WRITEs, so their
- * success covers them, and a drain would cost a round trip per close().
- * Their reply is then matched up with the answers to every WRITE issued
- * before them (today those arrived first, replies being in order; the wait
- * keeps that true if the server ever answers out of order), so a WRITE's
- * error is in wb.err when the result is decided.
- */
-int qc_wb_collect(struct qc_file *f, uint64_t issued, bool clear)
-{
-	int werr;
-
-	pthread_mutex_lock(&f->lock);
-	while (f->wb.answered < issued)
-		pthread_cond_wait(&f->cond, &f->lock);
-	werr = f->wb.err;
-	if (clear)
-		f->wb.err = 0;
-	pthread_mutex_unlock(&f->lock);
-	return werr;
 }

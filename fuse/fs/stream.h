@@ -4,8 +4,9 @@
  *
  * Write-behind (qc_wb_): a WRITE is answered to the kernel as soon as it
  * is sent; wb.bytes counts what the server has not acknowledged yet,
- * bounded by fs->window.  The first failed WRITE's error is kept in
- * wb.err and returned by every later write, fsync and flush until a flush
+ * bounded by fs->window.  Each WRITE is a change in flight of the handle
+ * base (handle.h), where the first failed one's error stays sticky and
+ * is returned by every later write, fsync and flush until a flush
  * reports it.
  *
  * Read-ahead (qc_ra_): on the second read in a row that continues the
@@ -16,11 +17,12 @@
  *
  * The window decisions (qc_ra_admit, qc_ra_fill, qc_ra_pin,
  * qc_ra_collect, qc_ra_complete, qc_ra_drop, qc_wb_must_wait,
- * qc_wb_account, qc_wb_complete) change only the file's stream state and
- * fs->ra_bytes, send nothing and never wait: tests/unit/test_stream.c
+ * qc_wb_account, qc_wb_complete) change only the file's stream state, its
+ * changes in flight (handle.h) and fs->ra_bytes, send nothing and never
+ * wait: tests/unit/test_stream.c
  * drives them without a connection.  They run with the file's lock held.
- * The rest (qc_ra_read, qc_ra_send, qc_ra_invalidate*, qc_wb_write,
- * qc_wb_collect) sends and waits, and takes the locks itself.
+ * The rest (qc_ra_read, qc_ra_send, qc_ra_invalidate*, qc_wb_write)
+ * sends and waits, and takes the locks itself.
  *
  * The completions of both (on the connection's reader thread) take only
  * the file's lock, which nobody holds while sending or waiting for a
@@ -78,7 +80,7 @@ struct qc_ra_chunk {
 	bool listed;            /* file lock */
 	bool done;              /* file lock: the reply (or error) is in */
 	int err;                /* file lock: the READ's error, -errno */
-	uint64_t sent_us;       /* immutable once sent: for qc_bdp_down */
+	uint64_t sent_us;       /* immutable once sent: for streams.down */
 	uint64_t sent_gen;      /* ... and the link it was sent on */
 	struct qc_reply rep;    /* file lock: the data, once done */
 };
@@ -98,13 +100,18 @@ struct qc_ra {
 	struct qc_ra_chunk *tail;
 };
 
-/* A file's write-behind window; every field: the file's lock. */
+/* A file's write-behind window; every field: the file's lock.  The
+ * WRITEs' count and sticky error are the handle base's changes in flight
+ * (handle.h). */
 struct qc_wb {
-	int err;                /* sticky write error, -errno or 0 */
 	uint64_t bytes;         /* WRITE bytes sent, not answered */
-	uint64_t issued;        /* WRITEs sent (or about to be) */
-	uint64_t answered;      /* ... and completed */
 };
+
+/* Whether no WRITE data is unanswered (the file's lock held). */
+static inline bool qc_wb_idle(const struct qc_wb *wb)
+{
+	return wb->bytes == 0;
+}
 
 /*
  * The bandwidth-delay product of one direction of the bulk stream, measured
@@ -137,8 +144,22 @@ struct qc_bdp {
 	uint64_t mark_bytes;    /* bytes at mark_us */
 };
 
-/* The estimates of WRITE (up) and read-ahead READ (down) calls. */
-extern struct qc_bdp qc_bdp_up, qc_bdp_down;
+/*
+ * The mount's streams (struct qc_fs.streams), owned by this module: the
+ * link-measured estimates of WRITE (up) and read-ahead READ (down) calls,
+ * and whether the window and read-ahead are sized from them.
+ */
+struct qc_streams {
+	struct qc_bdp up;
+	struct qc_bdp down;
+	bool window_auto;       /* set once before the mount serves */
+	bool ra_auto;           /* ... (qc_stream_set_auto) */
+};
+
+/* The estimates' locks, nothing measured; leaves the auto settings (which
+ * the options may have made already). */
+void qc_stream_init(struct qc_streams *sm);
+void qc_stream_destroy(struct qc_streams *sm);
 
 /* Forgets everything measured. */
 void qc_bdp_reset(struct qc_bdp *b);
@@ -156,10 +177,10 @@ uint64_t qc_bdp_size(struct qc_bdp *b, uint64_t dflt, uint64_t max);
  * measured products (the size was not given with -o window= / -o
  * readahead=); fs->window / fs->readahead are then the ceiling.
  */
-void qc_stream_set_auto(bool window, bool readahead);
+void qc_stream_set_auto(struct qc_fs *fs, bool window, bool readahead);
 /* The write-behind window and read-ahead limit in force now. */
-uint64_t qc_wb_window(const struct qc_fs *fs);
-uint64_t qc_ra_limit(const struct qc_fs *fs);
+uint64_t qc_wb_window(struct qc_fs *fs);
+uint64_t qc_ra_limit(struct qc_fs *fs);
 
 /* A stream that has seen no read yet. */
 void qc_ra_init(struct qc_ra *ra);
@@ -204,8 +225,9 @@ void qc_ra_invalidate(struct qc_fs *fs, struct qn_node *n);
 void qc_ra_invalidate_file(struct qc_fs *fs, struct qc_file *f);
 
 /* Write-behind decisions: the file's lock held. */
-/* Whether a WRITE of `len` bytes must wait for room in the window. */
-bool qc_wb_must_wait(const struct qc_wb *wb, uint64_t window, uint32_t len);
+/* Whether a WRITE of `len` bytes must wait for room in the window (not
+ * after an error: the write then fails at once). */
+bool qc_wb_must_wait(const struct qc_file *f, uint64_t window, uint32_t len);
 /* Counts a WRITE of `len` about to be sent as a change in flight, or
  * returns the sticky error that forbids it. */
 int qc_wb_account(struct qc_file *f, uint32_t len);
@@ -219,10 +241,4 @@ void qc_wb_complete(struct qc_file *f, uint32_t len, int err);
  */
 int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 		uint32_t len, off_t off);
-/*
- * Waits until the WRITEs among the first `issued` are answered and
- * returns the sticky error (cleared with `clear`).  No lock held.
- */
-int qc_wb_collect(struct qc_file *f, uint64_t issued, bool clear);
-
 #endif /* QC_STREAM_H */

@@ -5,8 +5,8 @@
  *
  * Error convention: 0 or a negative errno.
  */
-#ifndef QC_HANDLE_H
-#define QC_HANDLE_H
+#ifndef QC_NET_HANDLE_H
+#define QC_NET_HANDLE_H
 
 #include <stdint.h>
 
@@ -23,4 +23,4 @@ struct qc_conn;
 int qc_handle_alloc(struct qc_conn *c, uint64_t gen, uint64_t *handle);
 void qc_handle_free(struct qc_conn *c, uint64_t gen, uint64_t handle);
 
-#endif /* QC_HANDLE_H */
+#endif /* QC_NET_HANDLE_H */

@@ -42,7 +42,7 @@ static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 	}
 	qn_note_attr(&fs->nodes, n, a, NULL);
 	qc_hint_noxattr_note(fs, n, a, xgen);
-	qc_fs_attr_to_stat(fs, n, a, &st);
+	qc_entry_attr_to_stat(fs, n, a, &st);
 	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
@@ -56,7 +56,7 @@ static void reply_predicted(fuse_req_t req, struct qc_fs *fs,
 {
 	struct stat st;
 
-	qc_fs_attr_to_stat(fs, n, a, &st);
+	qc_entry_attr_to_stat(fs, n, a, &st);
 	fuse_reply_attr(req, &st, 0);
 }
 
@@ -109,7 +109,7 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct qft_attr a;
 	double left;
 
-	if (qc_file_predicted(fs, qc_fs_node(fs, ino), &a)) {
+	if (qc_step_predicted(fs, qc_fs_node(fs, ino), &a)) {
 		/* Pipelined steps of an open file are not answered yet:
 		 * what they will have made, valid for no time at all. */
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
@@ -122,7 +122,7 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 		struct stat st;
 
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		qc_fs_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
+		qc_entry_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
 		fuse_reply_attr(req, &st, left);
 		return;
 	}
@@ -136,7 +136,7 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 		struct stat st;
 
 		qc_stat_inc(&fs->stats, QC_STAT_GETATTR_LOCAL);
-		qc_fs_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
+		qc_entry_attr_to_stat(fs, qc_fs_node(fs, ino), &a, &st);
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
@@ -211,7 +211,7 @@ static bool setattr_predicted(struct qc_fs *fs, struct qn_node *n,
 		    m->gid != a->gid)
 			return false;
 	}
-	qc_file_apply_setattr(m, a);
+	qc_step_apply_setattr(m, a);
 	return true;
 }
 
@@ -344,7 +344,7 @@ void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out_err;
 	}
 	hf = fi ? file_of(fi) : borrowed;
-	if (hf && fs->window > 0 && qc_file_predict_setattr(fs, hf, &m, &a)) {
+	if (hf && fs->window > 0 && qc_step_predict_setattr(fs, hf, &m, &a)) {
 		/* The server does not use it, but recognises the change
 		 * as ours by it (no NOTIFY ends the directory's lease). */
 		if (qc_ops_node_path(fs, ino, NULL, path) == 0)
@@ -355,7 +355,7 @@ void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		 * tar): sent behind its other requests without waiting; a
 		 * refusal is reported by the next write, fsync or close.
 		 */
-		r = qc_file_step(fs, hf, &m, &a);
+		r = qc_step_send(fs, hf, &m, &a);
 		qc_file_put(fs, borrowed);
 		if (r < 0)
 			goto out_err;

@@ -70,7 +70,7 @@ bool qc_ops_current_attr(struct qc_fs *fs, struct qn_node *n,
 {
 	double left;
 
-	return qc_file_predicted(fs, n, a) ||
+	return qc_step_predicted(fs, n, a) ||
 	       qn_fresh_attr(&fs->nodes, n, qc_now_ns(), a, &left) ||
 	       (n != &fs->nodes.root && qc_dir_cached_attr(fs, n, a));
 }

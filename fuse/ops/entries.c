@@ -37,9 +37,9 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		return;
 	}
 	qc_hint_noxattr_note(fs, n, a, xgen);
-	qc_fs_fill_entry(fs, &e, n,
-			 qc_file_attr_behind_writes(fs, n, a, &fresh) ?
-			 &fresh : a);
+	qc_entry_fill(fs, &e, n,
+		      qc_file_attr_behind_writes(fs, n, a, &fresh) ?
+		      &fresh : a);
 	if (passing) {
 		e.entry_timeout = 0;
 		e.attr_timeout = 0;
@@ -75,7 +75,7 @@ void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * CREATE on the other stream.
 	 */
 	qc_dir_fetch_begin(fs, &fb);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	sent = true;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
@@ -264,7 +264,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qft_msg_init(&m, op, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {
 		qc_dir_drop(fs, qc_fs_node(fs, parent));
@@ -433,7 +433,7 @@ void qc_ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		qc_stat_inc(&fs->stats, QC_STAT_RENAME_ASYNC);
 		goto out_renamed;
 	}
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0 || same) {
 		/* After a same-object rename the listings are what they
@@ -481,7 +481,7 @@ void qc_ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.path2, path2);
 	qc_set_str(&m.name2, newname);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	xgen = qc_hint_xattr_gen(fs);
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0) {

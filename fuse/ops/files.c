@@ -97,7 +97,7 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
 		f->gen = gen;
 		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
-		r = qc_file_step(fs, f, &m, &a);
+		r = qc_step_send(fs, f, &m, &a);
 		if (r < 0) {
 			qc_file_release(fs, f);
 			goto out_err;
@@ -254,7 +254,7 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 	/* A file just made has no capability: the kernel's check before
 	 * every write(2) is answered here, not after the CREATE's reply. */
 	qc_hint_nocap_note(fs, n, cgen, start);
-	r = qc_file_step(fs, f, m, a);
+	r = qc_step_send(fs, f, m, a);
 	if (r < 0) {
 		qn_forget(&fs->nodes, n, 1);
 		qn_unlink_node(&fs->nodes, n);
@@ -264,7 +264,7 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 	qc_stat_inc(&fs->stats, QC_STAT_CREATE_ASYNC);
 	/* The directory's listing has it, with an inode once answered. */
 	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, a);
-	qc_fs_fill_entry(fs, &e, n, a);
+	qc_entry_fill(fs, &e, n, a);
 	e.attr_timeout = 0;
 	reply_create(req, fs, &e, n, f, fi);
 	return;
@@ -345,7 +345,7 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = -ENOMEM;
 		goto out_err;
 	}
-	qc_fs_fill_entry(fs, &e, n, &rep.msg.attr);
+	qc_entry_fill(fs, &e, n, &rep.msg.attr);
 	qc_reply_free(&rep);
 	qn_file_attach(&fs->nodes, n, &f->nf, handle);
 	reply_create(req, fs, &e, n, f, fi);

@@ -151,7 +151,7 @@ static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
 		return r;
 	}
 	qc_file_put(fs, f);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	return qc_call(fs->conn, m, rep);
 }
 
@@ -260,7 +260,7 @@ void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
 	qc_set_str(&m.xname, name);
 	if (xattr_query(req, &m, ino, size, QFT_MAX_XATTR_SIZE) == -ENODATA &&
@@ -281,7 +281,7 @@ void qc_ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	qft_msg_init(&m, QFT_OP_LISTXATTR, 0);
 	xattr_query(req, &m, ino, size, QFT_MAX_XATTR_LIST);
 }

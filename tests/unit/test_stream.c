@@ -42,6 +42,7 @@ static struct qc_file *new_file(uint64_t readahead)
 	struct qc_file *f;
 
 	memset(&fs, 0, sizeof(fs));
+	qc_stream_init(&fs.streams);
 	fs.readahead = readahead;
 	fs.window = 16 * MiB;
 	file_size = UINT64_MAX;
@@ -545,68 +546,89 @@ static void wb_answer(struct qc_file *f, uint32_t len, int err)
 	qc_file_async_done(f);
 }
 
+/* The decisions as qc_wb_write takes them: with the file's lock. */
+static int wb_account(struct qc_file *f, uint32_t len)
+{
+	int r;
+
+	pthread_mutex_lock(&f->lock);
+	r = qc_wb_account(f, len);
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+static bool wb_must_wait(struct qc_file *f, uint64_t window, uint32_t len)
+{
+	bool r;
+
+	pthread_mutex_lock(&f->lock);
+	r = qc_wb_must_wait(f, window, len);
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
 static void test_write_behind(void)
 {
 	struct qc_file *f = new_file(16 * MiB);
 
 	check_ctx("write-behind");
 	/* An empty window takes any write, even one larger than it. */
-	CHECK(!qc_wb_must_wait(&f->wb, 100, 200));
-	CHECK(!qc_wb_must_wait(&f->wb, 0, 1));
-	CHECK_EQ(qc_wb_account(f, 60), 0);
+	CHECK(!wb_must_wait(f, 100, 200));
+	CHECK(!wb_must_wait(f, 0, 1));
+	CHECK_EQ(wb_account(f, 60), 0);
 	CHECK_EQ(f->wb.bytes, 60);
-	CHECK_EQ(f->wb.issued, 1);
+	CHECK_EQ(f->issued, 1);
 	CHECK_EQ(f->async, 1);
 	CHECK(f->written);
 	CHECK_EQ(f->mods, 1);
 	/* Up to the window exactly, not a byte more. */
-	CHECK(!qc_wb_must_wait(&f->wb, 100, 40));
-	CHECK(qc_wb_must_wait(&f->wb, 100, 41));
+	CHECK(!wb_must_wait(f, 100, 40));
+	CHECK(wb_must_wait(f, 100, 41));
 	/* window=0: every write waits for the one before. */
-	CHECK(qc_wb_must_wait(&f->wb, 0, 1));
-	CHECK_EQ(qc_wb_account(f, 40), 0);
+	CHECK(wb_must_wait(f, 0, 1));
+	CHECK_EQ(wb_account(f, 40), 0);
 	CHECK_EQ(f->wb.bytes, 100);
-	CHECK_EQ(f->wb.issued, 2);
+	CHECK_EQ(f->issued, 2);
 
 	wb_answer(f, 60, 0);
 	CHECK_EQ(f->wb.bytes, 40);
-	CHECK_EQ(f->wb.answered, 1);
-	CHECK_EQ(f->wb.err, 0);
+	CHECK_EQ(f->answered, 1);
+	CHECK_EQ(f->err, 0);
 	/* The first error sticks; later ones do not replace it. */
 	wb_answer(f, 40, -ENOSPC);
 	CHECK_EQ(f->wb.bytes, 0);
-	CHECK_EQ(f->wb.answered, 2);
-	CHECK_EQ(f->wb.err, -ENOSPC);
+	CHECK_EQ(f->answered, 2);
+	CHECK_EQ(f->err, -ENOSPC);
 	CHECK_EQ(f->async, 0);
 	/* A writer waiting for room sees the error instead. */
 	f->wb.bytes = 100;
-	CHECK(!qc_wb_must_wait(&f->wb, 100, 50));
+	CHECK(!wb_must_wait(f, 100, 50));
 	f->wb.bytes = 0;
 	/* No later write may look like it succeeded. */
-	CHECK_EQ(qc_wb_account(f, 10), -ENOSPC);
-	CHECK_EQ(f->wb.issued, 2);
+	CHECK_EQ(wb_account(f, 10), -ENOSPC);
+	CHECK_EQ(f->issued, 2);
 	CHECK_EQ(f->wb.bytes, 0);
 	CHECK_EQ(f->async, 0);
 	CHECK_EQ(f->mods, 2);
 	/* fsync reports it and keeps it for close; close clears it. */
-	CHECK_EQ(qc_wb_collect(f, 2, false), -ENOSPC);
-	CHECK_EQ(f->wb.err, -ENOSPC);
-	CHECK_EQ(qc_wb_collect(f, 2, true), -ENOSPC);
-	CHECK_EQ(f->wb.err, 0);
-	CHECK_EQ(qc_wb_collect(f, 2, true), 0);
-	CHECK_EQ(qc_wb_account(f, 10), 0);
+	CHECK_EQ(qc_file_collect(f, 2, false), -ENOSPC);
+	CHECK_EQ(f->err, -ENOSPC);
+	CHECK_EQ(qc_file_collect(f, 2, true), -ENOSPC);
+	CHECK_EQ(f->err, 0);
+	CHECK_EQ(qc_file_collect(f, 2, true), 0);
+	CHECK_EQ(wb_account(f, 10), 0);
 	wb_answer(f, 10, 0);
 	free_file(f);
 
 	/* Errors in answer order: the first answered one is kept. */
 	f = new_file(16 * MiB);
-	CHECK_EQ(qc_wb_account(f, 10), 0);
-	CHECK_EQ(qc_wb_account(f, 20), 0);
+	CHECK_EQ(wb_account(f, 10), 0);
+	CHECK_EQ(wb_account(f, 20), 0);
 	wb_answer(f, 10, -EIO);
 	wb_answer(f, 20, -ENOSPC);
-	CHECK_EQ(f->wb.err, -EIO);
+	CHECK_EQ(f->err, -EIO);
 	CHECK_EQ(f->wb.bytes, 0);
-	CHECK_EQ(qc_wb_collect(f, f->wb.issued, true), -EIO);
+	CHECK_EQ(qc_file_collect(f, f->issued, true), -EIO);
 	free_file(f);
 }
 
@@ -677,27 +699,28 @@ static void test_bdp(void)
 
 	/* The mount's window: fixed unless it measures; 0 stays 0. */
 	memset(&fs, 0, sizeof(fs));
+	qc_stream_init(&fs.streams);
 	fs.window = 64 * MiB;
 	fs.readahead = 64 * MiB;
-	qc_bdp_reset(&qc_bdp_up);
-	qc_bdp_reset(&qc_bdp_down);
-	qc_stream_set_auto(false, false);
+	qc_bdp_reset(&fs.streams.up);
+	qc_bdp_reset(&fs.streams.down);
+	qc_stream_set_auto(&fs, false, false);
 	CHECK_EQ(qc_wb_window(&fs), 64 * MiB);
 	CHECK_EQ(qc_ra_limit(&fs), 64 * MiB);
-	qc_stream_set_auto(true, true);
+	qc_stream_set_auto(&fs, true, true);
 	CHECK_EQ(qc_wb_window(&fs), QC_WINDOW_DEFAULT);
 	CHECK_EQ(qc_ra_limit(&fs), QC_READAHEAD_DEFAULT);
 	t = t0;
 	for (int i = 0; i < 10; i++) {
 		t += 8 * ms;
-		qc_bdp_sample(&qc_bdp_up, 1, t - 9 * ms, t, MiB);
+		qc_bdp_sample(&fs.streams.up, 1, t - 9 * ms, t, MiB);
 	}
 	CHECK_EQ(qc_wb_window(&fs), QC_BDP_MIN);
 	CHECK_EQ(qc_ra_limit(&fs), QC_READAHEAD_DEFAULT);
 	fs.window = 0;
 	CHECK_EQ(qc_wb_window(&fs), 0);
-	qc_stream_set_auto(false, false);
-	qc_bdp_reset(&qc_bdp_up);
+	qc_stream_set_auto(&fs, false, false);
+	qc_bdp_reset(&fs.streams.up);
 }
 
 int main(void)

@@ -207,7 +207,7 @@ void qc_dir_fetch_listing(struct qc_fs *fs, struct qn_node *dir)
 	b = qc_dir_build_new(fs);
 	if (!b)
 		goto out_free_handle;
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);

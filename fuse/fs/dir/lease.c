@@ -447,7 +447,7 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	if (!n)
 		return false;
 	qc_hint_noxattr_note(fs, n, &a, xgen);
-	qc_fs_fill_entry(fs, &e, n, &a);
+	qc_entry_fill(fs, &e, n, &a);
 	e.entry_timeout = entry_to;
 	e.attr_timeout = attr_to;
 	if (fuse_reply_entry(req, &e) != 0)

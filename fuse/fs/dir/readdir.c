@@ -158,7 +158,7 @@ static size_t fill_snap(fuse_req_t req, struct qc_fs *fs, struct qn_node *dir,
 					counted[(*ncounted)++] = n;
 					qc_hint_noxattr_note(fs, n, &se->attr,
 							     s->xgen);
-					qc_fs_fill_entry(fs, &e, n, &se->attr);
+					qc_entry_fill(fs, &e, n, &se->attr);
 					e.entry_timeout = qc_dir_remaining(
 						se->name_until, now,
 						fs->entry_timeout);
@@ -281,7 +281,7 @@ static size_t fill_dir(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 				if (n) {
 					counted[(*ncounted)++] = n;
 					qc_hint_noxattr_note(fs, n, &d.attr, xgen);
-					qc_fs_fill_entry(fs, &e, n, &d.attr);
+					qc_entry_fill(fs, &e, n, &d.attr);
 				}
 			}
 			if (e.ino == 0) {
@@ -443,7 +443,7 @@ void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		 */
 		m.length = fs->attr_timeout > 0 ? QFT_MAX_READDIR : size;
 		/* A pipelined CREATE on the bulk stream could be missed. */
-		qc_file_settle(fs);
+		qc_step_settle(fs);
 		a->plus = plus || a->build;
 		m.opflags = a->plus ? QFT_READDIR_PLUS : 0;
 		/* A listing collected for the cache asks for a lease; a

@@ -253,7 +253,7 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 	sc.d[0].node = top;
 	/* Begun before settling, as a LOOKUP is (ops.c, qc_lookup). */
 	qc_dir_fetch_begin(fs, &fb);
-	qc_file_settle(fs);
+	qc_step_settle(fs);
 	atomic_fetch_add(&dc->scans, 1);
 	qft_msg_init(&m, QFT_OP_OPENDIR, 0);
 	m.handle = h;
