@@ -14,7 +14,7 @@
 #include <sys/xattr.h>
 
 #include "cli/statcmd.h"
-#include "ops/stats.h"
+#include "fs/stats.h"
 
 #define MAX_COUNTERS 256
 #define MAX_XFERS    64

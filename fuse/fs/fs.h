@@ -46,7 +46,7 @@
 #include "fs/node.h"
 #include "fs/steps.h"
 #include "fs/stream.h"
-#include "ops/stats.h"
+#include "fs/stats.h"
 
 struct qc_fs {
 	struct fuse_session *se; /* for cache invalidation notices */

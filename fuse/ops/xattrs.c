@@ -20,7 +20,7 @@
 #include "fs/node.h"
 #include "ops/internal.h"
 #include "ops/reqlog.h"
-#include "ops/stats.h"
+#include "fs/stats.h"
 #include "protocol.h"
 
 /* The mount's counters (stats.h) as the value of QC_STATS_XATTR. */

@@ -20,7 +20,7 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "ops/stats.h"
+#include "fs/stats.h"
 
 /*
  * Whether directory inode `ino` has a leased listing on the live link

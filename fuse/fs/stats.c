@@ -10,7 +10,7 @@
 
 #include "msg.h"
 #include "protocol.h"
-#include "ops/stats.h"
+#include "fs/stats.h"
 
 static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_LOOKUP_LOCAL]  = "lookups_local",
