@@ -177,7 +177,7 @@ static void flush_done(void *ctx, int err, struct qc_reply *rep)
 	pthread_mutex_lock(&cm->lock);
 	cm->files--;
 	if (queue) {
-		f->cnext = cm->queue;
+		f->cm.next = cm->queue;
 		cm->queue = f;
 	}
 	pthread_cond_broadcast(&cm->cond);
@@ -265,7 +265,7 @@ static void *closer_main(void *arg)
 			pthread_cond_wait(&cm->cond, &cm->lock);
 			continue;
 		}
-		cm->queue = f->cnext;
+		cm->queue = f->cm.next;
 		pthread_mutex_unlock(&cm->lock);
 		qc_file_release_now(fs, f);
 		pthread_mutex_lock(&f->lock);
@@ -352,7 +352,7 @@ uint64_t qc_commit_backlog(struct qc_fs *fs)
 		return 0;
 	pthread_mutex_lock(&cm->lock);
 	n = cm->files;
-	for (struct qc_file *f = cm->queue; f; f = f->cnext)
+	for (struct qc_file *f = cm->queue; f; f = f->cm.next)
 		n++;
 	pthread_mutex_unlock(&cm->lock);
 	return n;

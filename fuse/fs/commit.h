@@ -57,6 +57,9 @@ struct qc_commit_file {
 	bool deferred;           /* file lock */
 	uint64_t flush_agen;     /* file lock: the node's attr_gen when the
 				  * last such FLUSH went out */
+	/* commit lock, not the file's: the next file in the closer's
+	 * queue (struct qc_commit.queue) */
+	struct qc_file *next;
 };
 
 struct qc_commit {
@@ -65,7 +68,7 @@ struct qc_commit {
 	pthread_cond_t cond;     /* lock: files fell, queue grew, stop set */
 	uint64_t files;          /* lock: closes whose FLUSH is in flight,
 				  * and path requests (qc_commit_path_op) */
-	struct qc_file *queue;   /* lock: files to CLOSE (qc_file.cnext) */
+	struct qc_file *queue;   /* lock: files to CLOSE (through cm.next) */
 	bool stop;               /* lock: the closer thread is to end */
 	bool started;            /* owner only */
 	pthread_t closer;        /* owner only */

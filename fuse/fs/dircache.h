@@ -151,6 +151,12 @@ void qc_dir_note_fetched(struct qc_fs *fs, struct qn_node *parent,
  * parent's subtree when this looks like a tree walk).
  */
 bool qc_dir_open_lazily(struct qc_fs *fs, struct qn_node *dir);
+/*
+ * Marks directory f, made without an OPENDIR because qc_dir_open_lazily
+ * said so (no link, gen 0), for the first readdir that needs the server
+ * to send the OPENDIR then.  Before f is shared.
+ */
+void qc_dir_ahead_lazy(struct qc_file *f);
 
 /*
  * Answers the kernel's READDIR (or with `plus` READDIRPLUS) of `size`

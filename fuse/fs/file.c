@@ -34,13 +34,13 @@ static const struct qc_file_hooks file_hooks = {
 	.fini = file_fini,
 };
 
-struct qc_file *qc_file_new(struct qc_fs *fs, bool dir)
+struct qc_file *qc_file_new(struct qc_fs *fs, bool dir, int oflags)
 {
 	struct qc_file *f = calloc(1, sizeof(*f));
 
 	if (!f)
 		return NULL;
-	qc_file_init(f, fs, dir, &file_hooks);
+	qc_file_init(f, fs, dir, oflags, &file_hooks);
 	qc_ra_init(&f->ra);
 	return f;
 }
@@ -54,12 +54,11 @@ void qc_file_release(struct qc_fs *fs, struct qc_file *f)
 int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,
 		  struct qc_file **fp, uint64_t *gen, uint64_t *handle)
 {
-	struct qc_file *f = qc_file_new(fs, dir);
+	struct qc_file *f = qc_file_new(fs, dir, oflags);
 	int r;
 
 	if (!f)
 		return -ENOMEM;
-	f->oflags = oflags;
 	r = qc_conn_wait(fs->conn, gen);
 	if (r == 0)
 		r = qc_handle_alloc(fs->conn, *gen, handle);

@@ -70,7 +70,7 @@ struct qc_file {
 	struct qc_fs *fs;       /* immutable */
 	const struct qc_file_hooks *hooks; /* immutable: the features' */
 	bool dir;               /* immutable */
-	int oflags;             /* immutable once shared: the open(2) flags */
+	int oflags;             /* immutable: the open(2) flags */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;    /* lock: an async call completed */
 	unsigned async;         /* lock: async calls not completed, and
@@ -96,10 +96,7 @@ struct qc_file {
 	struct qc_wb wb;        /* lock: write-behind (stream.c) */
 	struct qc_ra ra;        /* lock: read-ahead (stream.c) */
 	struct qc_steps_file step; /* lock: pipelined steps (steps.c) */
-	struct qc_commit_file cm;  /* lock: commit=async (commit.c) */
-	/* commit lock: the closer's queue (commit.c); apart from `cm`,
-	 * being under the commit's lock, not the file's */
-	struct qc_file *cnext;
+	struct qc_commit_file cm;  /* commit=async (commit.c) */
 	struct qc_hints_file hint; /* lock: xattr hints (hints.c) */
 	/* only qc_dir_readdir, without `lock` (see dircache.h) */
 	struct qc_dir_ahead ahead;
@@ -112,7 +109,7 @@ struct qc_file {
  * teardown as its hooks; NULL when out of memory.  Freed with
  * qc_file_free (handle.h) until it is shared.
  */
-struct qc_file *qc_file_new(struct qc_fs *fs, bool dir);
+struct qc_file *qc_file_new(struct qc_fs *fs, bool dir, int oflags);
 
 /*
  * The start of every open: the client's state for the new handle and a

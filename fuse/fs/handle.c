@@ -18,11 +18,12 @@
 #include "fs/node.h"
 #include "protocol.h"
 
-void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir,
+void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir, int oflags,
 		  const struct qc_file_hooks *hooks)
 {
 	f->fs = fs;
 	f->dir = dir;
+	f->oflags = oflags;
 	f->hooks = hooks;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);

@@ -63,10 +63,11 @@ static inline void qc_file_assert_held(pthread_mutex_t *lock)
 #define qc_file_assert_locked(f) qc_file_assert_held(&(f)->lock)
 
 /*
- * Sets up the base of f (zeroed by the caller) for mount `fs`, with the
- * features' `hooks` (immutable, outliving f).  No handle yet: gen 0.
+ * Sets up the base of f (zeroed by the caller) for mount `fs`, opened
+ * with open(2) flags `oflags`, with the features' `hooks` (immutable,
+ * outliving f).  No handle yet: gen 0.
  */
-void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir,
+void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir, int oflags,
 		  const struct qc_file_hooks *hooks);
 /* Once no request can refer to f any more (f->async == 0): runs the fini
  * hook and frees f.  A sticky error nobody collected is logged. */

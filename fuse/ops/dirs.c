@@ -31,13 +31,12 @@ void qc_ops_opendir(fuse_req_t req, fuse_ino_t ino,
 		goto out_err;
 	if (qc_dir_open_lazily(fs, qc_fs_node(fs, ino))) {
 		/* A walk's directories cost no round trip each. */
-		f = qc_file_new(fs, true);
+		f = qc_file_new(fs, true, fi->flags);
 		if (!f) {
 			r = -ENOMEM;
 			goto out_err;
 		}
-		f->oflags = fi->flags;
-		f->ahead.lazy = true;
+		qc_dir_ahead_lazy(f);
 		/* A number of no link (f->gen is 0): nothing is sent for it
 		 * and freeing it frees nobody's. */
 		handle = 1;
@@ -55,7 +54,6 @@ void qc_ops_opendir(fuse_req_t req, fuse_ino_t ino,
 		r = qc_file_open_error(fs, qc_fs_node(fs, ino), path, r);
 		goto out_free_file;
 	}
-	f->gen = gen;
 	qc_reply_free(&rep);
 out_attach:
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);

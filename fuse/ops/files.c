@@ -95,7 +95,6 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	qc_set_str(&m.path, path);
 	m.opflags = qc_file_oflags(fs, fi->flags & ~(O_CREAT | O_EXCL));
 	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
-		f->gen = gen;
 		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
 		r = qc_step_send(fs, f, &m, &a);
 		if (r < 0) {
@@ -130,7 +129,6 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		r = -ESTALE;
 		goto out_free_handle;
 	}
-	f->gen = gen;
 
 	/*
 	 * Cached pages stay valid if the file is as the kernel last saw it;
@@ -239,7 +237,6 @@ static void create_pipelined(fuse_req_t req, struct qc_fs *fs,
 	r = qc_file_begin(fs, false, fi->flags, &f, &gen, &handle);
 	if (r < 0)
 		goto out_err;
-	f->gen = gen;
 	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, a);
 	if (!n) {
 		qc_handle_free(fs->conn, gen, handle);
@@ -320,7 +317,6 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		r = qc_conn_user_err(r);
 		goto out_free_file;
 	}
-	f->gen = gen;
 	if (owned) {
 		struct qc_reply orep;
 
@@ -329,7 +325,6 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		qc_reply_free(&rep);
 		if (r < 0) {
 			qc_dir_drop(fs, qc_fs_node(fs, parent));
-			f->nf.handle = handle;
 			qc_file_close(fs, f);
 			goto out_err;
 		}
@@ -340,7 +335,6 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, &rep.msg.attr);
 	if (!n) {
 		qc_reply_free(&rep);
-		f->nf.handle = handle;
 		qc_file_close(fs, f);
 		r = -ENOMEM;
 		goto out_err;

@@ -16,7 +16,7 @@
 #include "fs/node.h"
 #include "protocol.h"
 #include "ops/reqlog.h"
-#include "ops/stats.h"
+#include "fs/stats.h"
 
 #define BUCKETS     256u
 #define RATE_SECS   8        /* ring of per-second byte counts */
@@ -437,18 +437,8 @@ static void live(struct qc_stats_live *out)
 
 static uint64_t backlog(const struct qc_stats *st)
 {
-	struct qc_commit *cm = &R.fs->commit;
-	uint64_t n = 0;
-
 	(void)st;
-	if (!cm->on)
-		return 0;
-	pthread_mutex_lock(&cm->lock);
-	n = cm->files;
-	for (struct qc_file *f = cm->queue; f; f = f->cnext)
-		n++;
-	pthread_mutex_unlock(&cm->lock);
-	return n;
+	return qc_commit_backlog(R.fs);
 }
 
 char *qc_reqlog_transfers(size_t *len)

@@ -80,7 +80,7 @@ static struct qc_file *new_file(void)
 		fprintf(stderr, "out of memory\n");
 		exit(1);
 	}
-	qc_file_init(f, &fs, false, &hooks);
+	qc_file_init(f, &fs, false, 0, &hooks);
 	return f;
 }
 

@@ -48,7 +48,7 @@ static struct qc_file *new_file(uint64_t readahead)
 	file_size = UINT64_MAX;
 	fail_off = UINT64_MAX;
 	fail_err = 0;
-	f = qc_file_new(&fs, false);
+	f = qc_file_new(&fs, false, 0);
 	if (!f) {
 		fprintf(stderr, "out of memory\n");
 		exit(1);

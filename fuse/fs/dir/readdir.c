@@ -4,6 +4,7 @@
  * a snapshot of a cached listing, or from READDIR replies read ahead,
  * collecting a listing for the cache on the way (see dircache.h).
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -382,12 +383,15 @@ static int open_now(struct qc_fs *fs, struct qc_file *f, struct qn_node *dir)
 		return qc_file_open_error(fs, dir, path, r);
 	}
 	qc_reply_free(&rep);
-	pthread_mutex_lock(&f->lock);
-	f->gen = gen;
-	f->nf.handle = h;
-	pthread_mutex_unlock(&f->lock);
+	qc_file_bind(f, gen, h);
 	f->ahead.lazy = false;
 	return 0;
+}
+
+void qc_dir_ahead_lazy(struct qc_file *f)
+{
+	assert(f->dir && !f->gen);
+	f->ahead.lazy = true;
 }
 
 void qc_dir_readdir(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
