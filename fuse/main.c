@@ -207,7 +207,7 @@ int main(int argc, char *argv[])
 
 		/* idmap=user maps the ids the server runs as. */
 		qc_conn_server_ids(fs.conn, &suid, &sgid);
-		qc_idmap_set_remote(suid, sgid);
+		qc_idmap_set_remote(&fs.idmap, suid, sgid);
 	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_stop_server;
@@ -305,7 +305,7 @@ out_free_args:
 	free(mnt);
 	free(root);
 	qc_cmdline_free(&cl);
-	qc_idmap_free();
+	qc_idmap_free(&fs.idmap);
 	qc_boot_source_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();

@@ -580,7 +580,7 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 		return -EINVAL;
 	}
 	qc_compat_print_notes(&cl->compat);
-	if (qc_idmap_setup(&io) < 0 || check_yes_no(cl) < 0)
+	if (qc_idmap_setup(&fs->idmap, &io) < 0 || check_yes_no(cl) < 0)
 		return -EINVAL;
 	if (parse_seconds("entry_timeout", cl->entry_timeout, 1.0,
 			  &fs->entry_timeout) < 0 ||

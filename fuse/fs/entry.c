@@ -24,7 +24,7 @@ void qc_entry_attr_to_stat(struct qc_fs *fs, struct qn_node *n,
 	 */
 	st->st_blksize = QFT_MAX_DATA;
 	/* -o idmap=, uid=, gid=, umask= (idmap.h) */
-	qc_idmap_to_local(st);
+	qc_idmap_to_local(&fs->idmap, st);
 }
 
 void qc_entry_fill(struct qc_fs *fs, struct fuse_entry_param *e,

@@ -43,6 +43,7 @@
 #include "fs/entry.h"
 #include "net/conn.h"
 #include "fs/hints.h"
+#include "fs/idmap.h"
 #include "fs/node.h"
 #include "fs/steps.h"
 #include "fs/stream.h"
@@ -52,6 +53,9 @@ struct qc_fs {
 	struct fuse_session *se; /* for cache invalidation notices */
 	struct qc_conn *conn;
 	struct qn_table nodes;
+	/* owners and modes as the local side sees them (idmap.h): set up
+	 * before the mount serves, read-only after */
+	struct qc_idmap idmap;
 	double entry_timeout;    /* seconds the kernel may cache a name */
 	double attr_timeout;     /* ... attributes */
 	double negative_timeout; /* ... a missing name; 0: not cached */

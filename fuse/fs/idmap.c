@@ -15,31 +15,6 @@
 
 #define NOBODY 65534u
 
-enum mode { MAP_NONE, MAP_USER, MAP_FILE };
-
-struct pair {
-	uint32_t local, remote;
-};
-
-struct table {
-	struct pair *v;
-	size_t n;
-};
-
-static struct {
-	enum mode mode;
-	bool nomap_error;
-	/* idmap=user */
-	uint32_t local_uid, local_gid;
-	uint32_t remote_uid, remote_gid;
-	bool remote_known;
-	/* idmap=file */
-	struct table uids, gids;
-	/* uid=, gid=, umask= */
-	bool force_uid, force_gid, force_mode;
-	uint32_t uid, gid;
-	mode_t umask;
-} m;
 
 static int parse_id(const char *name, const char *s, uint32_t *out)
 {
@@ -82,7 +57,7 @@ static int local_id(bool group, const char *file, unsigned line,
 }
 
 /* "name:remote_id" lines; # comments and blank lines skipped. */
-static int load_table(bool group, const char *file, struct table *t)
+static int load_table(bool group, const char *file, struct qc_idmap_table *t)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -98,7 +73,7 @@ static int load_table(bool group, const char *file, struct table *t)
 	}
 	while (r == 0 && getline(&line, &cap, f) >= 0) {
 		char *colon, *s = line + strspn(line, " \t");
-		struct pair p, *nv;
+		struct qc_idmap_pair p, *nv;
 
 		lineno++;
 		s[strcspn(s, "\r\n")] = '\0';
@@ -130,19 +105,19 @@ static int load_table(bool group, const char *file, struct table *t)
 	return r;
 }
 
-int qc_idmap_setup(const struct qc_idmap_opts *o)
+int qc_idmap_setup(struct qc_idmap *m, const struct qc_idmap_opts *o)
 {
 	uint32_t um;
 	int r;
 
-	m.local_uid = (uint32_t)getuid();
-	m.local_gid = (uint32_t)getgid();
+	m->local_uid = (uint32_t)getuid();
+	m->local_gid = (uint32_t)getgid();
 	if (!o->idmap || strcmp(o->idmap, "none") == 0) {
-		m.mode = MAP_NONE;
+		m->mode = QC_IDMAP_NONE;
 	} else if (strcmp(o->idmap, "user") == 0) {
-		m.mode = MAP_USER;
+		m->mode = QC_IDMAP_USER;
 	} else if (strcmp(o->idmap, "file") == 0) {
-		m.mode = MAP_FILE;
+		m->mode = QC_IDMAP_FILE;
 	} else {
 		fprintf(stderr, "qftfs: invalid idmap '%s': expected none, "
 			"user or file\n", o->idmap);
@@ -154,18 +129,18 @@ int qc_idmap_setup(const struct qc_idmap_opts *o)
 			"or error\n", o->nomap);
 		return -EINVAL;
 	}
-	m.nomap_error = !o->nomap || strcmp(o->nomap, "error") == 0;
-	if (m.mode == MAP_FILE) {
+	m->nomap_error = !o->nomap || strcmp(o->nomap, "error") == 0;
+	if (m->mode == QC_IDMAP_FILE) {
 		if (!o->uidfile && !o->gidfile) {
 			fprintf(stderr, "qftfs: idmap=file needs uidfile= "
 				"and/or gidfile=\n");
 			return -EINVAL;
 		}
 		if (o->uidfile &&
-		    (r = load_table(false, o->uidfile, &m.uids)) < 0)
+		    (r = load_table(false, o->uidfile, &m->uids)) < 0)
 			return r;
 		if (o->gidfile &&
-		    (r = load_table(true, o->gidfile, &m.gids)) < 0)
+		    (r = load_table(true, o->gidfile, &m->gids)) < 0)
 			return r;
 	} else if (o->uidfile || o->gidfile) {
 		/* As sshfs: the files are read only for idmap=file. */
@@ -173,14 +148,14 @@ int qc_idmap_setup(const struct qc_idmap_opts *o)
 			"they apply with idmap=file\n");
 	}
 	if (o->uid) {
-		if (parse_id("uid", o->uid, &m.uid) < 0)
+		if (parse_id("uid", o->uid, &m->uid) < 0)
 			return -EINVAL;
-		m.force_uid = true;
+		m->force_uid = true;
 	}
 	if (o->gid) {
-		if (parse_id("gid", o->gid, &m.gid) < 0)
+		if (parse_id("gid", o->gid, &m->gid) < 0)
 			return -EINVAL;
-		m.force_gid = true;
+		m->force_gid = true;
 	}
 	if (o->umask) {
 		char *end;
@@ -193,27 +168,27 @@ int qc_idmap_setup(const struct qc_idmap_opts *o)
 				o->umask);
 			return -EINVAL;
 		}
-		m.umask = (mode_t)um;
-		m.force_mode = true;
+		m->umask = (mode_t)um;
+		m->force_mode = true;
 	}
 	return 0;
 }
 
-void qc_idmap_set_remote(uint32_t uid, uint32_t gid)
+void qc_idmap_set_remote(struct qc_idmap *m, uint32_t uid, uint32_t gid)
 {
-	m.remote_uid = uid;
-	m.remote_gid = gid;
-	m.remote_known = true;
+	m->remote_uid = uid;
+	m->remote_gid = gid;
+	m->remote_known = true;
 }
 
-int qc_idmap_active(void)
+int qc_idmap_active(const struct qc_idmap *m)
 {
-	return m.mode != MAP_NONE || m.force_uid || m.force_gid ||
-	       m.force_mode;
+	return m->mode != QC_IDMAP_NONE || m->force_uid || m->force_gid ||
+	       m->force_mode;
 }
 
 /* idmap=file: remote -> local (to_local) or back; false when no line. */
-static bool table_map(const struct table *t, bool to_local, uint32_t *id)
+static bool table_map(const struct qc_idmap_table *t, bool to_local, uint32_t *id)
 {
 	for (size_t i = 0; i < t->n; i++) {
 		if (to_local && t->v[i].remote == *id) {
@@ -228,60 +203,61 @@ static bool table_map(const struct table *t, bool to_local, uint32_t *id)
 	return false;
 }
 
-void qc_idmap_to_local(struct stat *st)
+void qc_idmap_to_local(const struct qc_idmap *m, struct stat *st)
 {
 	uint32_t uid = (uint32_t)st->st_uid, gid = (uint32_t)st->st_gid;
 
-	switch (m.mode) {
-	case MAP_USER:
-		if (m.remote_known && uid == m.remote_uid)
-			uid = m.local_uid;
-		if (m.remote_known && gid == m.remote_gid)
-			gid = m.local_gid;
+	switch (m->mode) {
+	case QC_IDMAP_USER:
+		if (m->remote_known && uid == m->remote_uid)
+			uid = m->local_uid;
+		if (m->remote_known && gid == m->remote_gid)
+			gid = m->local_gid;
 		break;
-	case MAP_FILE:
-		if (!table_map(&m.uids, true, &uid) && m.nomap_error)
+	case QC_IDMAP_FILE:
+		if (!table_map(&m->uids, true, &uid) && m->nomap_error)
 			uid = NOBODY;
-		if (!table_map(&m.gids, true, &gid) && m.nomap_error)
+		if (!table_map(&m->gids, true, &gid) && m->nomap_error)
 			gid = NOBODY;
 		break;
-	case MAP_NONE:
+	case QC_IDMAP_NONE:
 		break;
 	}
-	if (m.force_uid)
-		uid = m.uid;
-	if (m.force_gid)
-		gid = m.gid;
+	if (m->force_uid)
+		uid = m->uid;
+	if (m->force_gid)
+		gid = m->gid;
 	st->st_uid = (uid_t)uid;
 	st->st_gid = (gid_t)gid;
-	if (m.force_mode)
-		st->st_mode = (st->st_mode & S_IFMT) | (0777 & ~m.umask);
+	if (m->force_mode)
+		st->st_mode = (st->st_mode & S_IFMT) | (0777 & ~m->umask);
 }
 
-int qc_idmap_to_remote(uint32_t *uid, uint32_t *gid)
+int qc_idmap_to_remote(const struct qc_idmap *m, uint32_t *uid,
+		       uint32_t *gid)
 {
-	switch (m.mode) {
-	case MAP_USER:
-		if (uid && m.remote_known && *uid == m.local_uid)
-			*uid = m.remote_uid;
-		if (gid && m.remote_known && *gid == m.local_gid)
-			*gid = m.remote_gid;
+	switch (m->mode) {
+	case QC_IDMAP_USER:
+		if (uid && m->remote_known && *uid == m->local_uid)
+			*uid = m->remote_uid;
+		if (gid && m->remote_known && *gid == m->local_gid)
+			*gid = m->remote_gid;
 		break;
-	case MAP_FILE:
-		if (uid && !table_map(&m.uids, false, uid) && m.nomap_error)
+	case QC_IDMAP_FILE:
+		if (uid && !table_map(&m->uids, false, uid) && m->nomap_error)
 			return -EPERM;
-		if (gid && !table_map(&m.gids, false, gid) && m.nomap_error)
+		if (gid && !table_map(&m->gids, false, gid) && m->nomap_error)
 			return -EPERM;
 		break;
-	case MAP_NONE:
+	case QC_IDMAP_NONE:
 		break;
 	}
 	return 0;
 }
 
-void qc_idmap_free(void)
+void qc_idmap_free(struct qc_idmap *m)
 {
-	free(m.uids.v);
-	free(m.gids.v);
-	memset(&m, 0, sizeof(m));
+	free(m->uids.v);
+	free(m->gids.v);
+	memset(m, 0, sizeof(*m));
 }

@@ -310,7 +310,8 @@ void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		m.gid = attr->st_gid;
 	}
 	/* -o idmap=: the owner as the server knows it. */
-	r = qc_idmap_to_remote(m.valid & QFT_SET_UID ? &m.uid : NULL,
+	r = qc_idmap_to_remote(&fs->idmap,
+			       m.valid & QFT_SET_UID ? &m.uid : NULL,
 			       m.valid & QFT_SET_GID ? &m.gid : NULL);
 	if (r < 0)
 		goto out_err;

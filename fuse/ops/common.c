@@ -98,7 +98,7 @@ int qc_ops_owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
 		return 0;
 	*uid = ctx->uid;
 	*gid = ctx->gid;
-	r = qc_idmap_to_remote(uid, gid);
+	r = qc_idmap_to_remote(&fs->idmap, uid, gid);
 	if (r < 0)
 		return r;
 	if (qn_get_attr(&fs->nodes, parent, &pa) && (pa.mode & S_ISGID))
