@@ -219,7 +219,7 @@ uint64_t srv_path_ino(uint64_t dev, uint64_t ino)
 	h *= 0xc4ceb9fe1a85ec53ull;
 	h ^= h >> 33;
 	/* The top bit stays clear: numbers with it set are the client's
-	 * own (provisional numbers, fuse/node.h). */
+	 * own (provisional numbers, fuse/fs/node.h). */
 	h &= 0x7fffffffull;
 	/* 0 would show the number unchanged, as if on the root's device. */
 	if (h == 0)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The client's directory cache (fuse/dircache.c): what it answers
+"""The client's directory cache (fuse/fs/dir/, fuse/fs/dircache.h): what it answers
 locally, and that what it answers is right.
 
 - A tree walk (find, du, ls -lR) costs far fewer round trips than the
@@ -105,7 +105,7 @@ def _ls_lR(root):
     return out.replace(root, 'ROOT')
 
 
-# Inode numbers from here on are provisional ones (fuse/node.h).
+# Inode numbers from here on are provisional ones (fuse/fs/node.h).
 VINO_BASE = 1 << 63
 
 
@@ -128,7 +128,7 @@ def _same_listing(mnt_dir, src_dir):
         g, w = got[name], want[name]
         if g[3] >= VINO_BASE:
             # A file this mount created shows the number it was given
-            # before the server answered (fuse/node.h).
+            # before the server answered (fuse/fs/node.h).
             g = g[:3] + (w[3],) + g[4:]
         # mode, size, nlink and inode exactly; mtime exactly too: the
         # server reports what the backing filesystem says.

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The client installs its server on the remote host (issue 11;
-fuse/install.h), against the loopback sshd (tests/sshd.py) with a remote
+fuse/login/install.h), against the loopback sshd (tests/sshd.py) with a remote
 environment of the test's own (SetEnv: PATH, XDG_CACHE_HOME, TMPDIR), so
 the remote user's PATH has no qftfs-server and the cache is the test's.
 

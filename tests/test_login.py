@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""OpenSSH-compatible login (ssh.h, "When OpenSSH"; fuse/sshproc.c).
+"""OpenSSH-compatible login (ssh.h, "When OpenSSH"; fuse/login/sshproc.c).
 
 1. An RSA-only user against OpenSSH's defaults: libssh2 1.10 signs with
    SHA-1 and is refused; qftfs says so in one line and logs in with the

@@ -115,7 +115,7 @@ def test_cp_r_waits_about_once_per_file(mount, tmp_path):
     d = delta(before, stats(mnt))
     _diff(tree, P(src, 'copy'))
     # One wait per file, the durable close: cp's fstat of the file it
-    # created is answered with a provisional inode number (fuse/node.h);
+    # created is answered with a provisional inode number (fuse/fs/node.h);
     # a few per directory.  (Before pipelining: 4.2.)
     budget = nfiles + 4 * ndirs + 10
     waited = d['requests_waited'] + d['stats_waited_for_create']

@@ -25,7 +25,7 @@
  * large reply takes the reader's buffer with it and the reader takes the
  * next from the pool, so bulk data costs no malloc, free or page fault per
  * reply.  The pool keeps enough idle buffers for the default read-ahead
- * window (16 MiB, fuse/fs.h).  Its cap is back-pressure of last resort:
+ * window (16 MiB, fuse/fs/fs.h).  Its cap is back-pressure of last resort:
  * what the client holds is bounded by its own windows -- read-ahead of all
  * files together at most twice the largest -o readahead= (1 GiB,
  * QC_STREAM_SIZE_MAX), one reply per waiting thread -- and the cap lies

@@ -3,7 +3,7 @@
  * Fuzz target: the client's side of a connection (fuse/net/) reading
  * what a hostile server sends: the HELLO reply, then replies matched to
  * requests by id, checked against their request's opcode, decoded, and
- * for READDIR walked entry by entry (qc_readdir_check, which fuse/ops.c
+ * for READDIR walked entry by entry (qc_readdir_check, which fuse/fs/dir/readdir.c
  * runs before it hands any entry to the kernel), and NOTIFY frames
  * (change notification) where the client asked for them.
  *
@@ -210,7 +210,7 @@ static void make_call(struct call *k, uint8_t sel)
 	}
 }
 
-/* What fuse/ops.c relies on once a READDIR reply passed the check. */
+/* What fuse/fs/dir/readdir.c relies on once a READDIR reply passed the check. */
 static void check_readdir(const struct qft_msg *m, bool plus)
 {
 	struct qft_dirent d;

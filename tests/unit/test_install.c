@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit test of fuse/install.c's decisions without a remote host: which
+ * Unit test of fuse/login/install.c's decisions without a remote host: which
  * build a board reporting `uname -m`, its /bin/sh's ELF flags and its ARM
  * dynamic linker gets, and where the client finds the binary to upload.
  * The exchange with the remote script is tested end to end by

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit test of fuse/node.c, the client's inode table: names to nodes and
+ * Unit test of fuse/fs/node.c, the client's inode table: names to nodes and
  * back to paths, what detaches a node, when a node is freed, and the open
  * files a node lists.  Freed nodes cannot be looked at, so freeing shows
  * in the table's count of hashed nodes and, under ASan, as use-after-free

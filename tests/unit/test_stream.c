@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit test of fuse/stream.c's window decisions, without a connection:
+ * Unit test of fuse/fs/stream.c's window decisions, without a connection:
  * the read-ahead stream (when it starts and stops, how far it asks, how
  * its credit grows and shrinks, the budget of all handles, serving reads
  * from chunks across boundaries, end of file and errors) and the
