@@ -155,14 +155,38 @@ static int xattr_change_call(struct qc_fs *fs, fuse_ino_t ino,
 	return qc_call(fs->conn, m, rep);
 }
 
+/*
+ * SETXATTR or REMOVEXATTR `m` of attribute `name` of `ino`, with what the
+ * client knows about the object's xattrs and attributes dropped around
+ * it: 0 or the negative errno.
+ */
+static int xattr_change(struct qc_fs *fs, fuse_ino_t ino, const char *name,
+			struct qft_msg *m)
+{
+	struct qn_node *n = qc_fs_node(fs, ino);
+	struct qc_reply rep;
+	bool caps;
+	int r;
+
+	/* The listing's hint first, then the generation (hints.h). */
+	qc_dir_xattr_changed(fs, n);
+	caps = qc_hint_xattr_begin(fs, name);
+	r = xattr_change_call(fs, ino, m, &rep);
+	if (r == 0)
+		qc_reply_free(&rep);
+	/* Even a failed call may have changed them (a lost reply). */
+	qc_dir_xattr_changed(fs, n);
+	xattr_changed_attrs(fs, n);
+	qc_hint_xattr_end(fs, n, caps);
+	return r;
+}
+
 void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		     const char *value, size_t size, int flags)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
-	struct qc_reply rep;
 	struct qft_msg m;
-	bool caps;
 	int r;
 
 	qft_msg_init(&m, QFT_OP_SETXATTR, 0);
@@ -193,16 +217,7 @@ void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	qc_set_str(&m.xname, name);
 	m.data.p = (const uint8_t *)value;
 	m.data.len = (uint32_t)size;
-	/* The listing's hint first, then the generation (hints.h). */
-	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
-	caps = qc_hint_xattr_begin(fs, name);
-	r = xattr_change_call(fs, ino, &m, &rep);
-	if (r == 0)
-		qc_reply_free(&rep);
-	/* Even a failed call may have changed them (a lost reply). */
-	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
-	xattr_changed_attrs(fs, qc_fs_node(fs, ino));
-	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
+	r = xattr_change(fs, ino, name, &m);
 out:
 	fuse_reply_err(req, -r);
 }
@@ -290,9 +305,7 @@ void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
-	struct qc_reply rep;
 	struct qft_msg m;
-	bool caps;
 	int r;
 
 	if (is_own_xattr(ino, name)) {
@@ -311,16 +324,7 @@ void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	qc_set_str(&m.xname, name);
 	/* Removing it cannot make a capability appear, but a GETXATTR
 	 * answered around it says nothing reliable either way. */
-	/* The listing's hint first, then the generation (hints.h). */
-	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
-	caps = qc_hint_xattr_begin(fs, name);
-	r = xattr_change_call(fs, ino, &m, &rep);
-	if (r == 0)
-		qc_reply_free(&rep);
-	/* Even a failed call may have changed them (a lost reply). */
-	qc_dir_xattr_changed(fs, qc_fs_node(fs, ino));
-	xattr_changed_attrs(fs, qc_fs_node(fs, ino));
-	qc_hint_xattr_end(fs, qc_fs_node(fs, ino), caps);
+	r = xattr_change(fs, ino, name, &m);
 out:
 	fuse_reply_err(req, -r);
 }
