@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fixtures the channel tests share: a connected socket pair and a thread
- * that must start.  Both end the test on failure (T_SKIP where sockets
- * are not allowed), since nothing after them could mean anything.
+ * Fixtures the unit tests share: a connected socket pair, a thread that
+ * must start, and a real qftfs-server on a descriptor.  They end the test
+ * on failure (T_SKIP where sockets are not allowed), since nothing after
+ * them could mean anything.
  */
 #ifndef QFT_TEST_FIXTURE_H
 #define QFT_TEST_FIXTURE_H
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -34,6 +37,26 @@ static void start(pthread_t *t, void *(*fn)(void *), void *arg)
 		fprintf(stderr, "pthread_create: %s\n", strerror(r));
 		exit(1);
 	}
+}
+
+/* `exe --stdio --root ROOT` serving descriptor `fd` as its stdin and
+ * stdout; the caller closes its copy of fd and reaps the pid. */
+__attribute__((unused))
+static pid_t spawn_stdio_server(const char *exe, const char *root, int fd)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		perror("fork");
+		exit(1);
+	}
+	if (pid == 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		execl(exe, exe, "--stdio", "--root", root, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
 }
 
 #endif /* QFT_TEST_FIXTURE_H */

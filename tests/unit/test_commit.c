@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "fs/commit.h"
 #include "fs/file.h"
 #include "fs/fs.h"
@@ -43,7 +44,7 @@ static struct qc_fs fs;
 static char root[] = "/tmp/qftfs-commit-XXXXXX";
 static pid_t server;
 
-static void start(const char *exe, bool async)
+static void start_mount(const char *exe, bool async)
 {
 	struct qc_conn_opts o;
 	struct qc_endpoint ep;
@@ -57,17 +58,8 @@ static void start(const char *exe, bool async)
 	fs.readahead = 0;
 	fs.attr_timeout = 1.0;
 	fs.entry_timeout = 1.0;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		perror("socketpair");
-		exit(1);
-	}
-	server = fork();
-	if (server == 0) {
-		dup2(sv[1], STDIN_FILENO);
-		dup2(sv[1], STDOUT_FILENO);
-		execl(exe, exe, "--stdio", "--root", root, (char *)NULL);
-		_exit(127);
-	}
+	make_pair(sv);
+	server = spawn_stdio_server(exe, root, sv[1]);
 	close(sv[1]);
 	memset(&o, 0, sizeof(o));
 	o.timeout_s = 10;
@@ -152,7 +144,7 @@ static void test_close(const char *exe)
 	struct qn_node *n;
 
 	check_ctx("commit=close");
-	start(exe, false);
+	start_mount(exe, false);
 	f = open_file("a", O_WRONLY | O_CREAT);
 	n = qn_file_node(&fs.nodes, &f->nf);
 	CHECK_EQ(write_str(f, "hello", 0), 0);
@@ -217,7 +209,7 @@ static void test_async(const char *exe)
 	int r;
 
 	check_ctx("commit=async");
-	start(exe, true);
+	start_mount(exe, true);
 	f = open_file("b", O_WRONLY | O_CREAT);
 	n = qn_file_node(&fs.nodes, &f->nf);
 	CHECK(qc_file_oflags(&fs, O_WRONLY) & QFT_O_LAZY);

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "net/conn.h"
 #include "log.h"
 #include "msg.h"
@@ -81,19 +82,6 @@ static unsigned wait_count(unsigned *counter, unsigned above, int ms)
 	return v;
 }
 
-static pid_t spawn_server(const char *exe, const char *root, int fd)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		dup2(fd, STDIN_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		execl(exe, exe, "--stdio", "--root", root, (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* A connection over a fresh server; *pid is the server's. */
 static struct qc_conn *connect_server(const char *exe, const char *root,
 				      bool want, pid_t *pid)
@@ -104,11 +92,8 @@ static struct qc_conn *connect_server(const char *exe, const char *root,
 	char msg[256];
 	int sv[2];
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		perror("socketpair");
-		exit(1);
-	}
-	*pid = spawn_server(exe, root, sv[1]);
+	make_pair(sv);
+	*pid = spawn_stdio_server(exe, root, sv[1]);
 	close(sv[1]);
 	memset(&o, 0, sizeof(o));
 	o.timeout_s = 10;

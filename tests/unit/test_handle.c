@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "fs/file.h"
 #include "fs/fs.h"
 #include "fs/handle.h"
@@ -57,10 +58,7 @@ static void setup(void)
 
 	memset(&fs, 0, sizeof(fs));
 	CHECK_EQ(qn_table_init(&fs.nodes), 0);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		perror("socketpair");
-		exit(1);
-	}
+	make_pair(sv);
 	/* The other end stays open and silent. */
 	memset(&o, 0, sizeof(o));
 	o.timeout_s = 5;
