@@ -146,7 +146,7 @@ static void flush_done(void *ctx, int err, struct qc_reply *rep)
 	agen = f->cm.flush_agen;
 	/* With another FLUSH behind it, this answer is not the last word
 	 * (and the generation is the other's). */
-	only = f->cm.flushing == 1;
+	only = qc_step_flushes(f) == 1;
 	pthread_mutex_unlock(&f->lock);
 	/* The file as it is now, as a synchronous close would note it: a
 	 * stat, or a prediction starting from it, must not see the size
@@ -162,14 +162,13 @@ static void flush_done(void *ctx, int err, struct qc_reply *rep)
 	first = werr ? werr : err;
 	if (first == 0)
 		qc_file_note_durable(f, f->mods);
-	assert(f->cm.flushing > 0);
-	queue = --f->cm.flushing == 0 && f->cm.deferred;
+	qc_step_flush_done(f);
+	queue = qc_step_flushes(f) == 0 && f->cm.deferred;
 	if (queue) {
 		/* The closer thread's reference until it has released f. */
 		f->cm.deferred = false;
 		qc_file_hold(f);
 	}
-	qc_step_flush_done(f);
 	pthread_mutex_unlock(&f->lock);
 	if (first)
 		record(fs, f, first);
@@ -214,7 +213,6 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f)
 	if (r < 0)
 		goto out_unqueue;
 	pthread_mutex_lock(&f->lock);
-	f->cm.flushing++;
 	qc_file_hold(f);
 	f->cm.flush_agen = agen;
 	/* Until the FLUSH is answered the kernel is told the size the
@@ -242,7 +240,7 @@ bool qc_commit_release(struct qc_fs *fs, struct qc_file *f)
 	if (!fs->commit.on)
 		return false;
 	pthread_mutex_lock(&f->lock);
-	defer = f->cm.flushing > 0;
+	defer = qc_step_flushes(f) > 0;
 	if (defer)
 		f->cm.deferred = true;
 	pthread_mutex_unlock(&f->lock);

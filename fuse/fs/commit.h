@@ -50,10 +50,10 @@ struct qft_msg;
 #define QC_COMMIT_MAX_FILES  1024
 #define QC_COMMIT_SYNC_XATTR "user.qftfs.sync"
 
-/* A file's part (struct qc_file.cm): closes whose FLUSH is in flight, and
- * whether the kernel released the file meanwhile (its CLOSE then waits). */
+/* A file's part (struct qc_file.cm): whether the kernel released the file
+ * while a close's FLUSH was in flight (its CLOSE then waits; the FLUSHes
+ * in flight are counted once, by the steps: qc_step_flushes). */
 struct qc_commit_file {
-	unsigned flushing;       /* file lock */
 	bool deferred;           /* file lock */
 	uint64_t flush_agen;     /* file lock: the node's attr_gen when the
 				  * last such FLUSH went out */

@@ -288,6 +288,12 @@ void qc_step_flush_begin(struct qc_file *f, const struct qft_attr *last)
 		f->step.attr.size = f->step.wend;
 }
 
+unsigned qc_step_flushes(struct qc_file *f)
+{
+	qc_file_assert_locked(f);
+	return f->step.flushes;
+}
+
 void qc_step_flush_done(struct qc_file *f)
 {
 	qc_file_assert_locked(f);

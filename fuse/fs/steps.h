@@ -71,6 +71,9 @@ void qc_step_note_write(struct qc_file *f, uint64_t end);
  */
 void qc_step_flush_begin(struct qc_file *f, const struct qft_attr *last);
 void qc_step_flush_done(struct qc_file *f);
+/* Lock held: the commit=async FLUSHes of f in flight (between the two
+ * calls above). */
+unsigned qc_step_flushes(struct qc_file *f);
 
 /*
  * Sends `m` (a CREATE that binds f's handle, or a SETATTR) through f

@@ -35,6 +35,7 @@
 #include "fs/file.h"
 #include "fs/fs.h"
 #include "fs/handle.h"
+#include "fs/steps.h"
 #include "fs/stream.h"
 #include "log.h"
 #include "msg.h"
@@ -230,12 +231,12 @@ static void test_async(const char *exe)
 	CHECK(!qc_commit_release(&fs, f));
 	CHECK(!f->cm.deferred);
 	pthread_mutex_lock(&f->lock);
-	f->cm.flushing = 1;
+	qc_step_flush_begin(f, NULL);
 	pthread_mutex_unlock(&f->lock);
 	CHECK(qc_commit_release(&fs, f));
 	CHECK(f->cm.deferred);
 	pthread_mutex_lock(&f->lock);
-	f->cm.flushing = 0;
+	qc_step_flush_done(f);
 	f->cm.deferred = false;
 	pthread_mutex_unlock(&f->lock);
 	qc_file_release(&fs, f);
