@@ -8,6 +8,8 @@
 #ifndef QFT_THREAD_H
 #define QFT_THREAD_H
 
+#include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -36,6 +38,26 @@ static inline void qft_deadline_in(struct timespec *ts, int ms)
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
 	}
+}
+
+/*
+ * For entry points that require `lock` held: checks, where it is cheap
+ * and cannot change the outcome, that somebody holds it (pthreads cannot
+ * tell who).  A default mutex held makes trylock fail; success means
+ * nobody held it -- the caller's bug -- and the lock is given back before
+ * the assertion fails.  Nothing at all with NDEBUG.
+ */
+static inline void qft_assert_locked(pthread_mutex_t *lock)
+{
+#ifndef NDEBUG
+	int r = pthread_mutex_trylock(lock);
+
+	if (r == 0)
+		pthread_mutex_unlock(lock);
+	assert(r == EBUSY);
+#else
+	(void)lock;
+#endif
 }
 
 #endif /* QFT_THREAD_H */

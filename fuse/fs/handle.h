@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "thread.h"
+
 struct qc_fs;
 struct qc_file;
 struct qc_reply;
@@ -43,24 +45,8 @@ struct qc_file_hooks {
 	void (*fini)(struct qc_file *f);
 };
 
-/*
- * Checks, where it is cheap and cannot change the outcome, that the
- * calling thread holds `lock`: a default mutex held by anyone makes
- * trylock fail, so success means nobody held it -- a caller's bug.
- */
-static inline void qc_file_assert_held(pthread_mutex_t *lock)
-{
-#ifndef NDEBUG
-	int r = pthread_mutex_trylock(lock);
-
-	assert(r == EBUSY);
-	if (r == 0)
-		pthread_mutex_unlock(lock);
-#else
-	(void)lock;
-#endif
-}
-#define qc_file_assert_locked(f) qc_file_assert_held(&(f)->lock)
+/* Requires f's lock held (thread.h). */
+#define qc_file_assert_locked(f) qft_assert_locked(&(f)->lock)
 
 /*
  * Sets up the base of f (zeroed by the caller) for mount `fs`, opened

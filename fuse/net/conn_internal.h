@@ -52,6 +52,7 @@
 #include "net/conn.h"
 #include "pool.h"
 #include "seal.h"
+#include "thread.h"
 
 #define PENDING_BUCKETS 256u
 /* Receive buffers must hold a sealed record; send buffers share it. */
@@ -234,13 +235,8 @@ static inline int64_t deadline_ns(const struct qc_conn *c)
 	return (int64_t)c->o.timeout_s * NS_PER_S;
 }
 
-/*
- * For the entry points that require the conn lock held: it is (by some
- * thread; pthreads cannot tell which).  The trylock can only fail, then,
- * and changes nothing.
- */
-#define qc_conn_assert_locked(c) \
-	assert(pthread_mutex_trylock(&(c)->lock) == EBUSY)
+/* For the entry points that require the conn lock held (thread.h). */
+#define qc_conn_assert_locked(c) qft_assert_locked(&(c)->lock)
 
 /* reply.c */
 void qc_reply_frame_free(struct qbuf *frame, struct qft_pool **pool);
