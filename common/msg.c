@@ -21,6 +21,8 @@ enum fld {
 	/* Change notification. */
 	FLD_INO, FLD_KIND,
 	FLD_ENAME,      /* into `name`: a valid name, or empty */
+	/* Resuming. */
+	FLD_SEQ,
 };
 
 #define MAX_FIELDS 10
@@ -108,6 +110,13 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	/* Never a request nor answered: a QFT_F_PROGRESS frame naming the
 	 * request the server is working on. */
 	[QFT_OP_PROGRESS] = { "PROGRESS", { 0 }, { 0 } },
+	/* Magic and version first, as in HELLO. */
+	[QFT_OP_RESUME] = { "RESUME",
+		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES, FLD_OPFLAGS, FLD_SEQ },
+		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES, FLD_UID, FLD_GID,
+		  FLD_OPFLAGS, FLD_SEQ },
+		QFT_RESUME_KNOWN, QFT_RESUME_REP_KNOWN },
+	[QFT_OP_BYE] = { "BYE", { 0 }, { 0 } },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -329,6 +338,7 @@ static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 	case FLD_ATIME:    return put_time(b, &m->atime);
 	case FLD_MTIME:    return put_time(b, &m->mtime);
 	case FLD_DATA:     return qbuf_put_blob(b, m->data.p, m->data.len);
+	case FLD_SEQ:      return qbuf_put_u64(b, m->seq);
 	case FLD_ATTR:     return put_attr(b, &m->attr);
 	case FLD_STATFS:   return put_statfs(b, &m->st);
 	case FLD_INO:      return qbuf_put_u64(b, m->ino);
@@ -425,6 +435,7 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 		return 0;
 	case FLD_UID: return qcur_get_u32(c, &m->uid);
 	case FLD_GID: return qcur_get_u32(c, &m->gid);
+	case FLD_SEQ: return qcur_get_u64(c, &m->seq);
 	case FLD_VALID:
 		if ((r = qcur_get_u32(c, &m->valid)) < 0)
 			return r;

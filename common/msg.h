@@ -103,6 +103,10 @@ struct qft_msg {
 	 * A NOTIFY's name is `name` above, and may be empty there. */
 	uint64_t ino;         /* the watched directory's inode number */
 	uint32_t kind;        /* NOTIFY: QFT_NOTIFY_* */
+
+	/* RESUME: the client's lowest unanswered request id on the
+	 * connection (request), the id the server expects next (reply). */
+	uint64_t seq;
 };
 
 /* Clears *m and sets op and id (for requests). */

@@ -107,8 +107,37 @@
  * so the client sends it only where this was agreed.
  */
 #define QFT_FEAT_LAZY      0x00000020u
-#define QFT_FEAT_KNOWN     0x0000003fu
+/*
+ * RESUME: the session outlives its connections (docs/protocol.md,
+ * "Resuming a session").  The client asks when it would resume (-o
+ * resume= above 0); the server grants it on a --session TCP connection
+ * when it was started with --resume above 0.  Where granted, the
+ * requests after HELLO are numbered 1, 2, 3 ... on that connection (the
+ * frame id), the server keeps the replies a retransmission may need, an
+ * end of stream without BYE leaves the session waiting for a RESUME, and
+ * the client sends BYE before it closes for good.
+ */
+#define QFT_FEAT_RESUME    0x00000040u
+#define QFT_FEAT_KNOWN     0x0000007fu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
+
+/*
+ * Resuming (QFT_FEAT_RESUME).  The client never sends request n on a
+ * connection while request n - QFT_RESUME_WINDOW (or an earlier one) of
+ * it is unanswered, so the server keeps at most that many replies per
+ * connection.  The grace a session waits for its client is capped at
+ * QFT_RESUME_MAX_S on both sides.
+ */
+#define QFT_RESUME_WINDOW  1024u
+#define QFT_RESUME_MAX_S   3600u
+/* RESUME request opflags: this connection takes the meta lane's place
+ * (otherwise bulk's). */
+#define QFT_RESUME_META    0x0001u
+#define QFT_RESUME_KNOWN   0x0001u
+/* RESUME reply opflags: change notifications were lost while the
+ * session was detached; the client must drop every lease. */
+#define QFT_RESUME_REP_LOST_NOTIFY 0x0001u
+#define QFT_RESUME_REP_KNOWN       0x0001u
 
 enum qft_op {
 	QFT_OP_HELLO       = 1,  /* version handshake, first frame each way */
@@ -147,6 +176,9 @@ enum qft_op {
 	/* server -> client, QFT_F_PROGRESS (QFT_FEAT_PROGRESS): still
 	 * working on request `id`; no fields */
 	QFT_OP_PROGRESS    = 33,
+	/* Resuming (QFT_FEAT_RESUME): */
+	QFT_OP_RESUME      = 34, /* first frame of a resumed connection */
+	QFT_OP_BYE         = 35, /* the client ends the session; no fields */
 	QFT_OP__COUNT
 };
 

@@ -347,7 +347,7 @@ struct frame {
 	size_t n;
 	char what[48];
 };
-static struct frame frames[4 * QFT_OP__COUNT];
+static struct frame frames[5 * QFT_OP__COUNT];
 static size_t nframes;
 
 static void keep_frame(const struct qft_msg *m, const char *what)
@@ -2683,6 +2683,94 @@ static void test_syncfs_codec(void)
 	check_ctx("%s", "");
 }
 
+/*
+ * RESUME and BYE (QFT_FEAT_RESUME): RESUME carries HELLO's magic, version
+ * and features, its lane flag and a sequence number each way; BYE carries
+ * nothing.  Frames are kept for the truncation and garbage tests.
+ */
+static int decode_copy(const struct qft_msg *m, struct qft_msg *got,
+		       uint8_t **copy)
+{
+	struct qbuf b;
+	int r;
+
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, m), 0);
+	*copy = dup_exact(b.data, b.len);
+	r = qft_msg_decode(got, *copy, b.len);
+	qbuf_free(&b);
+	return r;
+}
+
+static void test_resume_codec(void)
+{
+	struct qft_msg m, rep, got;
+	uint8_t *copy;
+
+	check_ctx("RESUME request");
+	CHECK(strcmp(qft_op_name(QFT_OP_RESUME), "RESUME") == 0);
+	CHECK(strcmp(qft_op_name(QFT_OP_BYE), "BYE") == 0);
+	qft_msg_init(&m, QFT_OP_RESUME, 7);
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = QFT_FEAT_RESUME | QFT_FEAT_NOTIFY;
+	m.opflags = QFT_RESUME_META;
+	m.seq = 0x0123456789abcdefull;
+	CHECK_EQ(decode_copy(&m, &got, &copy), 0);
+	CHECK_EQ(got.seq, m.seq);
+	CHECK_EQ(got.opflags, QFT_RESUME_META);
+	CHECK_EQ(got.features, m.features);
+	free(copy);
+	keep_frame(&m, "request");
+
+	check_ctx("RESUME unknown lane flag");
+	m.opflags = QFT_RESUME_KNOWN << 1;
+	CHECK_EQ(decode_copy(&m, &got, &copy), -EINVAL);
+	free(copy);
+	check_ctx("RESUME wrong magic");
+	m.opflags = 0;
+	m.magic = QFT_MAGIC ^ 1;
+	CHECK_EQ(decode_copy(&m, &got, &copy), -EBADMSG);
+	free(copy);
+	m.magic = QFT_MAGIC;
+
+	check_ctx("RESUME reply");
+	qft_msg_init_reply(&rep, &m);
+	rep.magic = QFT_MAGIC;
+	rep.version = QFT_VERSION;
+	rep.features = QFT_FEAT_RESUME;
+	rep.uid = 1000;
+	rep.gid = 1001;
+	rep.opflags = QFT_RESUME_REP_LOST_NOTIFY;
+	rep.seq = UINT64_MAX;
+	CHECK_EQ(decode_copy(&rep, &got, &copy), 0);
+	CHECK_EQ(got.seq, UINT64_MAX);
+	CHECK_EQ(got.uid, 1000);
+	CHECK_EQ(got.gid, 1001);
+	CHECK_EQ(got.opflags, QFT_RESUME_REP_LOST_NOTIFY);
+	free(copy);
+	keep_frame(&rep, "reply");
+	rep.opflags = QFT_RESUME_REP_KNOWN << 1;
+	check_ctx("RESUME reply unknown flag");
+	CHECK_EQ(decode_copy(&rep, &got, &copy), -EINVAL);
+	free(copy);
+	check_ctx("RESUME refused");
+	qft_msg_init_reply(&rep, &m);
+	rep.status = QFT_ESTALE;
+	rep.errmsg = S("no such session");
+	CHECK_EQ(roundtrip(&rep), 0);
+	keep_frame(&rep, "error");
+
+	check_ctx("BYE");
+	qft_msg_init(&m, QFT_OP_BYE, 1025);
+	CHECK_EQ(roundtrip(&m), 0);
+	keep_frame(&m, "request");
+	qft_msg_init_reply(&rep, &m);
+	CHECK_EQ(roundtrip(&rep), 0);
+	keep_frame(&rep, "reply");
+	check_ctx("%s", "");
+}
+
 /* PROGRESS: a bare header with its own flag, naming a request (id != 0);
  * nothing else may carry the flag, and it carries nothing else. */
 static int progress_hdr(uint16_t op, uint16_t flags, uint64_t id,
@@ -2895,6 +2983,7 @@ int main(void)
 	test_unwatch_codec();
 	test_syncfs_codec();
 	test_progress_codec();
+	test_resume_codec();
 	test_readdir_watch_flags();
 	test_truncation();
 	test_header();
