@@ -32,6 +32,7 @@ static const char auth_label_client[AUTH_LABEL_LEN + 1] = "qftfs-client";
 #define AUTH_INFO_AUTH "qftfs v1 auth"
 #define AUTH_INFO_C2S  "qftfs v1 c2s"
 #define AUTH_INFO_S2C  "qftfs v1 s2c"
+#define AUTH_INFO_RESUME "qftfs v1 resume"
 
 /* Transcript: message 1, then magic, version and Ns of message 2. */
 #define AUTH_MSG2_HEAD (8u + QFT_AUTH_NONCE)
@@ -244,6 +245,19 @@ static int auth_session_keys(const uint8_t *secret, const uint8_t *nc,
 			   AUTH_INFO_S2C, out->s2c)) < 0)
 		return r;
 	return 0;
+}
+
+int qft_auth_resume_key(const uint8_t secret[QFT_SECRET_SIZE],
+			uint8_t out[QFT_SECRET_SIZE])
+{
+	int r;
+
+	/* A key of the secret's size: it takes the secret's place. */
+	_Static_assert(QFT_KEY_SIZE == QFT_SECRET_SIZE, "key sizes");
+	r = auth_hkdf(secret, QFT_SECRET_SIZE, NULL, 0, AUTH_INFO_RESUME, out);
+	if (r < 0)
+		OPENSSL_cleanse(out, QFT_SECRET_SIZE);
+	return r;
 }
 
 void qft_session_keys_wipe(struct qft_session_keys *k)

@@ -90,6 +90,15 @@ static inline int qft_auth_server(int fd, const uint8_t secret[QFT_SECRET_SIZE],
 				   out);
 }
 
+/*
+ * The resume key K_r = HKDF-SHA256(ikm S, no salt, info "qftfs v1 resume")
+ * (docs/protocol.md, "Resuming a session"): what both ends keep, in place
+ * of S, to authenticate the connections that resume a session, with the
+ * same handshake.  0 or -EIO; on failure *out is wiped.
+ */
+int qft_auth_resume_key(const uint8_t secret[QFT_SECRET_SIZE],
+			uint8_t out[QFT_SECRET_SIZE]);
+
 /* OPENSSL_cleanse on the keys, once both seal directions are keyed. */
 void qft_session_keys_wipe(struct qft_session_keys *k);
 

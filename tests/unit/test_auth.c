@@ -555,6 +555,35 @@ static void test_reference_server(void)
 	check_ctx("%s", "");
 }
 
+/*
+ * The resume key is HKDF(S, "qftfs v1 resume") by the reference, differs
+ * from the handshake's K_auth and from S, and a handshake under it works
+ * while one that mixes S and K_r fails: a resume proof made with S (or a
+ * first connection made with K_r) is refused.
+ */
+static void test_resume_key(void)
+{
+	uint8_t kr[QFT_SECRET_SIZE], ref[32], ka[32];
+	struct side c, s;
+
+	check_ctx("resume key");
+	CHECK_EQ(qft_auth_resume_key(secret_a, kr), 0);
+	CHECK_EQ(ref_hkdf(secret_a, 32, NULL, 0,
+			  (const uint8_t *)"qftfs v1 resume", 15, ref, 32), 0);
+	CHECK(memcmp(kr, ref, sizeof(kr)) == 0);
+	ref_k_auth(secret_a, ka);
+	CHECK(memcmp(kr, ka, sizeof(kr)) != 0);
+	CHECK(memcmp(kr, secret_a, sizeof(kr)) != 0);
+	handshake(kr, kr, QFT_CIPHER_AES256GCM, &c, &s);
+	CHECK_EQ(c.r, 0);
+	CHECK_EQ(s.r, 0);
+	check_ctx("resume key against the secret");
+	handshake(secret_a, kr, QFT_CIPHER_AES256GCM, &c, &s);
+	CHECK_EQ(c.r, -EACCES);
+	CHECK(keys_zero(&s.keys));
+	check_ctx("%s", "");
+}
+
 static void test_wrong_secret(void)
 {
 	uint8_t m1[QFT_AUTH_MSG1_SIZE], m2[QFT_AUTH_MSG2_SIZE], t[88];
@@ -912,6 +941,7 @@ int main(void)
 	test_reference_client();
 	test_reference_server();
 	test_wrong_secret();
+	test_resume_key();
 	test_replay();
 	test_flips();
 	test_downgrade();
