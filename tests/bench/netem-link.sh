@@ -6,6 +6,7 @@
 #   netem-link.sh probe                  exit 0 if netem qdiscs can be made here
 #   netem-link.sh up RTT_MS RATE_MBIT    build (or rebuild) the two-host lab
 #   netem-link.sh down                   tear it all down
+#   netem-link.sh cut | heal             drop every packet both ways / stop
 #
 # Topology (the same shape as an external emulator given by
 # QFTFS_BENCH_LINK_CMD): the client is the root namespace, 10.78.0.1 on veth
@@ -76,6 +77,24 @@ shape() {
 	fi
 }
 
+# A cut as a pulled cable: both ends drop every packet they would send,
+# silently (netem's loss 100%), until heal puts the link's shape back.
+cut() {
+	[ -f "$STATE/link" ] || die "no link is up"
+	tc qdisc replace dev "$C_IF" root netem loss 100%
+	ip netns exec "$NS" tc qdisc replace dev "$S_IF" root netem loss 100%
+}
+
+heal() {
+	local rtt rate
+	[ -f "$STATE/link" ] || die "no link is up"
+	read -r rtt rate <"$STATE/link"
+	tc qdisc del dev "$C_IF" root 2>/dev/null || true
+	ip netns exec "$NS" tc qdisc del dev "$S_IF" root 2>/dev/null || true
+	shape "$C_IF" "$rtt" "$rate"
+	shape "$S_IF" "$rtt" "$rate" "$NS"
+}
+
 up() {
 	local rtt=$1 rate=$2
 	case "$rtt$rate" in *[!0-9]*) die "RTT_MS and RATE_MBIT must be integers" ;; esac
@@ -111,6 +130,7 @@ up() {
 	ip netns exec "$NS" ip link set lo up
 	shape "$C_IF" "$rtt" "$rate"
 	shape "$S_IF" "$rtt" "$rate" "$NS"
+	echo "$rtt $rate" >"$STATE/link"
 
 	ip netns exec "$NS" /usr/sbin/sshd -f "$STATE/sshd_config" -E "$STATE/sshd.log"
 	for _ in $(seq 50); do
@@ -127,5 +147,7 @@ case ${1:-} in
 probe) probe ;;
 up) [ $# -eq 3 ] || die "usage: netem-link.sh up RTT_MS RATE_MBIT"; up "$2" "$3" ;;
 down) down ;;
-*) echo "usage: netem-link.sh probe | up RTT_MS RATE_MBIT | down" >&2; exit 2 ;;
+cut) cut ;;
+heal) heal ;;
+*) echo "usage: netem-link.sh probe | up RTT_MS RATE_MBIT | down | cut | heal" >&2; exit 2 ;;
 esac

@@ -6,6 +6,8 @@
 #   bash tests/bench/run.sh [--quick] [--links LIST] [--tools LIST] [--data LIST]
 #                           [--workloads LIST] [--passes cold|cold,warm]
 #                           [--directions LIST] [--timeout SECS] [--out DIR]
+#   bash tests/bench/run.sh resume [--link NAME] [--cut SECS] [--at FRACTION]
+#                           [--tools qftfs,sshfs]
 #
 # Runs qftfs, sshfs, scp, rsync -e ssh and iperf3 side by side over emulated
 # links (big files, and trees: cp -r, rsync -a and tar x onto the mount, cp
@@ -13,9 +15,12 @@
 # results.md and chart.png to tests/bench/results/<timestamp>/.  See
 # docs/benchmarks.md for what is measured and how.
 #
+# `resume` is the outage scenario (tests/bench/resume.py): an upload whose
+# link is cut and healed in the middle, qftfs beside sshfs -o reconnect.
+#
 # Needs root.  Link emulation: tc netem if the kernel has sch_netem, else the
 # command in QFTFS_BENCH_LINK_CMD (interface: `CMD up RTT_MS RATE_MBIT`,
-# `CMD down`).  Exit status: 0 every copy succeeded and verified; 1 a copy
+# `CMD down`, and for `resume` `CMD cut` / `CMD heal`).  Exit status: 0 every copy succeeded and verified; 1 a copy
 # failed, timed out or did not verify (or the harness broke); 77 skipped
 # (not root, no link emulator); 130 interrupted.
 #
@@ -52,4 +57,8 @@ if [ ${#need[@]} -gt 0 ]; then
 		echo "run.sh: could not install ${need[*]}; missing tools are skipped, no chart without matplotlib"
 fi
 
+if [ "${1:-}" = resume ]; then
+	shift
+	exec /usr/bin/python3 tests/bench/resume.py --argv0 "bash tests/bench/run.sh resume" "$@"
+fi
 exec /usr/bin/python3 tests/bench/bench.py --argv0 "bash tests/bench/run.sh" "$@"
