@@ -15,7 +15,7 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "protocol.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 
 /* Lock held: what was read ahead through the handle went with it. */
 static void file_handle_gone(struct qc_file *f)

@@ -60,7 +60,7 @@
 #include "msg.h"
 #include "fs/node.h"
 #include "fs/steps.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 
 struct qc_fs;
 

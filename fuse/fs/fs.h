@@ -46,7 +46,7 @@
 #include "fs/idmap.h"
 #include "fs/node.h"
 #include "fs/steps.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 #include "fs/stats.h"
 
 struct qc_fs {

@@ -20,7 +20,7 @@
 #include "fs/node.h"
 #include "ops/internal.h"
 #include "protocol.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 
 static void reply_attr(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 		       const struct qft_attr *a, uint64_t xgen)

@@ -19,7 +19,7 @@
 #include "fs/node.h"
 #include "ops/internal.h"
 #include "protocol.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 
 /*
  * How much of the file an OPEN asks for (QC_OPEN_DATA): the first bytes

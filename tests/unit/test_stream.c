@@ -19,7 +19,7 @@
 #include "check.h"
 #include "fs/file.h"
 #include "fs/fs.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 
 #define CHUNK QC_RA_CHUNK
 #define KiB   ((uint64_t)1 << 10)

@@ -21,7 +21,7 @@
 #include "fs/node.h"
 #include "protocol.h"
 #include "fs/steps.h"
-#include "fs/stream.h"
+#include "fs/readahead.h"
 
 static uint64_t mono_us(void)
 {

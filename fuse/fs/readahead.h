@@ -28,8 +28,8 @@
  * the file's lock, which nobody holds while sending or waiting for a
  * reply.
  */
-#ifndef QC_STREAM_H
-#define QC_STREAM_H
+#ifndef QC_READAHEAD_H
+#define QC_READAHEAD_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -241,4 +241,4 @@ void qc_wb_complete(struct qc_file *f, uint32_t len, int err);
  */
 int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
 		uint32_t len, off_t off);
-#endif /* QC_STREAM_H */
+#endif /* QC_READAHEAD_H */
