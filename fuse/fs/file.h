@@ -9,11 +9,12 @@
  * part per feature, each written only by the module that owns it and
  * read by others under the file's lock at most:
  *
- *   wb, ra    stream.c   write-behind window, read-ahead stream
- *   step      steps.c    pipelined steps and the attributes predicted
- *   cm        commit.c   commit=async: closes whose FLUSH is in flight
- *   hint      hints.c    what the client knows about xattrs of the file
- *   ahead     dircache.c readdir-ahead of an open directory
+ *   wb        writebehind.c  write-behind window
+ *   ra        readahead.c    read-ahead stream
+ *   step      steps.c        pipelined steps and the attributes predicted
+ *   cm        commit.c       commit=async: closes whose FLUSH is in flight
+ *   hint      hints.c        what the client knows about xattrs of the file
+ *   ahead     dircache.c     readdir-ahead of an open directory
  *
  * This file (file.c) is the orchestration above them all: it makes a file
  * with the features' teardown (qc_file_new), begins every open, and runs
@@ -61,6 +62,7 @@
 #include "fs/node.h"
 #include "fs/steps.h"
 #include "fs/readahead.h"
+#include "fs/writebehind.h"
 
 struct qc_fs;
 
@@ -93,8 +95,8 @@ struct qc_file {
 	int err;                /* lock: sticky error, -errno or 0 */
 
 	/* The features, each written by its owner only. */
-	struct qc_wb wb;        /* lock: write-behind (stream.c) */
-	struct qc_ra ra;        /* lock: read-ahead (stream.c) */
+	struct qc_wb wb;        /* lock: write-behind (writebehind.c) */
+	struct qc_ra ra;        /* lock: read-ahead (readahead.c) */
 	struct qc_steps_file step; /* lock: pipelined steps (steps.c) */
 	struct qc_commit_file cm;  /* commit=async (commit.c) */
 	struct qc_hints_file hint; /* lock: xattr hints (hints.c) */

@@ -18,7 +18,7 @@
 #include "fs/node.h"
 #include "protocol.h"
 #include "fs/steps.h"
-#include "fs/readahead.h"
+#include "fs/stream.h"
 
 /* The ceiling of a measured window or read-ahead. */
 #define QC_AUTO_SIZE_MAX ((uint64_t)256 << 20)

@@ -13,8 +13,11 @@
  *   hints.c    qc_hint_: what the client may answer about xattrs itself
  *   handle.c   qc_file_ (base): an open file's lifetime, handle, reopen,
  *              changes in flight and their sticky error
- *   stream.c   qc_ra_, qc_wb_, qc_bdp_, qc_stream_: read-ahead and
- *              write-behind of a file, the link's measured sizes
+ *   bdp.c      qc_bdp_: a direction's measured bandwidth-delay product
+ *   stream.c   qc_stream_: the mount's estimates and whether the window
+ *              and read-ahead are sized from them
+ *   readahead.c   qc_ra_: read-ahead of an open file
+ *   writebehind.c qc_wb_: write-behind of an open file
  *   steps.c    qc_step_: pipelined steps and the
  *              attributes predicted while they are out
  *   commit.c   qc_commit_: -o commit=async
@@ -46,7 +49,7 @@
 #include "fs/idmap.h"
 #include "fs/node.h"
 #include "fs/steps.h"
-#include "fs/readahead.h"
+#include "fs/stream.h"
 #include "fs/stats.h"
 
 struct qc_fs {

@@ -1,8 +1,5 @@
 // SPDX-License-Identifier: MIT
-/*
- * Read-ahead and write-behind of an open file (see stream.h for which
- * functions decide and which send).
- */
+/* Read-ahead of an open file (see readahead.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,105 +18,8 @@
 #include "fs/node.h"
 #include "protocol.h"
 #include "fs/steps.h"
+#include "fs/bdp.h"
 #include "fs/readahead.h"
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* One estimate per direction for the whole mount: its files all share
- * its link. */
-void qc_stream_init(struct qc_streams *sm)
-{
-	pthread_mutex_init(&sm->up.lock, NULL);
-	pthread_mutex_init(&sm->down.lock, NULL);
-	qc_bdp_reset(&sm->up);
-	qc_bdp_reset(&sm->down);
-}
-
-void qc_stream_destroy(struct qc_streams *sm)
-{
-	pthread_mutex_destroy(&sm->up.lock);
-	pthread_mutex_destroy(&sm->down.lock);
-}
-
-void qc_bdp_reset(struct qc_bdp *b)
-{
-	pthread_mutex_lock(&b->lock);
-	b->gen = b->rtt_us = b->bw = b->bw_at = 0;
-	b->bytes = b->mark_us = b->mark_bytes = 0;
-	pthread_mutex_unlock(&b->lock);
-}
-
-void qc_bdp_sample(struct qc_bdp *b, uint64_t gen, uint64_t sent_us,
-		   uint64_t now_us, uint32_t len)
-{
-	uint64_t rtt = now_us > sent_us ? now_us - sent_us : 1;
-	uint64_t span;
-
-	pthread_mutex_lock(&b->lock);
-	if (gen != b->gen) {
-		/* Another link: what was measured was another path. */
-		b->gen = gen;
-		b->rtt_us = b->bw = b->bw_at = 0;
-		b->mark_us = 0;
-	}
-	if (b->rtt_us == 0 || rtt < b->rtt_us)
-		b->rtt_us = rtt;
-	b->bytes += len;
-	if (b->mark_us == 0 || now_us < b->mark_us) {
-		b->mark_us = now_us;
-		b->mark_bytes = b->bytes;
-		goto out;
-	}
-	span = now_us - b->mark_us;
-	if (span >= QC_BDP_INTERVAL_US && span >= b->rtt_us) {
-		uint64_t rate = (b->bytes - b->mark_bytes) * 1000000u / span;
-
-		if (rate >= b->bw || now_us - b->bw_at > QC_BDP_FORGET_US) {
-			b->bw = rate;
-			b->bw_at = now_us;
-		}
-		b->mark_us = now_us;
-		b->mark_bytes = b->bytes;
-	}
-out:
-	pthread_mutex_unlock(&b->lock);
-}
-
-uint64_t qc_bdp_size(struct qc_bdp *b, uint64_t dflt, uint64_t max)
-{
-	uint64_t v = dflt;
-
-	pthread_mutex_lock(&b->lock);
-	/* rtt_us is at most seconds and bw at most some GB/s: no overflow */
-	if (b->rtt_us && b->bw)
-		v = QC_BDP_GAIN * (b->bw * b->rtt_us / 1000000u);
-	pthread_mutex_unlock(&b->lock);
-	if (v < QC_BDP_MIN)
-		v = QC_BDP_MIN;
-	return v < max ? v : max;
-}
-
-void qc_stream_set_auto(struct qc_fs *fs, bool window, bool readahead)
-{
-	fs->streams.window_auto = window;
-	fs->streams.ra_auto = readahead;
-}
-
-uint64_t qc_wb_window(struct qc_fs *fs)
-{
-	uint64_t dflt = QC_WINDOW_DEFAULT < fs->window ? QC_WINDOW_DEFAULT :
-		fs->window;
-
-	if (!fs->streams.window_auto || fs->window == 0)
-		return fs->window;
-	return qc_bdp_size(&fs->streams.up, dflt, fs->window);
-}
 
 uint64_t qc_ra_limit(struct qc_fs *fs)
 {
@@ -435,7 +335,7 @@ static void ra_done(void *ctx, int err, struct qc_reply *rep)
 
 	/* Only full chunks: a short one ends the file, not the link's rate. */
 	if (err == 0 && rep->msg.data.len == c->len)
-		qc_bdp_sample(&f->fs->streams.down, c->sent_gen, c->sent_us, mono_us(),
+		qc_bdp_sample(&f->fs->streams.down, c->sent_gen, c->sent_us, qc_bdp_now_us(),
 			      c->len);
 	pthread_mutex_lock(&f->lock);
 	qc_ra_complete(c, err, rep);
@@ -456,7 +356,7 @@ void qc_ra_send(struct qc_fs *fs, uint64_t gen, uint64_t handle,
 		m.handle = handle;
 		m.offset = c->off;
 		m.length = c->len;
-		c->sent_us = mono_us();
+		c->sent_us = qc_bdp_now_us();
 		c->sent_gen = gen;
 		(void)qc_call_async(fs->conn, gen, &m, ra_done, c);
 		c = next;
@@ -614,111 +514,4 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		 * lost with its link: read it again on the handle re-opened
 		 * (or fail with EIO when that cannot be). */
 		read_plain(req, fs, f, size, start);
-}
-
-bool qc_wb_must_wait(const struct qc_file *f, uint64_t window, uint32_t len)
-{
-	/* Room in the window; a write larger than it goes alone.  After an
-	 * error the next write fails at once instead. */
-	return f->err == 0 && f->wb.bytes > 0 && f->wb.bytes + len > window;
-}
-
-int qc_wb_account(struct qc_file *f, uint32_t len)
-{
-	int r = qc_file_change_begin(f, true);
-
-	if (r == 0)
-		f->wb.bytes += len;
-	return r;
-}
-
-void qc_wb_complete(struct qc_file *f, uint32_t len, int err)
-{
-	qc_file_assert_locked(f);
-	f->wb.bytes -= len;
-	qc_file_change_done(f, err);
-}
-
-/* One WRITE in flight, for its completion. */
-struct wb_write {
-	struct qc_file *f;
-	uint32_t len;
-	uint64_t gen;
-	uint64_t sent_us;
-};
-
-static void wb_done(void *ctx, int err, struct qc_reply *rep)
-{
-	struct wb_write *w = ctx;
-	struct qc_file *f = w->f;
-
-	if (err == 0 && rep->msg.count != w->len) {
-		/* Already answered in full to the kernel: data is lost. */
-		qft_err("server wrote %llu bytes of %u",
-			(unsigned long long)rep->msg.count, w->len);
-		err = -EIO;
-	}
-	if (err == 0)
-		qc_bdp_sample(&f->fs->streams.up, w->gen, w->sent_us, mono_us(),
-			      w->len);
-	/* Lost with its link: whether it was written nobody knows. */
-	err = qc_conn_user_err(err);
-	pthread_mutex_lock(&f->lock);
-	qc_wb_complete(f, w->len, err);
-	free(w);
-	qc_file_async_done(f);
-}
-
-int qc_wb_write(struct qc_fs *fs, struct qc_file *f, const char *buf,
-		uint32_t len, off_t off)
-{
-	struct wb_write *w;
-	struct qft_msg m;
-	uint64_t gen, handle, window = qc_wb_window(fs);
-	int r;
-
-	r = qc_file_handle(fs, f, &gen, &handle);
-	if (r < 0)
-		return r;
-	w = malloc(sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->f = f;
-	w->len = len;
-
-	pthread_mutex_lock(&f->lock);
-	while (qc_wb_must_wait(f, window, len))
-		pthread_cond_wait(&f->cond, &f->lock);
-	r = qc_wb_account(f, len);
-	if (r == 0)
-		qc_step_note_write(f, (uint64_t)off + len);
-	pthread_mutex_unlock(&f->lock);
-	if (r < 0) {
-		/* Data already lost on this handle: no later write may look
-		 * like it succeeded. */
-		free(w);
-		return r;
-	}
-
-	/* Size and mtime change: no getattr may be answered from before. */
-	qn_file_attr_stale(&fs->nodes, &f->nf);
-	qft_msg_init(&m, QFT_OP_WRITE, 0);
-	m.handle = handle;
-	m.offset = (uint64_t)off;
-	m.data.p = (const uint8_t *)buf;
-	m.data.len = len;
-	w->gen = gen;
-	w->sent_us = mono_us();
-	/* On failure wb_done has run and made the error sticky. */
-	r = qc_conn_user_err(qc_call_async(fs->conn, gen, &m, wb_done, w));
-	qc_ra_invalidate_file(fs, f);
-	if (r == 0 && fs->window == 0) {
-		/* No write-behind: answer once the server did. */
-		pthread_mutex_lock(&f->lock);
-		while (f->wb.bytes > 0)
-			pthread_cond_wait(&f->cond, &f->lock);
-		r = f->err;
-		pthread_mutex_unlock(&f->lock);
-	}
-	return r;
 }

@@ -18,7 +18,7 @@
 #include "fs/node.h"
 #include "protocol.h"
 #include "fs/steps.h"
-#include "fs/readahead.h"
+#include "fs/writebehind.h"
 
 /* One pipelined step in flight, for its completion. */
 struct step {

@@ -20,6 +20,7 @@
 #include "ops/internal.h"
 #include "protocol.h"
 #include "fs/readahead.h"
+#include "fs/writebehind.h"
 
 /*
  * How much of the file an OPEN asks for (QC_OPEN_DATA): the first bytes

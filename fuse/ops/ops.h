@@ -6,7 +6,8 @@
  * EIO when the connection is gone); nothing answers ENOSYS that a program
  * would see as a failed close() or fsync().
  *
- * Bulk data moves in streams (stream.c, in struct qc_file of file.h):
+ * Bulk data moves in streams (fs/writebehind.c, fs/readahead.c, in
+ * struct qc_file of file.h):
  * writes are answered once their WRITE is sent, within a window of
  * unacknowledged bytes, and their errors are kept for the next write,
  * fsync or close; sequential reads are served from READs sent ahead of

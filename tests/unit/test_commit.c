@@ -36,7 +36,7 @@
 #include "fs/fs.h"
 #include "fs/handle.h"
 #include "fs/steps.h"
-#include "fs/readahead.h"
+#include "fs/writebehind.h"
 #include "log.h"
 #include "msg.h"
 #include "protocol.h"

@@ -19,7 +19,10 @@
 #include "check.h"
 #include "fs/file.h"
 #include "fs/fs.h"
+#include "fs/bdp.h"
 #include "fs/readahead.h"
+#include "fs/stream.h"
+#include "fs/writebehind.h"
 
 #define CHUNK QC_RA_CHUNK
 #define KiB   ((uint64_t)1 << 10)
