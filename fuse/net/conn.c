@@ -265,6 +265,7 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 		qc_link_shutdown(c->attempt);
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->ping_cond);
+	pthread_cond_broadcast(&c->rcond);
 	pthread_mutex_unlock(&c->lock);
 	if (c->started && !stop_watchdog(c)) {
 		c->abandoned = true;

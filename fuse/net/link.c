@@ -482,7 +482,7 @@ int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out)
 		/* Resuming: past the deadline, as long as the grace lasts,
 		 * for the same generation too (its handles stay valid). */
 		if (c->resuming && c->started) {
-			if (gen && gen != c->rs.gen)
+			if (gen && gen != atomic_load(&c->live_gen))
 				return -ENOTCONN;
 			if (wait_until(&c->cond, &c->lock, c->resume_until) &&
 			    c->resuming)

@@ -325,7 +325,8 @@ static void give_up(struct qc_conn *c, bool expired, const char *why)
 	struct pending *async;
 
 	qc_conn_assert_locked(c);
-	notify = held && (c->rs.features[0] & QFT_FEAT_NOTIFY);
+	notify = held && ((c->rs.features[LANE_BULK] |
+			   c->rs.features[LANE_META]) & QFT_FEAT_NOTIFY);
 	c->resuming = false;
 	c->expired = expired;
 	c->rs.held = false;
@@ -529,9 +530,18 @@ static int resend(struct qc_conn *c, struct link *l, unsigned i)
 		if (!p || l->dead)
 			break;
 		if (p->seq >= c->rl[i].head->seq + QFT_RESUME_WINDOW) {
+			uint64_t head = c->rl[i].head->seq;
+			bool late;
+
+			/* Nobody watches this link's deadlines but us. */
 			c->rwaiters++;
-			pthread_cond_wait(&c->rcond, &c->lock);
+			late = wait_until(&c->rcond, &c->lock,
+					  now_ns() + deadline_ns(c));
 			c->rwaiters--;
+			if (late && c->rl[i].head && c->rl[i].head->seq == head) {
+				r = -ETIMEDOUT;
+				break;
+			}
 			continue;
 		}
 		seq = last = p->seq;
@@ -590,6 +600,8 @@ static int resume_install(struct qc_conn *c, struct link *l, int64_t start)
 	for (unsigned i = 0; i < nlanes; i++)
 		pthread_mutex_lock(&c->slock[i]);
 	pthread_mutex_lock(&c->lock);
+	/* Cut short, not waited for, by an unmount meanwhile. */
+	c->attempt = l;
 	l->gen = c->rs.gen;
 	l->npending = count_pending(c);
 	l->busy_since = now_ns();
@@ -598,6 +610,7 @@ static int resume_install(struct qc_conn *c, struct link *l, int64_t start)
 	for (unsigned i = 0; r == 0 && i < nlanes; i++)
 		r = resend(c, l, i);
 	pthread_mutex_lock(&c->lock);
+	c->attempt = NULL;
 	if (r == 0 && (l->dead || c->closing))
 		r = -EIO;
 	if (r == 0) {
