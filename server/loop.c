@@ -9,6 +9,8 @@
 #include "loop.h"
 #include "ops.h"
 #include "pulse.h"
+#include "replay.h"
+#include "resume.h"
 #include "xfer.h"
 
 /* A poll timeout, as insurance: should the ring ever hold an operation
@@ -92,6 +94,8 @@ static int recv_failed(struct srv *s, const struct qft_hdr *h, int r)
 	return r;
 }
 
+static int numbered(struct srv *s, const struct qft_hdr *h);
+
 static int serve(struct srv *s)
 {
 	for (;;) {
@@ -117,6 +121,13 @@ static int serve(struct srv *s)
 		if (h.flags & (QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS)) {
 			log_malformed(&h);
 			return -EBADMSG;
+		}
+		if (s->replay) {
+			r = numbered(s, &h);
+			if (r < 0)
+				return r;
+			if (r == SRV_REPLAY_CACHED)
+				continue;
 		}
 
 		r = qft_msg_decode(&req, s->in.data, s->in.len);
@@ -153,7 +164,35 @@ static int serve(struct srv *s)
 		if ((r = srv_xfer_drain(s)) < 0 ||
 		    (r = srv_op_dispatch(s, &req)) < 0)
 			return r;
+		if (s->bye) {
+			qft_info("the client ended the session (BYE)");
+			return 0;
+		}
 	}
+}
+
+/*
+ * A resumable lane's request (h) in its numbering: SRV_REPLAY_NEW or
+ * _AGAIN to execute it, _CACHED once the kept reply went out again, or
+ * -EPROTO to close the connection.
+ */
+static int numbered(struct srv *s, const struct qft_hdr *h)
+{
+	const uint8_t *frame = NULL;
+	size_t len = 0;
+	int r;
+
+	r = srv_replay_check(s->replay, h->op, h->id, &frame, &len);
+	if (r != SRV_REPLAY_CACHED)
+		return r;
+	qft_debug("%s id %llu: retransmitted; answered from the reply cache",
+		  qft_op_name(h->op), (unsigned long long)h->id);
+	/* In order behind what is queued, as any reply. */
+	if ((r = srv_xfer_drain(s)) < 0)
+		return r;
+	if (!s->link_dead && qft_chan_send(&s->chan, frame, len) < 0)
+		srv_op_link_down(s);
+	return SRV_REPLAY_CACHED;
 }
 
 int srv_loop_run(struct srv *s)
@@ -162,7 +201,27 @@ int srv_loop_run(struct srv *s)
 
 	if (r < 0)
 		return r;
-	r = serve(s);
+	for (;;) {
+		r = serve(s);
+		if (!s->replay || s->bye)
+			break;
+		/*
+		 * A resumable lane: whatever ended the connection, finish
+		 * every request it brought (their replies are kept), so that
+		 * the RESUME reply's seq is exact, then wait for the client.
+		 */
+		srv_op_link_down(s);
+		r = srv_xfer_drain(s);
+		if (r < 0)
+			break;
+		r = srv_resume_wait(s);
+		if (r < 0) {
+			/* The grace passed or the session ends: as a client
+			 * that went away did. */
+			r = 0;
+			break;
+		}
+	}
 	/* Waits for what the kernel still has before handles close. */
 	srv_xfer_destroy(s);
 	srv_pulse_free(s->pulse);

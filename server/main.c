@@ -67,14 +67,20 @@ enum {
 	OPT_MAX_WATCHES,
 	OPT_FOLLOW_SYMLINKS,
 	OPT_DIRECT,
+	OPT_RESUME,
 };
+
+/* The grace when --resume is not given: the client's remote command sets
+ * it, so that a server predating the option just ignores it. */
+#define RESUME_ENV "QFTFS_RESUME"
+
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
 		"                    [--direct=MODE] [--meta-fd N] [--max-watches N]\n"
-		"                    [--follow-symlinks] [-d]\n"
+		"                    [--follow-symlinks] [--resume=SECS] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -105,12 +111,18 @@ static void usage(FILE *f)
 		"  --max-watches N  directories watched for the client's\n"
 		"                change notification at most (default %u);\n"
 		"                past it the least recently listed is dropped\n"
+		"  --resume=SECS with --session over TCP: a client that asks may\n"
+		"                resume the session for SECS seconds after its\n"
+		"                connections or its ssh channel end (qftfs -o\n"
+		"                resume=); at most %u; 0, the default, ends the\n"
+		"                session with its connection.  Without the\n"
+		"                option, the environment variable " RESUME_ENV "\n"
 		"  -d, --debug   log every request to stderr\n"
 		"  -V, --version print the version and exit\n"
 		"  -h, --help    print this help and exit\n"
 		"\n"
 		"The server is normally started by qftfs(1), not by hand.\n",
-		SRV_WATCH_MAX_DEFAULT);
+		SRV_WATCH_MAX_DEFAULT, QFT_RESUME_MAX_S);
 }
 
 /* Handles are client-chosen up to QFT_MAX_HANDLES; let them all fit. */
@@ -172,6 +184,38 @@ static int parse_max_watches(const char *arg, unsigned *out)
 	return 0;
 }
 
+/* --resume=SECS, else QFTFS_RESUME: 0 .. QFT_RESUME_MAX_S (capped). */
+static int parse_resume(const char *opt, unsigned *out)
+{
+	const char *arg = opt ? opt : getenv(RESUME_ENV);
+	char *end;
+	long v;
+
+	*out = 0;
+	if (!arg || !*arg)
+		return 0;
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (end == arg || *end || errno || v < 0) {
+		if (!opt) {
+			/* A remote command's environment is no usage error. */
+			qft_warn("ignoring %s=%s: expected seconds", RESUME_ENV,
+				 arg);
+			return 0;
+		}
+		qft_err("--resume=%s: expected seconds (0 to %u)", arg,
+			QFT_RESUME_MAX_S);
+		return -EINVAL;
+	}
+	if (v > (long)QFT_RESUME_MAX_S) {
+		qft_info("resume grace %ld s capped at %u s", v,
+			 QFT_RESUME_MAX_S);
+		v = QFT_RESUME_MAX_S;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
 /* --io, else QFTFS_SERVER_IO (kept for test suites), else the default. */
 static int choose_io(const char *opt, enum srv_io_backend *b)
 {
@@ -208,6 +252,8 @@ static void srv_free(struct srv *s)
 		srv_watch_writer_close(s->watch, writer);
 	}
 	srv_handle_destroy(&s->handles);
+	srv_replay_free(s->replay);
+	s->replay = NULL;
 	/* s->in was a view of the I/O engine's pool, gone with it. */
 	qbuf_free(&s->out);
 	qbuf_free(&s->dirents);
@@ -317,6 +363,8 @@ static int meta_start(struct meta *m, const struct srv *main, int fd,
 	m->s.watch = main->watch;
 	m->s.is_meta = true;
 	m->s.io_backend = main->io_backend;
+	m->s.resume = main->resume;
+	m->s.lane = SRV_LANE_META;
 	srv_handle_init(&m->s.handles);
 	qbuf_init(&m->s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
 	qbuf_init(&m->s.dirents, QFT_MAX_READDIR);
@@ -377,6 +425,7 @@ int main(int argc, char **argv)
 		{ "max-watches", required_argument, NULL, OPT_MAX_WATCHES },
 		{ "follow-symlinks", no_argument, NULL, OPT_FOLLOW_SYMLINKS },
 		{ "direct",  required_argument, NULL, OPT_DIRECT },
+		{ "resume",  required_argument, NULL, OPT_RESUME },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -389,6 +438,9 @@ int main(int argc, char **argv)
 	static struct srv s;  /* large (READLINK buffer): keep it off the stack */
 	static struct srv_session ss;
 	static struct meta meta;
+	static struct srv_resume rs;
+	const char *resume_arg = NULL;
+	unsigned grace = 0;
 	const char *meta_arg = NULL, *meta_env, *watch_env;
 	const char *max_watches_arg = NULL;
 	unsigned max_watches = SRV_WATCH_MAX_DEFAULT;
@@ -422,6 +474,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DIRECT:
 			direct = optarg;
+			break;
+		case OPT_RESUME:
+			resume_arg = optarg;
 			break;
 		case 'd':
 			debug = true;
@@ -484,6 +539,12 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	srv_xfer_direct(direct_mode);
+	if (parse_resume(resume_arg, &grace) < 0)
+		return EXIT_USAGE;
+	if (resume_arg && grace && !session)
+		qft_warn("--resume goes with --session: ignored");
+	if (!session)
+		grace = 0;
 	if (max_watches_arg &&
 	    parse_max_watches(max_watches_arg, &max_watches) < 0)
 		return EXIT_USAGE;
@@ -494,7 +555,7 @@ int main(int argc, char **argv)
 			  watch_env && strcmp(watch_env, "off") == 0) < 0)
 		s.watch = NULL;
 #ifdef QFT_FAULT_INJECTION
-	if (srv_io_fault_init() < 0)
+	if (srv_io_fault_init() < 0 || srv_replay_fault_init() < 0)
 		return EXIT_USAGE;
 #endif
 
@@ -531,13 +592,20 @@ int main(int argc, char **argv)
 	if (session) {
 		/* The secret is read only once the root is known to open, so
 		 * that a bad directory is reported before anything else. */
-		r = srv_session_open(&ss, rfd, wfd);
+		srv_resume_init(&rs, grace, &ss);
+		if (grace)
+			/* The session may outlive the ssh login that started
+			 * it: its hang-up is no reason to go. */
+			signal(SIGHUP, SIG_IGN);
+		r = srv_session_open(&ss, rfd, wfd, &rs);
 		if (r < 0) {
 			close(rfd);
 			close(wfd);
 			close(root_fd);
 			return r == -EINVAL ? EXIT_USAGE : 1;
 		}
+		s.resume = ss.resume;
+		s.lane = SRV_LANE_BULK;
 		if (!ss.tunnel)
 			r = qft_chan_init(&s.chan, ss.data_fd, ss.data_fd);
 		else
@@ -573,7 +641,10 @@ int main(int argc, char **argv)
 	r = srv_loop_run(&s);
 	/* Bulk is done: notifications go on meta alone, if at all. */
 	srv_watch_detach(s.watch, &s.chan);
-	mr = meta_stop(&meta, r < 0);
+	/* A resumable session ends with bulk (BYE, the grace passed): meta
+	 * stops waiting, no more connections are accepted. */
+	srv_resume_end(s.resume);
+	mr = meta_stop(&meta, r < 0 || s.replay);
 	if (r == 0)
 		r = mr;
 	/* Before the channels go: its sender may be sending on bulk. */
@@ -594,6 +665,9 @@ int main(int argc, char **argv)
 		}
 	}
 	qft_chan_destroy(&s.chan);
+	if (session)
+		/* The seals of resumed connections, once no channel uses them. */
+		srv_resume_free(&rs);
 	close(root_fd);
 	return r == 0 ? 0 : 1;
 }

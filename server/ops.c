@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/falloc.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -148,6 +149,31 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 			qft_warn("no PROGRESS frames on this connection: out "
 				 "of memory");
 	}
+	/* Resuming: only where the session can outlive the connection
+	 * (s->resume is set for --session over TCP with --resume > 0). */
+	if (s->resume &&
+	    srv_resume_grant(s->resume, s->lane, s->chan.rfd,
+			     req->features & QFT_FEAT_RESUME)) {
+		if (srv_replay_new(&s->replay) == 0)
+			rep->features |= QFT_FEAT_RESUME;
+		else
+			qft_warn("this connection cannot be resumed: out of "
+				 "memory");
+	}
+	s->features = rep->features;
+	return 0;
+}
+
+/*
+ * The client ends a resumable session (on bulk, behind everything else):
+ * answered, then the loop ends as at an end of stream.
+ */
+static int op_bye(struct srv *s, const struct qft_msg *req,
+		  struct qft_msg *rep)
+{
+	if (!s->replay || s->lane != SRV_LANE_BULK)
+		return -EINVAL;
+	s->bye = true;
 	return 0;
 }
 
@@ -1319,6 +1345,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_SCAN]        = op_scan,
 	[QFT_OP_UNWATCH]     = op_unwatch,
 	[QFT_OP_SYNCFS]      = op_syncfs,
+	[QFT_OP_BYE]         = op_bye,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)
@@ -1341,11 +1368,43 @@ static int send_reply(struct srv *s, const struct qft_msg *rep)
 		if ((r = qft_msg_encode(&s->out, &err)) < 0)
 			return r;
 	}
+	if (s->replay && rep->op != QFT_OP_HELLO)
+		srv_replay_store(s->replay, rep, s->out.data, s->out.len);
+#ifdef QFT_FAULT_INJECTION
+	if (s->replay && !s->link_dead && srv_replay_fault_drop(rep->op)) {
+		qft_warn("fault injection: dropping the reply to %s id %llu "
+			 "and cutting the %s connection",
+			 qft_op_name(rep->op), (unsigned long long)rep->id,
+			 s->is_meta ? "meta" : "bulk");
+		srv_op_link_down(s);
+		return 0;
+	}
+#endif
+	/* A resumable lane whose connection died keeps the reply for the
+	 * RESUME and goes on finishing what it received. */
+	if (s->link_dead)
+		return 0;
 	r = qft_chan_send(&s->chan, s->out.data, s->out.len);
+	if (r < 0 && s->replay) {
+		qft_debug("cannot send the reply to %s id %llu: %s; kept",
+			  qft_op_name(rep->op), (unsigned long long)rep->id,
+			  strerror(-r));
+		srv_op_link_down(s);
+		return 0;
+	}
 	if (r < 0)
 		qft_err("closing connection: cannot send reply: %s",
 			strerror(-r));
 	return r;
+}
+
+void srv_op_link_down(struct srv *s)
+{
+	if (s->link_dead)
+		return;
+	s->link_dead = true;
+	/* The receive ends too, so the loop detaches the lane. */
+	shutdown(s->chan.rfd, SHUT_RDWR);
 }
 
 int srv_op_reply(struct srv *s, const struct qft_msg *rep)

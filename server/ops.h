@@ -26,4 +26,11 @@ int srv_op_reply(struct srv *s, const struct qft_msg *rep);
 int srv_op_reply_error(struct srv *s, uint16_t op, uint64_t id, int err,
 		       const char *msg);
 
+/*
+ * A resumable lane's connection is gone (a send failed, or a test drops
+ * it): it is shut down, and replies are kept, not sent, until the lane
+ * resumes (replay.h).
+ */
+void srv_op_link_down(struct srv *s);
+
 #endif /* SRV_OPS_H */

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "thread.h"
 #include "protocol.h"
+#include "resume.h"
 #include "session.h"
 
 #define SECRET_TIMEOUT_MS  30000
@@ -226,7 +227,7 @@ static int session_listen(int *lfd, unsigned *port)
 
 /* Keepalive and user timeout on the data socket (see above).  Failing to
  * set them costs only the exit on a vanished client: warn, go on. */
-static void set_liveness(int fd)
+void srv_session_set_liveness(int fd)
 {
 	static const struct {
 		int level, name, value;
@@ -469,7 +470,7 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 		/* Requests and replies are small and latency-bound. */
 		setsockopt(ss->data_fd, IPPROTO_TCP, TCP_NODELAY, &one,
 			   sizeof(one));
-		set_liveness(ss->data_fd);
+		srv_session_set_liveness(ss->data_fd);
 		qft_debug("client authenticated from %s (%s)", winner->peer,
 			  qft_cipher_name(winner->cipher));
 		r = session_keys(ss, winner->cipher, &winner->keys);
@@ -487,7 +488,8 @@ out_abort:
 	return r;
 }
 
-int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
+int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
+		     struct srv_resume *rs)
 {
 	uint8_t secret[QFT_SECRET_SIZE];
 	char line[64];
@@ -500,6 +502,7 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
 	ss->data_fd = -1;
 	ss->lfd = -1;
 	ss->meta_fd = -1;
+	ss->resume = rs && rs->grace_s ? rs : NULL;
 	pthread_mutex_init(&ss->lock, NULL);
 	/* No core file, no ptrace by other processes of the user: the
 	 * secret is about to be in memory. */
@@ -518,6 +521,15 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd)
 		goto out_close;
 	}
 	r = session_wait(ss, lfd, secret);
+	if (r == 0 && ss->tunnel)
+		/* Resuming needs the listener (docs/protocol.md). */
+		ss->resume = NULL;
+	if (r == 0 && ss->resume && lfd >= 0 &&
+	    qft_auth_resume_key(secret, ss->resume_key) == 0)
+		/* K_r now, while S is here; S is wiped as before. */
+		ss->have_resume_key = true;
+	else if (r == 0)
+		ss->resume = NULL;
 	if (r == 0 && !ss->tunnel && lfd >= 0) {
 		/* Step 5: the meta connection may follow. */
 		ss->lfd = lfd;
@@ -533,14 +545,29 @@ out_close:
 	return r;
 }
 
-/* Closes the listener and wipes the secret: no more connections. */
+/*
+ * Closes the listener and wipes the secret: no more connections under S.
+ * A resumable session keeps the listener for connections under K_r
+ * (resume.h).
+ */
 static void accept_end(struct srv_session *ss)
 {
+	int lfd;
+
 	pthread_mutex_lock(&ss->lock);
-	if (ss->lfd >= 0)
-		close(ss->lfd);
+	lfd = ss->lfd;
 	ss->lfd = -1;
+	if (ss->accept_stop && lfd >= 0) {
+		close(lfd);
+		lfd = -1;
+	}
 	pthread_mutex_unlock(&ss->lock);
+	if (ss->resume && ss->have_resume_key)
+		srv_resume_listen(ss->resume, lfd, ss->resume_key, ss->cipher);
+	else if (lfd >= 0)
+		close(lfd);
+	OPENSSL_cleanse(ss->resume_key, sizeof(ss->resume_key));
+	ss->have_resume_key = false;
 	OPENSSL_cleanse(ss->secret, sizeof(ss->secret));
 	ss->have_secret = false;
 }
@@ -616,7 +643,7 @@ int srv_session_accept_meta(struct srv_session *ss, int *fd,
 		return r;
 	}
 	setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	set_liveness(*fd);
+	srv_session_set_liveness(*fd);
 	r = qft_seal_init(tx, cipher, keys.s2c, true);
 	if (r == 0) {
 		r = qft_seal_init(rx, cipher, keys.c2s, false);
@@ -685,6 +712,13 @@ static void *watch_main(void *arg)
 		if (n <= 0)
 			break;
 		/* Nothing is expected here over TCP; ignore it. */
+	}
+	if (srv_resume_active(ss->resume)) {
+		/* The data connections carry the session now; the client
+		 * may come back without ssh (docs/protocol.md). */
+		qft_info("the ssh channel closed; the session stays, "
+			 "resumable");
+		return NULL;
 	}
 	qft_debug("the ssh channel closed: the client is gone");
 	/* The request loops wake with end of stream and the server exits. */

@@ -39,6 +39,8 @@
 #include "chan.h"
 #include "seal.h"
 
+struct srv_resume;
+
 struct srv_session {
 	int in_fd;              /* the ssh channel: stdin */
 	int out_fd;             /* and stdout */
@@ -60,6 +62,13 @@ struct srv_session {
 	int meta_fd;            /* lock: -1 until accepted */
 	uint8_t secret[QFT_SECRET_SIZE]; /* the accepting thread; wiped */
 	bool have_secret;
+
+	/* Resuming (resume.h): NULL unless --resume above 0 and over TCP.
+	 * K_r, derived from the secret before it is wiped, goes to the
+	 * session's resume state with the listener (accept_end). */
+	struct srv_resume *resume;
+	uint8_t resume_key[QFT_SECRET_SIZE]; /* the accepting thread */
+	bool have_resume_key;
 };
 
 /*
@@ -67,7 +76,11 @@ struct srv_session {
  * stdout).  On success the data plane is ss->data_fd (TCP) or the two
  * descriptors themselves (tunnel), and ss->tx/rx are keyed.
  */
-int srv_session_open(struct srv_session *ss, int in_fd, int out_fd);
+int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
+		     struct srv_resume *rs);
+
+/* TCP keepalive and user timeout on a data socket. */
+void srv_session_set_liveness(int fd);
 
 /*
  * Seals `chan` (set up on the data plane's descriptors) and, over TCP,

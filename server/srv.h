@@ -19,6 +19,8 @@
 #include "path.h"
 #include "protocol.h"
 #include "pulse.h"
+#include "replay.h"
+#include "resume.h"
 #include "uring.h"
 #include "watch.h"
 
@@ -58,6 +60,22 @@ struct srv {
 
 	/* HELLO granted QFT_FEAT_LAZY: OPEN and CREATE accept QFT_O_LAZY. */
 	bool lazy;
+
+	/* Resuming (resume.h, replay.h).  `resume`: the session's state
+	 * when it may outlive its connections (--session over TCP with
+	 * --resume above 0), else NULL; `lane`: which one this is.  Once
+	 * HELLO granted QFT_FEAT_RESUME, `replay` numbers the requests and
+	 * keeps their replies (freed by the owner with the rest).
+	 * `features`: what HELLO granted, told again in a RESUME reply.
+	 * `link_dead`: a send failed or the connection was shut down on
+	 * purpose; replies are kept, not sent, until the lane resumes.
+	 * `bye`: the client ended the session (BYE). */
+	struct srv_resume *resume;
+	unsigned lane;
+	struct srv_replay *replay;
+	uint32_t features;
+	bool link_dead;
+	bool bye;
 
 	/* File data of regular files goes through the engine (xfer.c). */
 	enum srv_io_backend io_backend;  /* what --io / QFTFS_SERVER_IO chose */

@@ -97,6 +97,10 @@ struct srv_watch {
 	 * there is one, else on bulk (notify_chan). */
 	struct qft_chan *bulk_chan, *meta_chan;
 	struct qft_chan *sending;      /* the sender is sending on it */
+	/* Notifications were dropped with nobody to tell, or the connection
+	 * carrying them went (what it had in flight may never arrive): a
+	 * resumed connection says so (srv_watch_lost_take). */
+	bool lost;
 
 	struct watch **by_wd, **by_id; /* nbuckets chains each */
 	size_t nbuckets;
@@ -173,6 +177,8 @@ static void lose_chan(struct srv_watch *w, struct qft_chan *chan)
 		w->bulk_chan = NULL;
 	if (current && notify_chan(w) && w->active)
 		set_all(w);
+	else if (current && w->active)
+		w->lost = true;
 }
 
 static void lru_unlink(struct srv_watch *w, struct watch *wt)
@@ -597,8 +603,10 @@ static void *sender_main(void *arg)
 			continue;
 		}
 		chan = notify_chan(w);
-		if (!chan)
+		if (!chan) {
+			w->lost = true;
 			continue;       /* nobody left to tell */
+		}
 		w->sending = chan;
 		pthread_mutex_unlock(&w->lock);
 		r = qft_chan_send_msg(chan, &b, &m);
@@ -780,6 +788,41 @@ void srv_watch_detach(struct srv_watch *w, struct qft_chan *chan)
 		qft_chan_shutdown(chan);
 		while (w->sending == chan)
 			pthread_cond_wait(&w->cond, &w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+bool srv_watch_lost_take(struct srv_watch *w)
+{
+	bool lost;
+
+	if (!w)
+		return false;
+	pthread_mutex_lock(&w->lock);
+	lost = w->lost;
+	w->lost = false;
+	pthread_mutex_unlock(&w->lock);
+	return lost;
+}
+
+void srv_watch_reattach(struct srv_watch *w, struct qft_chan *chan,
+			bool meta)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (w->active) {
+		if (meta)
+			w->meta_chan = chan;
+		else
+			w->bulk_chan = chan;
+		/* Lost after the RESUME reply said nothing was: the client
+		 * learns it as it would after a move to the other lane. */
+		if (w->lost) {
+			w->lost = false;
+			set_all(w);
+		}
+		pthread_cond_broadcast(&w->cond);
 	}
 	pthread_mutex_unlock(&w->lock);
 }

@@ -106,6 +106,16 @@ bool srv_watch_on(struct srv_watch *w);
  * meant for it are dropped.
  */
 void srv_watch_detach(struct srv_watch *w, struct qft_chan *chan);
+/*
+ * Resuming (resume.h).  lost_take: whether notifications were lost since
+ * the last call (dropped with no connection to carry them, or in flight
+ * on one that died), and forgets it.  reattach: `chan` (detached before,
+ * now on a new socket) carries notifications again, as after grant; what
+ * was lost since lost_take is told with an ALL.
+ */
+bool srv_watch_lost_take(struct srv_watch *w);
+void srv_watch_reattach(struct srv_watch *w, struct qft_chan *chan,
+			bool meta);
 
 /*
  * READDIR with QFT_READDIR_WATCH: watches the directory open as `fd`

@@ -302,8 +302,14 @@ static int complete(struct srv *s, const struct srv_uring_done *d)
 		encode_read_head(frame, s->read_head, d->tag,
 				 (uint32_t)d->res);
 		qft_debug("READ id %llu: ok", (unsigned long long)d->tag);
-		r = qft_chan_send(&s->chan, frame,
+		/* READ replies are never kept (replay.h): it runs again. */
+		r = s->link_dead ? 0 :
+		    qft_chan_send(&s->chan, frame,
 				  s->read_head + (size_t)d->res);
+		if (r < 0 && s->replay) {
+			srv_op_link_down(s);
+			r = 0;
+		}
 		if (r < 0)
 			qft_err("closing connection: cannot send reply: %s",
 				strerror(-r));

@@ -58,11 +58,16 @@ OPS = {
     'PING': (28, (), ()),
     'SCAN': (29, ('handle', 'length', 'opflags'), ('opflags', 'data')),
     'SYNCFS': (32, (), ()),
+    'UNWATCH': (31, ('ino',), ()),
+    'RESUME': (34, ('magic', 'version', 'features', 'opflags', 'seq'),
+               ('magic', 'version', 'features', 'uid', 'gid', 'opflags',
+                'seq')),
+    'BYE': (35, (), ()),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
 U32 = {'magic', 'version', 'features', 'opflags', 'mode', 'uid', 'gid', 'valid'}
-U64 = {'handle', 'rdev', 'size', 'offset', 'length', 'count'}
+U64 = {'handle', 'rdev', 'size', 'offset', 'length', 'count', 'seq', 'ino'}
 STR = {'path', 'name', 'path2', 'name2', 'target', 'xname'}
 TIME = {'atime', 'mtime'}
 BLOB = {'data'}
@@ -83,6 +88,10 @@ SCAN_WATCH = 0x1                          # SCAN request flag: watch (leases)
 SCAN_EOF, SCAN_TRUNCATED = 0x1, 0x2       # SCAN reply flags
 SCAN_REC_ENTRY, SCAN_REC_DIR_END, SCAN_REC_WATCHED = 1, 2, 3  # SCAN record kinds
 MAX_DATA = 1 << 20                        # QFT_MAX_DATA, QFT_MAX_SCAN
+FEAT_LZ4, FEAT_NOTIFY, FEAT_RESUME = 0x1, 0x4, 0x40   # HELLO features
+RESUME_META = 0x1                         # RESUME request flag
+RESUME_LOST_NOTIFY = 0x1                  # RESUME reply flag
+RESUME_WINDOW = 1024
 
 
 def _b(v):
@@ -357,3 +366,248 @@ def alive(srv):
 
 def exists_outside(path):
     return os.path.lexists(path)
+
+
+# ---------------------------------------------------------------------------
+# The data plane of `qftfs-server --session` (docs/security.md): the
+# handshake and sealed records, written from the document with Python's
+# own cryptography, not the C code's.
+
+AUTH_MAGIC, AUTH_VERSION = 0x51465444, 1
+CIPHER_NONE, CIPHER_AES, CIPHER_CHACHA = 0, 1, 2
+
+
+def hkdf(ikm, info, salt=None):
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt,
+                info=info.encode()).derive(ikm)
+
+
+def resume_key(secret):
+    """K_r = HKDF-SHA256(ikm S, no salt, info "qftfs v1 resume")."""
+    return hkdf(secret, 'qftfs v1 resume')
+
+
+class AuthFailed(Exception):
+    pass
+
+
+class Sealed:
+    """One authenticated TCP connection to a session's port, carrying
+    plain frames as records.  `key` is S for the first connections, K_r
+    for resumed ones; `record` collects every byte sent (for replays)."""
+
+    def __init__(self, port, key, cipher=CIPHER_AES, host='127.0.0.1',
+                 timeout=10, record=None):
+        import hmac
+        import hashlib
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.record = record
+        self.next_id = 1
+        nc = os.urandom(32)
+        m1 = struct.pack('>IIII', AUTH_MAGIC, AUTH_VERSION, cipher, 0) + nc
+        self._send(m1)
+        m2 = self._recv_exact(72)
+        if m2 is None or len(m2) < 72:
+            raise AuthFailed('closed before message 2')
+        t = m1 + m2[:40]
+        k_auth = hkdf(key, 'qftfs v1 auth')
+        mac = lambda label: hmac.new(k_auth, label + t,
+                                     hashlib.sha256).digest()
+        # Like tests/tools/qftfs-testpeer, it proves itself even to a
+        # server whose proof is wrong, so that the server's check is what
+        # a test exercises (and the server fails at once, not at 5 s).
+        self._send(mac(b'qftfs-client'))
+        if not hmac.compare_digest(mac(b'qftfs-server'), m2[40:]):
+            self.sock.close()
+            raise AuthFailed('server proof wrong')
+        salt = nc + m2[8:40]
+        self._tx = self._aead(cipher, hkdf(key, 'qftfs v1 c2s', salt))
+        self._rx = self._aead(cipher, hkdf(key, 'qftfs v1 s2c', salt))
+        self.cipher = cipher
+        self._txn = self._rxn = 0
+
+    @staticmethod
+    def _aead(cipher, key):
+        from cryptography.hazmat.primitives.ciphers import aead
+        if cipher == CIPHER_CHACHA:
+            return aead.ChaCha20Poly1305(key)
+        return aead.AESGCM(key)
+
+    def _send(self, data):
+        if self.record is not None:
+            self.record.append(data)
+        self.sock.sendall(data)
+
+    def _recv_exact(self, n):
+        buf = b''
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                chunk = b''
+            if not chunk:
+                return None if not buf else buf
+            buf += chunk
+        return buf
+
+    def send_frame(self, fr):
+        nonce = b'\0' * 4 + struct.pack('>Q', self._txn)
+        self._txn += 1
+        hdr = struct.pack('>I', len(fr) + 16)
+        if self.cipher == CIPHER_NONE:
+            body = fr + self._tx.encrypt(nonce, b'', hdr + fr)
+        else:
+            body = self._tx.encrypt(nonce, fr, hdr)
+        self._send(hdr + body)
+
+    def recv_frame(self):
+        """The next frame in clear, or None at end of stream."""
+        h = self._recv_exact(4)
+        if h is None:
+            return None
+        if len(h) < 4:
+            raise ValueError('stream cut inside a record length')
+        (n,) = struct.unpack('>I', h)
+        if n < 16 or n > MAX_PAYLOAD + HDR.size + 16:
+            raise ValueError('bad record length %d' % n)
+        body = self._recv_exact(n)
+        if body is None or len(body) < n:
+            raise ValueError('stream cut inside a record')
+        nonce = b'\0' * 4 + struct.pack('>Q', self._rxn)
+        self._rxn += 1
+        if self.cipher == CIPHER_NONE:
+            fr = body[:-16]
+            self._rx.decrypt(nonce, body[-16:], h + fr)
+        else:
+            fr = self._rx.decrypt(nonce, body, h)
+        return fr
+
+    def send(self, op, rid=None, **fields):
+        if rid is None:
+            rid = self.next_id
+            self.next_id += 1
+        self.send_frame(encode_request(op, rid, **fields))
+        return rid
+
+    def recv(self):
+        """The next reply, or None at end of stream (or a reset)."""
+        fr = self.recv_frame()
+        if fr is None:
+            return None
+        n, op, flags, rid = HDR.unpack(fr[:HDR.size])
+        if n != len(fr) - HDR.size:
+            raise ValueError('frame length %d in a record of %d' %
+                             (n, len(fr) - HDR.size))
+        if not flags & F_REPLY:
+            raise ValueError('server sent a non-reply (op %d flags %#x)' %
+                             (op, flags))
+        return Reply(op, flags, rid, fr[HDR.size:])
+
+    def call(self, op, rid=None, **fields):
+        rid = self.send(op, rid=rid, **fields)
+        r = self.recv()
+        assert r is not None, '%s: server closed the connection' % op
+        assert r.id == rid and r.opname == op, \
+            'reply %r does not match request %s id %d' % (r, op, rid)
+        return r
+
+    def hello(self, features=0):
+        """HELLO with id 0; the numbered requests then start at 1."""
+        return self.call('HELLO', rid=0, magic=MAGIC, version=VERSION,
+                         features=features)
+
+    def resume(self, seq, meta=False, version=VERSION, features=FEAT_RESUME):
+        """RESUME as the first frame; the next request id becomes the
+        server's seq when it answers."""
+        r = self.call('RESUME', rid=0, magic=MAGIC, version=version,
+                      features=features, opflags=RESUME_META if meta else 0,
+                      seq=seq)
+        return r
+
+    def closed_by_peer(self, timeout=10):
+        end = time.monotonic() + timeout
+        self.sock.settimeout(timeout)
+        try:
+            while time.monotonic() < end:
+                if self.sock.recv(65536) == b'':
+                    return True
+        except (socket.timeout, TimeoutError):
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        return False
+
+    def reset(self):
+        """Ends the connection with a TCP reset, as a NAT that forgot it."""
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                 struct.pack('ii', 1, 0))
+        except OSError:
+            pass
+        self.sock.close()
+
+    def close(self):
+        self.sock.close()
+
+
+class SessionServer:
+    """`qftfs-server --session` run by hand, as sshd would run it."""
+
+    def __init__(self, server_bin, root, log_path, resume=None, env=None,
+                 resume_env=None, args=()):
+        self.secret = os.urandom(32)
+        self.log_path = log_path
+        self.logf = open(log_path, 'ab')
+        env = dict(env if env is not None else os.environ)
+        env['SSH_CONNECTION'] = '127.0.0.1 40000 127.0.0.1 22'
+        if resume_env is not None:
+            env['QFTFS_RESUME'] = str(resume_env)
+        cmd = [server_bin, '--session', '--root', root] + list(args)
+        if resume is not None:
+            cmd.append('--resume=%d' % resume)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE,
+                                     stderr=self.logf, env=env)
+        self.proc.stdin.write(self.secret.hex().encode() + b'\n')
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        parts = line.split()
+        if len(parts) != 3 or parts[0] != b'QFTFS':
+            raise RuntimeError('bad greeting %r; log:\n%s' %
+                               (line, self.log()))
+        self.port = int(parts[2])
+        self.key_r = resume_key(self.secret)
+
+    def connect(self, key=None, **kw):
+        return Sealed(self.port, key or self.secret, **kw)
+
+    def close_channel(self):
+        """Ends the ssh channel: stdin closes."""
+        self.proc.stdin.close()
+
+    def wait(self, timeout=10):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+        self.logf.close()
+
+    def log(self):
+        try:
+            with open(self.log_path, 'rb') as f:
+                return f.read().decode(errors='replace')
+        except OSError:
+            return ''

@@ -1,0 +1,651 @@
+// SPDX-License-Identifier: MIT
+/* A session that outlives its connections (see resume.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <openssl/crypto.h>
+
+#include "chan.h"
+#include "errmap.h"
+#include "log.h"
+#include "replay.h"
+#include "resume.h"
+#include "session.h"
+#include "srv.h"
+#include "thread.h"
+#include "watch.h"
+
+/* A resumed connection's first frame must arrive within this. */
+#define FIRST_FRAME_MS 5000
+
+static const char *lane_name(enum srv_lane lane)
+{
+	return lane == SRV_LANE_META ? "meta" : "bulk";
+}
+
+void srv_resume_init(struct srv_resume *rs, unsigned grace_s,
+		     struct srv_session *ss)
+{
+	pthread_condattr_t ca;
+
+	memset(rs, 0, sizeof(*rs));
+	rs->grace_s = grace_s;
+	rs->ss = ss;
+	rs->lfd = -1;
+	rs->wake[0] = rs->wake[1] = -1;
+	for (size_t i = 0; i < SRV_RESUME_PENDING; i++)
+		rs->hs_fd[i] = -1;
+	for (size_t i = 0; i < SRV_LANES; i++)
+		rs->lane[i].fd = -1;
+	pthread_mutex_init(&rs->lock, NULL);
+	/* The grace is measured on the monotonic clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rs->cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void conn_free(struct srv_resume_conn *c, bool close_fd)
+{
+	if (!c)
+		return;
+	if (close_fd && c->fd >= 0)
+		close(c->fd);
+	qft_seal_free(&c->tx);
+	qft_seal_free(&c->rx);
+	free(c);
+}
+
+/* Closes the listener; lock held. */
+static void listener_close(struct srv_resume *rs)
+{
+	if (rs->lfd >= 0)
+		close(rs->lfd);
+	rs->lfd = -1;
+}
+
+bool srv_resume_grant(struct srv_resume *rs, enum srv_lane lane, int fd,
+		      bool asked)
+{
+	bool ok = false, stop = false;
+
+	if (!rs || rs->grace_s == 0)
+		return false;
+	pthread_mutex_lock(&rs->lock);
+	if (!asked) {
+		if (lane == SRV_LANE_BULK && !rs->refused) {
+			/* An older client: the session ends with it, and
+			 * nobody needs the listener any more. */
+			rs->refused = true;
+			stop = rs->running;
+		}
+	} else if (!rs->refused && !rs->ending) {
+		rs->lane[lane].granted = true;
+		rs->lane[lane].attached = true;
+		rs->lane[lane].fd = fd;
+		ok = true;
+	}
+	pthread_mutex_unlock(&rs->lock);
+	if (stop)
+		(void)!write(rs->wake[1], "x", 1);
+	if (ok)
+		qft_debug("%s connection: resumable for %u s", lane_name(lane),
+			  rs->grace_s);
+	return ok;
+}
+
+bool srv_resume_active(struct srv_resume *rs)
+{
+	bool on;
+
+	if (!rs)
+		return false;
+	pthread_mutex_lock(&rs->lock);
+	on = !rs->refused &&
+	     (rs->lane[SRV_LANE_BULK].granted || rs->lane[SRV_LANE_META].granted);
+	pthread_mutex_unlock(&rs->lock);
+	return on;
+}
+
+/* Sends `m` sealed with c's keys on a channel of its own. */
+static int conn_reply(struct srv_resume_conn *c, struct qft_chan *ch,
+		      const struct qft_msg *m)
+{
+	struct qbuf b;
+	int r;
+
+	qbuf_init(&b, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
+	r = qft_chan_send_msg(ch, &b, m);
+	qbuf_free(&b);
+	return r;
+}
+
+static void conn_error(struct srv_resume_conn *c, struct qft_chan *ch,
+		       uint64_t id, int err, const char *msg)
+{
+	struct qft_msg m;
+
+	qft_msg_init(&m, QFT_OP_RESUME, id);
+	m.flags = QFT_F_REPLY;
+	m.status = qft_status_from_errno(err);
+	m.errmsg.s = msg;
+	m.errmsg.len = (uint32_t)strlen(msg);
+	(void)conn_reply(c, ch, &m);
+}
+
+/*
+ * Reads and checks the first frame of an authenticated connection and
+ * hands the connection to its lane: 0 (c is the lane's now), or -errno
+ * (logged; the caller frees c).
+ */
+static int first_frame(struct srv_resume *rs, struct srv_resume_conn *c)
+{
+	struct timeval tv = { .tv_sec = FIRST_FRAME_MS / 1000 };
+	struct srv_resume_lane *ln;
+	struct qft_chan ch;
+	struct qft_msg m;
+	struct qft_hdr h;
+	struct qbuf in;
+	enum srv_lane lane;
+	int fd, r;
+
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -errno;
+	r = qft_chan_init(&ch, fd, fd);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	qft_chan_set_seal(&ch, &c->tx, &c->rx);
+	qbuf_init(&in, QFT_CHAN_RECV_LIMIT);
+	memset(&h, 0, sizeof(h));
+	r = qft_chan_recv(&ch, &in, &h);
+	if (r < 0) {
+		qft_warn("resumed connection: no first frame: %s",
+			 strerror(-r));
+		goto out;
+	}
+	r = qft_msg_decode(&m, in.data, in.len);
+	if (r < 0 || m.op != QFT_OP_RESUME || m.flags != 0 ||
+	    m.magic != QFT_MAGIC) {
+		qft_warn("resumed connection: the first frame is no RESUME "
+			 "(%s); closing it", qft_op_name(h.op));
+		r = -EPROTO;
+		goto out;
+	}
+	if (m.version != QFT_VERSION) {
+		qft_warn("resumed connection: protocol v%u, not v%u",
+			 m.version, QFT_VERSION);
+		conn_error(c, &ch, m.id, EPROTO, "protocol version mismatch");
+		r = -EPROTO;
+		goto out;
+	}
+	lane = (m.opflags & QFT_RESUME_META) ? SRV_LANE_META : SRV_LANE_BULK;
+	ln = &rs->lane[lane];
+	c->seq = m.seq;
+	c->id = m.id;
+	pthread_mutex_lock(&rs->lock);
+	if (!ln->granted || rs->ending) {
+		pthread_mutex_unlock(&rs->lock);
+		qft_warn("RESUME of the %s connection: it has no session "
+			 "state to resume", lane_name(lane));
+		conn_error(c, &ch, m.id, ESTALE, "no such connection");
+		r = -ESTALE;
+		goto out;
+	}
+	/* A newer attempt wins: the client gave the older one up. */
+	conn_free(ln->pending, true);
+	ln->pending = c;
+	/* The lane may not have noticed its connection died. */
+	if (ln->attached && ln->fd >= 0)
+		shutdown(ln->fd, SHUT_RDWR);
+	pthread_cond_broadcast(&rs->cond);
+	pthread_mutex_unlock(&rs->lock);
+	qft_debug("RESUME of the %s connection from seq %llu: handed over",
+		  lane_name(lane), (unsigned long long)m.seq);
+	r = 0;
+out:
+	qbuf_free(&in);
+	/* Closes only the duplicate. */
+	qft_chan_destroy(&ch);
+	if (r == 0) {
+		tv.tv_sec = 0;
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	return r;
+}
+
+struct hs_arg {
+	struct srv_resume *rs;
+	size_t slot;
+	int fd;
+};
+
+static const char *auth_reason(int r)
+{
+	switch (r) {
+	case -EACCES:    return "wrong proof (wrong key, tampering or replay)";
+	case -EPROTO:    return "not a qftfs handshake, or another cipher";
+	case -ETIMEDOUT: return "handshake not finished within 5 s";
+	case -EPIPE:     return "closed before the handshake";
+	case -EIO:       return "closed during the handshake";
+	default:         return strerror(-r);
+	}
+}
+
+static void *hs_main(void *arg)
+{
+	struct hs_arg *a = arg;
+	struct srv_resume *rs = a->rs;
+	struct qft_session_keys keys;
+	struct srv_resume_conn *c;
+	enum qft_cipher cipher;
+	int r, one = 1;
+
+	c = calloc(1, sizeof(*c));
+	r = c ? 0 : -ENOMEM;
+	if (r == 0)
+		r = qft_auth_server(a->fd, rs->key, QFT_AUTH_TIMEOUT_MS,
+				    &cipher, &keys);
+	if (r == 0 && cipher != rs->cipher) {
+		qft_session_keys_wipe(&keys);
+		r = -EPROTO;
+	}
+	if (r < 0) {
+		qft_warn("rejected a connection resuming the session: %s",
+			 auth_reason(r));
+		pthread_mutex_lock(&rs->lock);
+		if (++rs->failed == SRV_RESUME_FAILED) {
+			qft_err("%u failed attempts to resume the session; no "
+				"more", rs->failed);
+			(void)!write(rs->wake[1], "f", 1);
+		}
+		pthread_mutex_unlock(&rs->lock);
+		free(c);
+		goto out_close;
+	}
+	c->fd = a->fd;
+	r = qft_seal_init(&c->tx, cipher, keys.s2c, true);
+	if (r == 0) {
+		r = qft_seal_init(&c->rx, cipher, keys.c2s, false);
+		if (r < 0)
+			qft_seal_free(&c->tx);
+	}
+	qft_session_keys_wipe(&keys);
+	if (r < 0) {
+		qft_err("cannot key a resumed connection: %s", strerror(-r));
+		free(c);
+		goto out_close;
+	}
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	srv_session_set_liveness(c->fd);
+	if (first_frame(rs, c) == 0)
+		goto out_slot;          /* the lane closes it */
+	conn_free(c, false);
+out_close:
+	/* The slot keeps the descriptor from being shut down once closed. */
+	pthread_mutex_lock(&rs->lock);
+	rs->hs_fd[a->slot] = -1;
+	pthread_mutex_unlock(&rs->lock);
+	close(a->fd);
+	goto out;
+out_slot:
+	pthread_mutex_lock(&rs->lock);
+	rs->hs_fd[a->slot] = -1;
+	pthread_mutex_unlock(&rs->lock);
+out:
+	OPENSSL_cleanse(&keys, sizeof(keys));
+	pthread_mutex_lock(&rs->lock);
+	rs->nhs--;
+	pthread_cond_broadcast(&rs->cond);
+	pthread_mutex_unlock(&rs->lock);
+	free(a);
+	return NULL;
+}
+
+/* Accepts one connection and starts its handshake; lock not held. */
+static void hs_start(struct srv_resume *rs, int lfd)
+{
+	struct hs_arg *a;
+	pthread_attr_t at;
+	pthread_t t;
+	size_t slot = SRV_RESUME_PENDING;
+	int fd, r;
+
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	a = malloc(sizeof(*a));
+	pthread_mutex_lock(&rs->lock);
+	for (size_t i = 0; i < SRV_RESUME_PENDING; i++) {
+		if (rs->hs_fd[i] < 0) {
+			slot = i;
+			break;
+		}
+	}
+	if (!a || slot == SRV_RESUME_PENDING || rs->ending) {
+		pthread_mutex_unlock(&rs->lock);
+		free(a);
+		close(fd);
+		return;
+	}
+	rs->hs_fd[slot] = fd;
+	rs->nhs++;
+	pthread_mutex_unlock(&rs->lock);
+	a->rs = rs;
+	a->slot = slot;
+	a->fd = fd;
+	/* Detached: srv_resume_end waits for the count instead. */
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &at, hs_main, a);
+	pthread_attr_destroy(&at);
+	if (r) {
+		qft_warn("cannot start a handshake: %s", strerror(r));
+		pthread_mutex_lock(&rs->lock);
+		rs->hs_fd[slot] = -1;
+		rs->nhs--;
+		pthread_mutex_unlock(&rs->lock);
+		free(a);
+		close(fd);
+	}
+}
+
+static void *acceptor_main(void *arg)
+{
+	struct srv_resume *rs = arg;
+
+	pthread_setname_np(pthread_self(), "qftfs-resume");
+	for (;;) {
+		struct pollfd p[2];
+		char why = 0;
+		int lfd;
+
+		pthread_mutex_lock(&rs->lock);
+		lfd = rs->nhs < SRV_RESUME_PENDING ? rs->lfd : -1;
+		pthread_mutex_unlock(&rs->lock);
+		p[0].fd = rs->wake[0];
+		p[0].events = POLLIN;
+		p[1].fd = lfd;
+		p[1].events = POLLIN;
+		/* With every slot busy, look again when one frees. */
+		if (poll(p, 2, lfd < 0 ? 200 : -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents) {
+			if (read(rs->wake[0], &why, 1) == 1 && why == 'f') {
+				/* Probed: nobody may even try any more. */
+				pthread_mutex_lock(&rs->lock);
+				listener_close(rs);
+				pthread_mutex_unlock(&rs->lock);
+				continue;
+			}
+			break;
+		}
+		if (lfd >= 0 && p[1].revents)
+			hs_start(rs, lfd);
+	}
+	pthread_mutex_lock(&rs->lock);
+	listener_close(rs);
+	/* Handshakes still running fail at once. */
+	for (size_t i = 0; i < SRV_RESUME_PENDING; i++)
+		if (rs->hs_fd[i] >= 0)
+			shutdown(rs->hs_fd[i], SHUT_RDWR);
+	while (rs->nhs)
+		pthread_cond_wait(&rs->cond, &rs->lock);
+	pthread_mutex_unlock(&rs->lock);
+	OPENSSL_cleanse(rs->key, sizeof(rs->key));
+	return NULL;
+}
+
+void srv_resume_listen(struct srv_resume *rs, int lfd,
+		       const uint8_t key[QFT_SECRET_SIZE],
+		       enum qft_cipher cipher)
+{
+	bool go;
+	int r;
+
+	pthread_mutex_lock(&rs->lock);
+	go = rs->grace_s > 0 && !rs->refused && !rs->ending && lfd >= 0;
+	pthread_mutex_unlock(&rs->lock);
+	if (go && pipe2(rs->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		qft_warn("cannot keep the listener for resuming: %s",
+			 strerror(errno));
+		go = false;
+	}
+	if (!go) {
+		if (lfd >= 0)
+			close(lfd);
+		return;
+	}
+	memcpy(rs->key, key, sizeof(rs->key));
+	rs->cipher = cipher;
+	pthread_mutex_lock(&rs->lock);
+	rs->lfd = lfd;
+	r = qft_thread_start(&rs->acceptor, acceptor_main, rs);
+	if (r == 0)
+		rs->running = true;
+	else
+		listener_close(rs);
+	pthread_mutex_unlock(&rs->lock);
+	if (r) {
+		qft_warn("cannot accept resumed connections: %s",
+			 strerror(r));
+		OPENSSL_cleanse(rs->key, sizeof(rs->key));
+		return;
+	}
+	qft_debug("keeping the listener: the session may be resumed");
+}
+
+void srv_resume_end(struct srv_resume *rs)
+{
+	bool join;
+
+	if (!rs)
+		return;
+	pthread_mutex_lock(&rs->lock);
+	rs->ending = true;
+	for (size_t i = 0; i < SRV_LANES; i++)
+		if (rs->lane[i].attached && rs->lane[i].fd >= 0)
+			shutdown(rs->lane[i].fd, SHUT_RDWR);
+	pthread_cond_broadcast(&rs->cond);
+	join = rs->running;
+	rs->running = false;
+	pthread_mutex_unlock(&rs->lock);
+	if (join) {
+		(void)!write(rs->wake[1], "x", 1);
+		pthread_join(rs->acceptor, NULL);
+	}
+}
+
+void srv_resume_free(struct srv_resume *rs)
+{
+	srv_resume_end(rs);
+	for (size_t i = 0; i < SRV_LANES; i++) {
+		conn_free(rs->lane[i].pending, true);
+		rs->lane[i].pending = NULL;
+		/* Its descriptor went with the lane's channel. */
+		conn_free(rs->lane[i].cur, false);
+		rs->lane[i].cur = NULL;
+	}
+	for (size_t i = 0; i < 2; i++)
+		if (rs->wake[i] >= 0)
+			close(rs->wake[i]);
+	rs->wake[0] = rs->wake[1] = -1;
+	OPENSSL_cleanse(rs->key, sizeof(rs->key));
+	pthread_cond_destroy(&rs->cond);
+	pthread_mutex_destroy(&rs->lock);
+}
+
+/*
+ * Moves s's channel onto c: new socket, new seals, no sticky error; the
+ * compression state stays.  The old socket is closed.
+ */
+static void rebind(struct srv *s, struct srv_resume_lane *ln,
+		   struct srv_resume_conn *c)
+{
+	struct srv_resume_conn *old = ln->cur;
+	int oldfd;
+
+	if (s->lane == SRV_LANE_META)
+		/* Before its number may be reused. */
+		srv_session_forget_meta(s->resume->ss);
+	pthread_mutex_lock(&s->chan.wlock);
+	oldfd = s->chan.rfd;
+	s->chan.rfd = s->chan.wfd = c->fd;
+	s->chan.tx = &c->tx;
+	s->chan.rx = &c->rx;
+	s->chan.werr = 0;
+	pthread_mutex_unlock(&s->chan.wlock);
+	if (oldfd >= 0 && oldfd != c->fd)
+		close(oldfd);
+	ln->cur = c;
+	conn_free(old, false);
+	s->link_dead = false;
+}
+
+static void deadline_at(struct timespec *ts, unsigned s)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += s;
+}
+
+static int send_resume_reply(struct srv *s, const struct srv_resume_conn *c,
+			     bool lost)
+{
+	struct qft_msg m;
+
+	qft_msg_init(&m, QFT_OP_RESUME, c->id);
+	m.flags = QFT_F_REPLY;
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = s->features;
+	m.uid = (uint32_t)geteuid();
+	m.gid = (uint32_t)getegid();
+	m.opflags = lost ? QFT_RESUME_REP_LOST_NOTIFY : 0;
+	m.seq = srv_replay_next(s->replay);
+	return qft_chan_send_msg(&s->chan, &s->out, &m);
+}
+
+static int send_resume_error(struct srv *s, const struct srv_resume_conn *c,
+			     int err, const char *msg)
+{
+	struct qft_msg m;
+
+	qft_msg_init(&m, QFT_OP_RESUME, c->id);
+	m.flags = QFT_F_REPLY;
+	m.status = qft_status_from_errno(err);
+	m.errmsg.s = msg;
+	m.errmsg.len = (uint32_t)strlen(msg);
+	return qft_chan_send_msg(&s->chan, &s->out, &m);
+}
+
+/* Ends the session from a lane whose grace passed; lock held. */
+static void expire(struct srv_resume *rs)
+{
+	rs->ending = true;
+	for (size_t i = 0; i < SRV_LANES; i++)
+		if (rs->lane[i].attached && rs->lane[i].fd >= 0)
+			shutdown(rs->lane[i].fd, SHUT_RDWR);
+	pthread_cond_broadcast(&rs->cond);
+}
+
+int srv_resume_wait(struct srv *s)
+{
+	struct srv_resume *rs = s->resume;
+	struct srv_resume_lane *ln = &rs->lane[s->lane];
+	struct timespec until;
+	bool logged = false;
+
+	pthread_mutex_lock(&rs->lock);
+	ln->attached = false;
+	ln->fd = -1;
+	pthread_mutex_unlock(&rs->lock);
+	/* Notifications wait for no one: dropped (and remembered) until the
+	 * lane is back. */
+	if (s->notify)
+		srv_watch_detach(s->watch, &s->chan);
+	deadline_at(&until, rs->grace_s);
+
+	for (;;) {
+		struct srv_resume_conn *c;
+		bool lost = false;
+		int r = 0;
+
+		pthread_mutex_lock(&rs->lock);
+		if (!logged && !ln->pending && !rs->ending)
+			qft_info("%s connection lost (request %llu next): "
+				 "waiting up to %u s for the client to resume",
+				 lane_name(s->lane),
+				 (unsigned long long)srv_replay_next(s->replay),
+				 rs->grace_s);
+		logged = true;
+		while (!ln->pending && !rs->ending && r != ETIMEDOUT)
+			r = pthread_cond_timedwait(&rs->cond, &rs->lock,
+						   &until);
+		if (rs->ending) {
+			pthread_mutex_unlock(&rs->lock);
+			return -ECANCELED;
+		}
+		if (!ln->pending) {
+			expire(rs);
+			pthread_mutex_unlock(&rs->lock);
+			qft_info("%s connection: no RESUME within %u s; the "
+				 "session ends", lane_name(s->lane),
+				 rs->grace_s);
+			return -ETIMEDOUT;
+		}
+		c = ln->pending;
+		ln->pending = NULL;
+		pthread_mutex_unlock(&rs->lock);
+
+		rebind(s, ln, c);
+		if (srv_replay_resume(s->replay, c->seq) < 0) {
+			qft_warn("RESUME of the %s connection from seq %llu: "
+				 "outside the window (next %llu); refused",
+				 lane_name(s->lane),
+				 (unsigned long long)c->seq,
+				 (unsigned long long)srv_replay_next(s->replay));
+			(void)send_resume_error(s, c, ESTALE,
+						"seq outside the window");
+			shutdown(c->fd, SHUT_RDWR);
+			s->link_dead = true;
+			continue;
+		}
+		if (s->notify)
+			lost = srv_watch_lost_take(s->watch);
+		if (send_resume_reply(s, c, lost) < 0) {
+			qft_warn("%s connection: cannot answer RESUME",
+				 lane_name(s->lane));
+			shutdown(c->fd, SHUT_RDWR);
+			s->link_dead = true;
+			continue;
+		}
+		if (s->notify)
+			srv_watch_reattach(s->watch, &s->chan, s->is_meta);
+		pthread_mutex_lock(&rs->lock);
+		ln->attached = true;
+		ln->fd = c->fd;
+		if (rs->ending)
+			shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&rs->lock);
+		qft_info("%s connection resumed: client seq %llu, server seq "
+			 "%llu%s", lane_name(s->lane),
+			 (unsigned long long)c->seq,
+			 (unsigned long long)srv_replay_next(s->replay),
+			 lost ? " (notifications were lost)" : "");
+		return 0;
+	}
+}

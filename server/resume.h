@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A session that outlives its connections (docs/protocol.md, "Resuming a
+ * session"; --resume=SECS).  The state here is the session's: which lanes
+ * (bulk, meta) agreed on QFT_FEAT_RESUME in their HELLO, the listener and
+ * the resume key K_r, kept for the session's life once the first
+ * connections are in, and the thread that accepts the connections that
+ * resume a lane.
+ *
+ * The acceptor authenticates each connection with K_r (the handshake of
+ * docs/security.md, at most SRV_RESUME_PENDING at once, 5 s each, and no
+ * more listening after SRV_RESUME_FAILED failures), reads its first
+ * frame, which must be a RESUME naming a lane that agreed on resuming,
+ * and hands it to that lane.  The lane's own thread (bulk: the main
+ * thread, meta: the meta thread) takes it up in srv_resume_wait(): it has
+ * finished every request of the connection it replaces, so the RESUME
+ * reply's seq is exact, rebinds its channel to the new socket and seals
+ * (compression state kept) and serves on.
+ *
+ * Threads: the lanes' threads, the acceptor and its handshake threads;
+ * everything marked `lock` is guarded by srv_resume.lock.
+ */
+#ifndef SRV_RESUME_H
+#define SRV_RESUME_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "seal.h"
+
+struct srv;
+struct srv_session;
+
+enum srv_lane {
+	SRV_LANE_BULK = 0,
+	SRV_LANE_META = 1,
+	SRV_LANES
+};
+
+/* Handshakes at once, and failed ones before the listener closes: the
+ * limits the first connection has (session.c). */
+#define SRV_RESUME_PENDING 4
+#define SRV_RESUME_FAILED  16
+
+/* An authenticated connection whose first frame was a valid RESUME. */
+struct srv_resume_conn {
+	int fd;
+	struct qft_seal tx, rx;
+	uint64_t id;             /* the RESUME frame's, echoed in the reply */
+	uint64_t seq;            /* the client's lowest id without a reply */
+};
+
+struct srv_resume_lane {
+	bool granted;                    /* lock: HELLO agreed on RESUME */
+	bool attached;                   /* lock: serving a connection */
+	int fd;                          /* lock: its socket, else -1 */
+	struct srv_resume_conn *pending; /* lock: handed over, not taken */
+	struct srv_resume_conn *cur;     /* the lane's thread: the seals its
+					  * channel uses, NULL for the first
+					  * connection's */
+};
+
+struct srv_resume {
+	unsigned grace_s;        /* 0: sessions end with their connection */
+	struct srv_session *ss;
+	enum qft_cipher cipher;  /* the session's: resumed ones must match */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* lock: a hand-over, the end, a slot free */
+	struct srv_resume_lane lane[SRV_LANES];
+	bool refused;            /* lock: bulk's HELLO did not ask */
+	bool ending;             /* lock: the session is ending */
+
+	/* The acceptor, once srv_resume_listen started it. */
+	uint8_t key[QFT_SECRET_SIZE];    /* K_r; wiped at the end */
+	int lfd;                 /* lock: -1 once closed */
+	int wake[2];             /* stops the acceptor */
+	bool running;            /* lock */
+	pthread_t acceptor;
+	int hs_fd[SRV_RESUME_PENDING];   /* lock: -1 = free slot */
+	unsigned nhs;            /* lock: handshakes running */
+	unsigned failed;         /* lock */
+};
+
+/* Sets the grace (0 = off) and the session; the rest comes later. */
+void srv_resume_init(struct srv_resume *rs, unsigned grace_s,
+		     struct srv_session *ss);
+
+/*
+ * `asked`: the HELLO of `lane` (socket `fd`) asked for QFT_FEAT_RESUME.
+ * True when it is granted.  A bulk HELLO that does not ask closes the
+ * listener as a session without resuming does.
+ */
+bool srv_resume_grant(struct srv_resume *rs, enum srv_lane lane, int fd,
+		      bool asked);
+
+/*
+ * The first connections are in (session.c): takes the listener `lfd`
+ * and K_r and starts accepting resumed connections, or closes the
+ * listener when resuming is off or refused.  Wipes its copy of `key`.
+ */
+void srv_resume_listen(struct srv_resume *rs, int lfd,
+		       const uint8_t key[QFT_SECRET_SIZE],
+		       enum qft_cipher cipher);
+
+/* True once a lane agreed on resuming: the end of the ssh channel no
+ * longer ends the session. */
+bool srv_resume_active(struct srv_resume *rs);
+
+/*
+ * The connection of s's lane ended without BYE (the caller finished its
+ * requests).  Detaches the lane and waits, up to the grace, for a RESUME;
+ * 0 once the lane serves a new connection, -ETIMEDOUT when the grace
+ * passed (the session is then ending) or -ECANCELED when it ends anyway.
+ */
+int srv_resume_wait(struct srv *s);
+
+/* The session ends: lanes waiting give up, attached ones are cut, no more
+ * connections are accepted.  Idempotent. */
+void srv_resume_end(struct srv_resume *rs);
+
+/* After the lanes' channels are gone: frees their seals, wipes K_r. */
+void srv_resume_free(struct srv_resume *rs);
+
+#endif /* SRV_RESUME_H */
