@@ -341,9 +341,15 @@ def test_ops_exactly_once(lab, mounter, tmp_path, served, home):
     why = util.fault_injection_reason(b)
     if why:
         pytest.skip(why)
+    # A wrapper, as the list's commas cannot pass through -o server=.
+    wrap = str(tmp_path / 'drop-server')
+    with open(wrap, 'w') as f:
+        f.write('#!/bin/sh\nQFTFS_FAULT_DROP_REPLY=%s; export '
+                'QFTFS_FAULT_DROP_REPLY\nexec %s "$@"\n'
+                % (DROP, util.server_bin(b)))
+    os.chmod(wrap, 0o755)
     m = mounter(src=lab.sshd.source(served), mnt=P(os.path.dirname(served),
-                'mnt'), build=b, opts=OPTS,
-                server_wrapper='env QFTFS_FAULT_DROP_REPLY=' + DROP,
+                'mnt'), build=b, opts=OPTS, server=wrap,
                 env=lab.sshd.client_env(home, build=b),
                 extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
     with open(P(served, 'log'), 'wb') as f:
