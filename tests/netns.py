@@ -210,9 +210,10 @@ class NetNs:
     def reset_tcp(self):
         """Resets every TCP connection of the namespace (the sshd's and
         the servers'), at both ends; the listening sockets stay.  Returns
-        how many were reset."""
+        the lines `ss -K` printed for them (one per socket it reset, as
+        far as it reports them)."""
         r = _run(self.nsenter() + ['ss', '-K', '-t', 'state', 'connected'])
-        return max(len(r.stdout.splitlines()) - 1, 0)
+        return r.stdout.splitlines()[1:]
 
     def move_client(self):
         """The client's end of the link gets the next address of the /24
