@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import random
+import subprocess
 import threading
 import time
 
@@ -414,3 +415,30 @@ def test_resume_option_checked(build, tmp_path):
     r = util.run([util.client_bin(build), '-o', 'resume=-1', 'h:/x',
                   str(mnt)], timeout=30)
     assert r.returncode != 0 and 'invalid resume' in r.stderr, r.stderr
+
+
+@pytest.mark.deadline(120)
+def test_unmount_while_resuming(link, mounter, served, home):
+    """fusermount3 -u while the session is being resumed (link cut, the
+    loss noticed) returns at once, and the client exits within seconds
+    instead of waiting for the grace."""
+    m = ssh_mount(mounter, link, home, served,
+                  opts=['timeout=%d' % DEADLINE, 'keepalive=2', 'resume=30'])
+    with open(P(m.mnt, 'f'), 'wb') as f:
+        f.write(b'x' * MiB)
+    link.cut()
+    wait_for(lambda: RESUMING in m.log(), 3 * DEADLINE,
+             'the loss to be noticed')
+    t0 = time.monotonic()
+    rc, out = run_bounded(['fusermount3', '-u', m.mnt], m, 10)
+    took = time.monotonic() - t0
+    assert rc == 0, 'fusermount3 -u: %s %s' % (rc, out)
+    assert util.find_mount(m.mnt) is None
+    try:
+        m.proc.wait(timeout=10 * util.timeout_scale())
+    except subprocess.TimeoutExpired:
+        pytest.fail('qftfs still running 10 s after the unmount while '
+                    'resuming', pytrace=False)
+    done = time.monotonic() - t0
+    assert done < 8, 'qftfs took %.1fs to exit after the unmount' % done
+    print('unmount took %.1fs; qftfs exited after %.1fs' % (took, done))
