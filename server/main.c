@@ -593,10 +593,6 @@ int main(int argc, char **argv)
 		/* The secret is read only once the root is known to open, so
 		 * that a bad directory is reported before anything else. */
 		srv_resume_init(&rs, grace, &ss);
-		if (grace)
-			/* The session may outlive the ssh login that started
-			 * it: its hang-up is no reason to go. */
-			signal(SIGHUP, SIG_IGN);
 		r = srv_session_open(&ss, rfd, wfd, &rs);
 		if (r < 0) {
 			close(rfd);

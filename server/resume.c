@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -99,9 +100,13 @@ bool srv_resume_grant(struct srv_resume *rs, enum srv_lane lane, int fd,
 	pthread_mutex_unlock(&rs->lock);
 	if (stop)
 		(void)!write(rs->wake[1], "x", 1);
-	if (ok)
+	if (ok) {
+		/* The session may now outlive the ssh login that started it:
+		 * its hang-up is no reason to go. */
+		signal(SIGHUP, SIG_IGN);
 		qft_debug("%s connection: resumable for %u s", lane_name(lane),
 			  rs->grace_s);
+	}
 	return ok;
 }
 

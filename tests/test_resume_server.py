@@ -538,3 +538,58 @@ def test_channel_end_ends_a_plain_session(session):
     s = session(features=0)
     s.srv.close_channel()
     assert s.srv.wait(timeout=10) == 0, s.log()
+
+
+# ---------------------------------------------------------------------------
+# 9. Notifications while detached, and the listener's limits
+
+def test_lost_notifications_are_told(session):
+    s = session(features=FEAT | wire.FEAT_NOTIFY)
+    if not s.features & wire.FEAT_NOTIFY:
+        pytest.skip('change notification not granted (no inotify here)')
+    os.mkdir(P(s.root, 'w'))
+    assert s.meta.call('OPENDIR', handle=1, path='w').status == 0
+    r = s.meta.call('READDIR', handle=1, offset=0, length=65536, opflags=0x2)
+    assert r.status == 0 and r['opflags'] & 0x2, r     # WATCHED
+    s.bulk.reset()
+    s.meta.reset()
+    assert wait_log(s.srv, 'meta connection lost')
+    assert wait_log(s.srv, 'bulk connection lost')
+    # A change nobody can be told about now.
+    open(P(s.root, 'w', 'new'), 'w').close()
+    time.sleep(0.3)
+    c, r = s.resume('meta')
+    assert r.status == 0, r
+    assert r['opflags'] & wire.RESUME_LOST_NOTIFY, r.fields
+    c2, r2 = s.resume('bulk')
+    assert r2.status == 0, r2
+    assert c2.call('LSTAT', path='w/new').status == 0
+
+
+def test_failed_resume_handshakes_close_the_listener(session):
+    s = session()
+    for _ in range(16):
+        assert refused(s, key=os.urandom(32))
+    assert wait_log(s.srv, '16 failed attempts to resume the session')
+    assert port_closed(s.srv.port)
+    # The live connections are untouched.
+    assert s.bulk.call('PING').status == 0
+    assert s.meta.call('PING').status == 0
+
+
+def test_resume_handshakes_at_once_are_bounded(session):
+    s = session()
+    idle = [socket.create_connection(('127.0.0.1', s.srv.port), timeout=10)
+            for _ in range(4)]
+    time.sleep(0.3)
+    s.bulk.reset()
+    t0 = time.monotonic()
+    # Four silent peers hold every handshake slot until their 5 s
+    # deadline; the client's handshake waits in the backlog, then works.
+    c, r = s.resume()
+    took = time.monotonic() - t0
+    assert r.status == 0, r
+    assert took > 3, took
+    for sock in idle:
+        sock.close()
+    assert s.log().count('handshake not finished within 5 s') == 4
