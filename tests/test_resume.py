@@ -39,7 +39,8 @@ from util import MiB
 
 from netns import lab, link  # noqa: F401
 from test_faults import (Bg, FeedCopy, file_size, home, served,  # noqa: F401
-                         ssh_mount, until_works, wait_for, run_bounded)
+                         ssh_mount, until_works, wait_for, run_bounded,
+                         wait_no_server)
 
 P = os.path.join
 
@@ -147,6 +148,11 @@ def test_upload_across_cut(link, mounter, tmp_path, served, home):
     print('cp done %.1fs after the fault' % (time.monotonic() - t0))
     problems = m.stop()
     assert not problems, '\n'.join(problems)
+    # The unmount's BYE ended the session: the server does not wait out
+    # its grace.
+    left = wait_no_server(served, 10)
+    assert not left, 'qftfs-server %s still running 10 s after the ' \
+        'unmount (BYE sent?)' % left
 
 
 @pytest.mark.deadline(180)
