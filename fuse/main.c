@@ -104,6 +104,7 @@ int main(int argc, char *argv[])
 	struct qc_conn_opts co = {
 		.timeout_s = QC_TIMEOUT_DEFAULT,
 		.keepalive_s = QC_KEEPALIVE_DEFAULT,
+		.resume_s = QC_RESUME_DEFAULT,
 		.reconnect = true,
 	};
 	struct qc_fs fs = { 0 };
@@ -172,9 +173,10 @@ int main(int argc, char *argv[])
 		ret = EXIT_USAGE;
 		goto out_free_nodes;
 	}
-	qft_debug("options: timeout %d s, keepalive %d s, reconnect %s, "
+	qft_debug("options: timeout %d s, keepalive %d s, resume %d s, "
+		  "reconnect %s, "
 		  "compress %s, readahead %llu, dircache %zu, batch %s",
-		  co.timeout_s, co.keepalive_s, co.reconnect ? "yes" : "no",
+		  co.timeout_s, co.keepalive_s, co.resume_s, co.reconnect ? "yes" : "no",
 		  cl.compress ? cl.compress : "none",
 		  (unsigned long long)fs.readahead, dircache_max,
 		  rt.bo.ssh.batch ? "yes" : "no");

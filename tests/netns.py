@@ -6,6 +6,13 @@ test's own by a veth pair, with an sshd (tests/sshd.py) inside it.
     qftfs client ── qfXXXXh 10.78.N.1 ═══ qfXXXXn 10.78.N.2 ── sshd,
                                                     qftfs-server --session
 
+Two more faults, for the resumable sessions of issue 17: reset_tcp() resets
+every TCP connection of the namespace (`ss -K`: both ends see a reset; the
+listeners stay), and move_client() gives the client's end another address
+of the /24 and drops the old one, as a laptop that changed networks: the
+connections from the old address stall (their packets go nowhere) while
+new ones work at once.
+
 cut() makes the link drop every packet in both directions without a word
 to either end, as a pulled cable does: each veth's root qdisc becomes a
 pfifo with room for no packet, so every packet is dropped at the sender.
@@ -23,7 +30,7 @@ the network namespace only: unlike `ip netns exec` it does not make a
 mount namespace of its own, so a tmpfs mounted by a test after the lab is
 up is seen by the server.
 
-Names and the /30 are unique per lab (pid and random tag; a subnet of
+Names and the /24 are unique per lab (pid and random tag; a subnet of
 10.78.0.0/16 not in use on this machine; 10.77.* belongs to another tool),
 so labs of runs in parallel do not collide.  destroy() runs on every exit
 path: it heals, stops sshd, kills whatever still runs in the namespace
@@ -127,15 +134,16 @@ class NetNs:
         used = _used_subnets()
         free = [n for n in range(1, 255) if n not in used]
         if not free:
-            raise RuntimeError('no free /30 left in 10.78.0.0/16')
+            raise RuntimeError('no free /24 left in 10.78.0.0/16')
         n = random.SystemRandom().choice(free)
+        self.subnet = n
         self.host_addr = SUBNET % (n, 1)
         self.ns_addr = SUBNET % (n, 2)
-        _run(['ip', 'addr', 'add', self.host_addr + '/30', 'dev',
+        _run(['ip', 'addr', 'add', self.host_addr + '/24', 'dev',
               self.host_if])
         _run(['ip', 'link', 'set', self.host_if, 'up'])
         ns = ['ip', '-n', self.name]
-        _run(ns + ['addr', 'add', self.ns_addr + '/30', 'dev', self.ns_if])
+        _run(ns + ['addr', 'add', self.ns_addr + '/24', 'dev', self.ns_if])
         _run(ns + ['link', 'set', self.ns_if, 'up'])
         _run(ns + ['link', 'set', 'lo', 'up'])
         return self
@@ -199,6 +207,27 @@ class NetNs:
             self._set_qdisc(False)
         self.is_cut = False
 
+    def reset_tcp(self):
+        """Resets every TCP connection of the namespace (the sshd's and
+        the servers'), at both ends; the listening sockets stay.  Returns
+        the lines `ss -K` printed for them (one per socket it reset, as
+        far as it reports them)."""
+        r = _run(self.nsenter() + ['ss', '-K', '-t', 'state', 'connected'])
+        return r.stdout.splitlines()[1:]
+
+    def move_client(self):
+        """The client's end of the link gets the next address of the /24
+        and loses the one it had; returns the new address."""
+        host = int(self.host_addr.rsplit('.', 1)[1]) + 1
+        if host == 2:
+            host = 3
+        new = SUBNET % (self.subnet, host)
+        _run(['ip', 'addr', 'del', self.host_addr + '/24', 'dev',
+              self.host_if])
+        _run(['ip', 'addr', 'add', new + '/24', 'dev', self.host_if])
+        self.host_addr = new
+        return new
+
     def verify_cut(self, port):
         """Checks that cut() drops silently and heal() restores, against
         the sshd's port: an error here means the fault is not the one the
@@ -237,6 +266,12 @@ class Lab:
 
     def heal(self):
         self.ns.heal()
+
+    def reset_tcp(self):
+        return self.ns.reset_tcp()
+
+    def move_client(self):
+        return self.ns.move_client()
 
     @property
     def is_cut(self):

@@ -53,6 +53,10 @@ P = os.path.join
 
 DEADLINE = 5                  # -o timeout for the link-fault tests
 FAULT_OPTS = ['timeout=%d' % DEADLINE, 'keepalive=2']
+# The tests of a cut that must fail what it hits: without resuming (-o
+# resume=0), which would otherwise carry the copy across the cut
+# (tests/test_resume.py).
+NORESUME_OPTS = FAULT_OPTS + ['resume=0']
 # Beyond the deadline, what a loaded machine may add before an error
 # reaches the process that waits for it.
 SLACK = 20
@@ -433,8 +437,8 @@ def test_link_cut_during_tree_copy(link, mounter, served, home):
     pipelined behind each other) while the link is cut: the first failure
     is EIO within the deadline, and every file whose close() succeeded is
     whole on the server once the link is back -- nothing is reported done
-    that is not."""
-    m = ssh_mount(mounter, link, home, served, opts=FAULT_OPTS)
+    that is not.  Without resuming (-o resume=0)."""
+    m = ssh_mount(mounter, link, home, served, opts=NORESUME_OPTS)
     os.mkdir(P(m.mnt, 'tree'))
     done, err, t0 = [], None, None
     for i in range(100000):
@@ -471,8 +475,9 @@ def test_link_cut_during_tree_copy(link, mounter, served, home):
 def test_link_cut_during_copy(link, mounter, tmp_path, served, home):
     """The cable pulled at 8 MiB into a 64 MiB cp: cp exits non-zero within
     the deadline; after the heal the same mount works again, without a
-    remount, and the old server goes away."""
-    m = ssh_mount(mounter, link, home, served, opts=FAULT_OPTS)
+    remount, and the old server goes away.  Without
+    resuming (-o resume=0)."""
+    m = ssh_mount(mounter, link, home, served, opts=NORESUME_OPTS)
     client_pid = m.proc.pid
     target = P(served, 'big')
     copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)

@@ -235,15 +235,17 @@ def test_fallback_to_tunnel(sshd, mounter, home, served, tmp_path):
 @pytest.mark.parametrize('transport', ['direct', 'ssh'])
 def test_client_killed(sshd, mounter, home, served, transport):
     """A client that dies without unmounting still leaves no server: its
-    ssh connection closes, and with it the server's stdin."""
+    ssh connection closes, and with it the server's stdin -- or, where
+    the session is resumable (direct), its grace passes (-o resume=2
+    here; the server cannot tell a dead client from a lost link)."""
     m = ssh_mount(mounter, sshd, home, served,
-                  opts=['transport=' + transport])
+                  opts=['transport=' + transport, 'resume=2'])
     with open(P(m.mnt, 'f'), 'wb') as f:
         f.write(b'x')
     assert len(server_processes(served)) == 1
     m.proc.kill()
     m.proc.wait(timeout=30)
-    wait_no_server(served)
+    wait_no_server(served, timeout=5 + 2)
     # The dead mount goes too; the client was killed on purpose.
     subprocess.run(['fusermount3', '-u', '-z', m.mnt], timeout=30)
     m.expect_rc = None

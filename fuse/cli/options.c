@@ -62,6 +62,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("compress=%s", compress),
 	OPT("timeout=%s", timeout),
 	OPT("keepalive=%s", keepalive),
+	OPT("resume=%s", resume),
 	OPT("reconnect=%s", reconnect),
 	OPT("install=%s", install),
 	OPT("server_binaries=%s", server_binaries),
@@ -158,6 +159,10 @@ void qc_cmdline_usage(void)
 "                           operations fail with EIO (default 30)\n"
 "    -o keepalive=SECS      probe a quiet connection every SECS seconds\n"
 "                           (default 10, 0: off)\n"
+"    -o resume=SECS         after a lost link, take the session up again\n"
+"                           where it stopped for up to SECS seconds, with\n"
+"                           operations waiting meanwhile (default 120, at\n"
+"                           most 3600; 0: off, a lost link fails them)\n"
 "    -o reconnect=yes|no    after losing the server, connect again in the\n"
 "                           background (yes, default); with no, every\n"
 "                           operation fails with EIO until unmounted\n"
@@ -562,6 +567,34 @@ static int check_yes_no(const struct qc_cmdline *cl)
 	return 0;
 }
 
+/*
+ * -o resume=SECS: whole seconds, 0 (off) up to QFT_RESUME_MAX_S, the cap
+ * the server applies too; beyond it, a message that says so rather than
+ * a grace the server would cut short in silence.
+ */
+static int parse_resume(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < 0) {
+		fprintf(stderr, "qftfs: invalid resume '%s': expected whole "
+			"seconds, 0 (off) to %u\n", s, QFT_RESUME_MAX_S);
+		return -EINVAL;
+	}
+	if (v > (long)QFT_RESUME_MAX_S) {
+		fprintf(stderr, "qftfs: resume=%s is too long: a session is "
+			"kept at most %u s (one hour) after its link is lost; "
+			"use resume=%u or less\n", s, QFT_RESUME_MAX_S,
+			QFT_RESUME_MAX_S);
+		return -EINVAL;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 			size_t *dircache_max, struct qc_conn_opts *co)
 {
@@ -615,6 +648,8 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 	     qc_conn_parse_seconds("keepalive", cl->keepalive, true,
 				   &co->keepalive_s) < 0))
 		return -EINVAL;
+	if (cl->resume && parse_resume(cl->resume, &co->resume_s) < 0)
+		return -EINVAL;
 	if (cl->reconnect && strcmp(cl->reconnect, "yes") != 0 &&
 	    strcmp(cl->reconnect, "no") != 0) {
 		fprintf(stderr, "qftfs: invalid reconnect '%s': expected yes "
@@ -660,6 +695,7 @@ int qc_cmdline_login(const struct qc_cmdline *cl, bool remote,
 	bo->ssh.batch = cl->batch && strcmp(cl->batch, "yes") == 0;
 	bo->timeout_s = bo->ssh.timeout_s = co->timeout_s;
 	bo->keepalive_s = bo->ssh.keepalive_s = co->keepalive_s;
+	bo->resume_s = co->resume_s;
 	return 0;
 }
 
@@ -734,6 +770,7 @@ void qc_cmdline_free(struct qc_cmdline *cl)
 	free(cl->compress);
 	free(cl->timeout);
 	free(cl->keepalive);
+	free(cl->resume);
 	free(cl->reconnect);
 	free(cl->ssh_user);
 	free(cl->ssh_command);

@@ -49,6 +49,7 @@ struct qc_cmdline {
 	char *compress;
 	char *timeout;
 	char *keepalive;
+	char *resume;           /* -o resume=SECS (conn.h, "Resuming") */
 	char *reconnect;
 	char *install;          /* -o install=yes|no (install.h) */
 	char *server_binaries;  /* -o server_binaries=DIR */

@@ -15,6 +15,7 @@
 
 #include "cli/statcmd.h"
 #include "fs/stats.h"
+#include "net/conn.h"
 
 #define MAX_COUNTERS 256
 #define MAX_XFERS    64
@@ -218,9 +219,18 @@ static void print_text(const char *mnt, const struct snap *s)
 	       " waited for the server, %" PRIu64 " pipelined\n",
 	       get(s, "requests"), get(s, "in_flight"), get(s, "oldest_ms"),
 	       get(s, "requests_waited"), get(s, "requests_async"));
-	printf("  link      %s, round trip %.2f ms, %" PRIu64 " reconnects",
-	       get(s, "connected") ? "connected" : "DOWN",
-	       (double)get(s, "rtt_us") / 1000.0, get(s, "reconnects"));
+	if (get(s, "link_state") == QC_LINK_RESUMING)
+		printf("  link      RESUMING (%.0f s left, %" PRIu64
+		       " requests kept, %s)",
+		       (double)get(s, "resume_left_ms") / 1000.0,
+		       get(s, "resume_kept"),
+		       human(get(s, "resume_kept_bytes"), a, sizeof(a)));
+	else
+		printf("  link      %s, round trip %.2f ms",
+		       get(s, "connected") ? "connected" : "DOWN",
+		       (double)get(s, "rtt_us") / 1000.0);
+	printf(", %" PRIu64 " reconnects, %" PRIu64 " resumes",
+	       get(s, "reconnects"), get(s, "resumes"));
 	if (sent && wire != sent)
 		printf(", lz4 sent %s as %s (%.0f%%)",
 		       human(sent, a, sizeof(a)), human(wire, b, sizeof(b)),

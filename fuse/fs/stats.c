@@ -130,6 +130,12 @@ size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
 	put(&o, "rtt_us", atomic_load(&st->rtt_us));
 	put(&o, "reconnects", cc.links > 1 ? cc.links - 1 : 0);
 	put(&o, "connected", conn && !qc_conn_lost(conn));
+	/* QC_LINK_UP 0, QC_LINK_RESUMING 1, QC_LINK_DOWN 2 (net/conn.h). */
+	put(&o, "link_state", conn ? cc.state : QC_LINK_DOWN);
+	put(&o, "resume_left_ms", cc.resume_left_ms);
+	put(&o, "resumes", cc.resumes);
+	put(&o, "resume_kept", cc.kept);
+	put(&o, "resume_kept_bytes", cc.kept_bytes);
 	put(&o, "payload_sent", cc.tx_bytes);
 	put(&o, "wire_sent", cc.tx_wire);
 	put(&o, "payload_received", cc.rx_bytes);

@@ -31,6 +31,10 @@
 #define HANDSHAKE_TIMEOUT_MS 15000
 #define EXIT_WAIT_MS        3000
 #define GREETING_MAX        128
+/* Resuming retries every second or so: an attempt that cannot reach the
+ * host must end soon, so that the first byte moves soon after a heal. */
+#define REATTACH_CONNECT_MS   1500
+#define REATTACH_HANDSHAKE_MS 5000
 
 /*
  * scp's rule: a ':' before the first '/' ends the host part; a host in
@@ -181,7 +185,8 @@ static void quote_word(FILE *m, const char *w, size_t n)
  * (install.h).  `follow` adds --follow-symlinks to the server's words, or
  * the word "follow" after <dir> for the script.
  */
-static char *build_command(const char *server, const char *dir, bool follow)
+static char *build_command(const char *server, const char *dir, bool follow,
+			   int resume_s)
 {
 	const char *script = qc_install_script();
 	size_t len = 0;
@@ -191,6 +196,10 @@ static char *build_command(const char *server, const char *dir, bool follow)
 	m = open_memstream(&cmd, &len);
 	if (!m)
 		return NULL;
+	/* An environment variable, not an argument: a server that predates
+	 * resuming ignores it, where an unknown option would stop it. */
+	if (resume_s > 0)
+		fprintf(m, "QFTFS_RESUME=%d; export QFTFS_RESUME; ", resume_s);
 	if (!server) {
 		fputs("exec sh -c ", m);
 		quote_word(m, script, strlen(script));
@@ -429,10 +438,10 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	if (r < 0)
 		return r;
 	if (!o->server && o->install.enabled)
-		cmd = build_command(NULL, o->dir, o->follow);
+		cmd = build_command(NULL, o->dir, o->follow, o->resume_s);
 	else
 		cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir,
-				    o->follow);
+				    o->follow, o->resume_s);
 	if (!cmd) {
 		r = -ENOMEM;
 		goto out_free_ssh;
@@ -519,6 +528,10 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 		r = boot_tunnel(b, o, secret);
 	if (r < 0)
 		goto out_wipe;
+	/* Only a direct data plane can be reached again without ssh. */
+	if (o->resume_s > 0 && !b->tunnel && b->meta_ok &&
+	    qft_auth_resume_key(secret, b->resume_key) == 0)
+		b->resume_ok = true;
 	OPENSSL_cleanse(secret, sizeof(secret));
 	return 0;
 
@@ -582,6 +595,33 @@ out_wipe:
 	return r;
 }
 
+int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
+		     int *fd, struct qft_session_keys *keys)
+{
+	int s, r, one = 1;
+
+	if (!b->resume_ok)
+		return -ENOTSUP;
+	s = qc_ssh_tcp_connect((struct sockaddr *)&b->peer, b->peer_len,
+			       REATTACH_CONNECT_MS);
+	if (s < 0) {
+		qft_debug("resume: cannot connect: %s", strerror(-s));
+		return s;
+	}
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	direct_keepalive(s, o);
+	r = qft_auth_client(s, b->resume_key, o->cipher,
+			    REATTACH_HANDSHAKE_MS, keys);
+	if (r < 0) {
+		qft_debug("resume: handshake: %s", auth_reason(r));
+		close(s);
+		/* A wrong proof is final; a handshake cut short is not. */
+		return r == -EACCES || r == -EPROTO ? -EACCES : -ETIMEDOUT;
+	}
+	*fd = s;
+	return 0;
+}
+
 void qc_boot_pause(struct qc_boot *b)
 {
 	if (b->ssh)
@@ -603,6 +643,8 @@ int qc_boot_close(struct qc_boot *b, int timeout_ms)
 
 	qft_session_keys_wipe(&b->keys);
 	meta_wipe(b);
+	OPENSSL_cleanse(b->resume_key, sizeof(b->resume_key));
+	b->resume_ok = false;
 	if (!b->ssh)
 		return 0;
 	host = qc_ssh_host(b->ssh);

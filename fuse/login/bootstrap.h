@@ -4,7 +4,8 @@
  * data plane (docs/security.md, "How a remote mount is built").
  *
  *   1. log in with ssh (ssh.h) and run
- *        <server> --session --root '<dir>'
+ *        [QFTFS_RESUME=N; export QFTFS_RESUME;] exec <server> --session
+ *        --root '<dir>'
  *      with every word single-quoted for the remote shell; without
  *      -o server=, a script that finds or installs the server first and
  *      then execs it the same way (install.h);
@@ -60,6 +61,9 @@ struct qc_boot_opts {
 	 * keepalive_s.  0: the kernel's defaults. */
 	int timeout_s;
 	int keepalive_s;
+	/* -o resume=: exported to the server as QFTFS_RESUME (an older one
+	 * ignores it) when above 0, and the resume key kept (qc_boot). */
+	int resume_s;
 };
 
 struct qc_boot {
@@ -75,6 +79,11 @@ struct qc_boot {
 	uint8_t meta_secret[QFT_SECRET_SIZE];
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	/* Direct with resume_s > 0: K_r = qft_auth_resume_key(S), derived
+	 * before S is wiped, for the connections that resume the session
+	 * (qc_boot_reattach) to `peer`; wiped by qc_boot_close. */
+	bool resume_ok;
+	uint8_t resume_key[QFT_SECRET_SIZE];
 };
 
 /*
@@ -109,6 +118,19 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);
  */
 int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
 		      int *fd, struct qft_session_keys *keys);
+
+/*
+ * One more connection of a resumable session (docs/protocol.md, "Resuming
+ * a session"): TCP to the server's address and port, from whatever local
+ * address the host has now, and the handshake under K_r.  0 with *fd and
+ * *keys set; -ECONNREFUSED (nobody listens: the server is gone) or
+ * -EACCES (the proof was refused) when the session cannot be resumed,
+ * -ENOTSUP without a resume key, another -errno (unreachable, timed out)
+ * when a later attempt may work.  Logs only at debug level: the caller
+ * retries every second or so.
+ */
+int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
+		     int *fd, struct qft_session_keys *keys);
 
 /* Around fuse_daemonize(), which forks (see ssh.h). */
 void qc_boot_pause(struct qc_boot *b);

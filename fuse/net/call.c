@@ -27,7 +27,7 @@
  * any) unless it could not even be encoded.
  */
 static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
-		     struct qft_msg *req, uint64_t id)
+		     struct qft_msg *req, uint64_t id, struct pending *p)
 {
 	uint8_t stack[HEAD_STACK];
 	struct qbuf out = { .data = stack, .cap = sizeof(stack),
@@ -47,6 +47,13 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 	if ((req->op == QFT_OP_OPEN || req->op == QFT_OP_CREATE) &&
 	    !l->lane[lane].lazy)
 		req->opflags &= ~QFT_O_LAZY;
+	/* A resumable link numbers and keeps the request, and puts it in
+	 * the table itself (resume.c). */
+	if (l->resume) {
+		r = qc_resume_send(c, l, lane, req, p);
+		req->opflags = opflags;
+		return r;
+	}
 	/* The head goes on the stack (a view that cannot grow), a WRITE's
 	 * data stays where the caller has it: nothing is allocated or
 	 * copied for the frame.  Only a head too big for the stack (long
@@ -82,10 +89,10 @@ out_put:
 	if (r == 0 && id) {
 		/* Its deadline runs from now: time spent waiting for the
 		 * socket is time the link was busy, not stuck. */
-		struct pending *p = qc_pending_find(c, id);
+		struct pending *q = qc_pending_find(c, id);
 
-		if (p)
-			p->sent_ns = now_ns();
+		if (q)
+			q->sent_ns = now_ns();
 	}
 	qc_link_put(c, l);
 	pthread_mutex_unlock(&c->lock);
@@ -127,6 +134,7 @@ static int call(struct qc_conn *c, uint64_t gen, unsigned lane,
 {
 	struct pending p;
 	struct link *l;
+	bool resumable;
 	int r;
 
 	if (lane == LANE_META)
@@ -151,14 +159,17 @@ static int call(struct qc_conn *c, uint64_t gen, unsigned lane,
 		pthread_mutex_unlock(&c->lock);
 		goto out_destroy;
 	}
-	qc_pending_add(c, l, &p);
+	resumable = l->resume;
+	if (!resumable)
+		qc_pending_add(c, l, &p);
 	pthread_mutex_unlock(&c->lock);
 
-	r = link_send(c, l, lane, req, p.id);
+	r = link_send(c, l, lane, req, p.id, &p);
 	pthread_mutex_lock(&c->lock);
 	if (r < 0 && !p.done) {
-		/* Not sent (encoding failed): nobody else will wake us. */
-		if (qc_pending_take(c, p.id) && !l->dead)
+		/* Not sent (encoding failed): nobody else will wake us.  A
+		 * resumable link's sender failing left it out of the table. */
+		if (!resumable && qc_pending_take(c, p.id) && !l->dead)
 			l->npending--;
 		p.done = true;
 		p.err = r;
@@ -212,6 +223,7 @@ int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
 {
 	struct pending *p;
 	struct link *l;
+	bool resumable;
 	uint64_t id;
 	int r;
 
@@ -244,12 +256,18 @@ int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
 		qc_pending_complete(p);
 		return r;
 	}
-	qc_pending_add(c, l, p);
+	resumable = l->resume;
+	if (!resumable)
+		qc_pending_add(c, l, p);
 	pthread_mutex_unlock(&c->lock);
 
 	/* Once sent, p belongs to the reader, which may free it any time. */
-	r = link_send(c, l, lane, req, id);
-	if (r < 0) {
+	r = link_send(c, l, lane, req, id, p);
+	if (r < 0 && resumable) {
+		/* Left out of the table: still ours. */
+		p->err = r;
+		qc_pending_complete(p);
+	} else if (r < 0) {
 		/* A failed send killed the link, which completed p; only a
 		 * frame that could not even be encoded is still ours. */
 		pthread_mutex_lock(&c->lock);
@@ -278,19 +296,35 @@ int qc_call_ordered(struct qc_conn *c, uint64_t gen, struct qft_msg *req,
 	return qc_call_async_lane(c, gen, LANE_BULK, req, done, ctx, true);
 }
 
+static void noreply_done(void *ctx, int err, struct qc_reply *rep)
+{
+	(void)ctx;
+	(void)err;
+	(void)rep;
+}
+
 int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 {
 	unsigned lane = route(c, gen, req);
 	struct link *l;
+	bool resumable = false;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
 	r = gen ? qc_link_get(c, gen, &l) : -ENOTCONN;
+	if (r == 0 && (resumable = l->resume))
+		qc_link_put(c, l);
 	pthread_mutex_unlock(&c->lock);
 	if (r < 0)
 		return r;
+	atomic_fetch_add(&c->n_noreply, 1);
+	/* A resumable lane's ids must all be answered before the server
+	 * forgets them, and a resend needs the copy: a request like any
+	 * other, whose reply nobody reads. */
+	if (resumable)
+		return qc_call_async_lane(c, gen, lane, req, noreply_done,
+					  NULL, false);
 	req->flags = 0;
 	req->id = next_id(c);
-	atomic_fetch_add(&c->n_noreply, 1);
-	return link_send(c, l, lane, req, 0);
+	return link_send(c, l, lane, req, 0, NULL);
 }

@@ -90,6 +90,7 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 	pthread_cond_init(&c->cond, &ca);
 	pthread_cond_init(&c->ping_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	qc_resume_init(c);
 	l->gen = c->last_gen = 1;
 	qc_handle_reset(c, 1);
 	c->cur = l;
@@ -113,6 +114,7 @@ void qc_conn_free(struct qc_conn *c)
 		qc_link_free(c, l, 0);
 		c->cur = NULL;
 	}
+	qc_resume_destroy(c);
 	pthread_cond_destroy(&c->ping_cond);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->hlock);
@@ -263,16 +265,25 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 		qc_link_shutdown(c->attempt);
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->ping_cond);
+	pthread_cond_broadcast(&c->rcond);
 	pthread_mutex_unlock(&c->lock);
 	if (c->started && !stop_watchdog(c)) {
 		c->abandoned = true;
 		return -EINPROGRESS;
 	}
 
+	/* A session still being resumed will not be. */
+	qc_resume_end(c);
 	pthread_mutex_lock(&c->lock);
 	l = c->cur;
 	r = !l || l->dead ? -EIO : 0;
+	if (r == 0 && l->resume)
+		l->users++;
 	pthread_mutex_unlock(&c->lock);
+	/* Behind everything on bulk: the server ends the session once it
+	 * answered it, instead of keeping it for a resume. */
+	if (l && r == 0 && l->resume)
+		qc_resume_bye(c, l);
 	if (l && r == 0 && l->lane[LANE_BULK].reader_running)
 		link_drain(c, l, until);
 	if (l) {
@@ -319,6 +330,15 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 	l = c->cur && !c->cur->dead && !c->closing ? c->cur : NULL;
 	if (l)
 		l->users++;
+	out->state = l ? QC_LINK_UP : c->resuming ? QC_LINK_RESUMING :
+		     QC_LINK_DOWN;
+	out->resume_left_ms = 0;
+	if (c->resuming && c->resume_until > now_ns())
+		out->resume_left_ms = (uint64_t)(c->resume_until - now_ns()) /
+				      1000000;
+	out->resumes = c->resumes;
+	out->kept = c->kept_n;
+	out->kept_bytes = c->kept_bytes;
 	pthread_mutex_unlock(&c->lock);
 	if (!l)
 		return;

@@ -22,6 +22,20 @@
  * ... 30 s); requests made meanwhile wait for it until their deadline.
  * With reconnect off, every later call fails with -EIO at once.
  *
+ * Resuming (-o resume=SECS above 0, docs/protocol.md "Resuming a
+ * session").  Where the transport's endpoint can be reached again
+ * without a new login (a direct TCP data plane: qc_endpoint.resumable)
+ * and both ends agreed on QFT_FEAT_RESUME, each lane numbers its
+ * requests 1, 2, 3 ... and keeps a copy of each until its reply came
+ * (net/resume.c).  A link that dies then keeps its waiters and its
+ * generation: the watchdog connects again to the same server (reattach),
+ * proves the session with the resume key, sends RESUME and the kept
+ * requests again, and the same handles go on.  Calls made meanwhile wait
+ * for it, past their deadline, up to the grace.  When the grace passes,
+ * every waiter fails with -EIO and new calls fail at once until a new
+ * link is up; when the server refuses the resume (gone, ESTALE), the
+ * session is given up at once and a new one made as above.
+ *
  * Handles are per link: a handle number means something only on the link
  * (generation) it was opened on.  Calls that name a handle therefore name
  * the generation too (qc_call_gen, qc_call_async, qc_send_noreply) and are
@@ -95,6 +109,9 @@ struct qc_endpoint {
 	bool meta;
 	int meta_fd;
 	struct qft_session_keys meta_keys;
+	/* The transport can reattach to this endpoint's server (ops
+	 * reattach): a link over it offers QFT_FEAT_RESUME. */
+	bool resumable;
 };
 
 /* How to make and unmake endpoints; called from the watchdog thread after
@@ -122,6 +139,16 @@ struct qc_transport_ops {
 	 * most as a notice): the link then runs on one stream.
 	 */
 	int (*open_meta)(void *ctx, struct qc_endpoint *ep);
+	/*
+	 * Optional, for endpoints marked resumable: one more stream to the
+	 * server of ep (ep->priv as open() left it), authenticated with the
+	 * resume key, for resuming a lane.  0 with *fd and *keys set;
+	 * -ECONNREFUSED or -EACCES when the session cannot be resumed (the
+	 * server is gone, the proof was refused), another -errno when a
+	 * later attempt may work.  Bounded in time (a few seconds).
+	 */
+	int (*reattach)(void *ctx, struct qc_endpoint *ep, int *fd,
+			struct qft_session_keys *keys);
 };
 
 /*
@@ -149,6 +176,9 @@ struct qc_conn_opts {
 	int timeout_s;          /* per-request deadline, > 0 */
 	int keepalive_s;        /* quiet seconds before a PING; 0 = none */
 	bool reconnect;         /* make a new link after a loss */
+	/* -o resume=: seconds a lost link's session is resumed for, 0 to
+	 * QFT_RESUME_MAX_S; 0: never (a loss fails the waiters). */
+	int resume_s;
 	enum qft_lz4_mode compress; /* -o compress=: asked for in each HELLO */
 	const char *host;       /* for messages ("reconnected to HOST") */
 	const struct qc_transport_ops *ops;
@@ -166,6 +196,7 @@ struct qc_conn_opts {
 
 #define QC_TIMEOUT_DEFAULT   30
 #define QC_KEEPALIVE_DEFAULT 10
+#define QC_RESUME_DEFAULT    120
 
 /* How long the first HELLO may take (a server that has just started, on
  * a slow board), and how long a server's exit is waited for once its
@@ -256,6 +287,19 @@ struct qc_conn_counts {
 	/* The live link's file data lane: payload bytes and as they went
 	 * over the wire (lz4), each way. */
 	uint64_t tx_bytes, tx_wire, rx_bytes, rx_wire;
+	/* The link's state (QC_LINK_*), while resuming the milliseconds of
+	 * grace left, and links resumed so far. */
+	unsigned state;
+	uint64_t resume_left_ms;
+	uint64_t resumes;
+	/* Request copies kept for a resume: how many, how many bytes. */
+	uint64_t kept, kept_bytes;
+};
+
+enum {
+	QC_LINK_UP,             /* a live link */
+	QC_LINK_RESUMING,       /* lost, its session being resumed */
+	QC_LINK_DOWN,           /* lost, a new one not made yet */
 };
 
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out);

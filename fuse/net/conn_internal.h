@@ -9,6 +9,8 @@
  *   pending.c   the table of requests in flight and completing them
  *   link.c      a link: its streams, handshake, failure, users
  *   reader.c    a link's reader threads: routing what the server sends
+ *   resume.c    numbering and keeping a resumable lane's requests, and
+ *               resuming a session after a loss (qc_resume_*)
  *   call.c      sending requests and waiting for replies (qc_call*)
  *   reconnect.c making a new link after a loss, with backoff
  *   watchdog.c  deadlines, keepalives, and starting the reconnect
@@ -28,7 +30,10 @@
  *
  * Every entry in the table belongs to the current link: entries are added
  * only while it is alive, and qc_link_fail empties the table when it dies, so
- * a new link starts with an empty one.
+ * a new link starts with an empty one.  A resumable session is the
+ * exception (resume.c): its entries belong to the session, survive the
+ * death of its link and are sent again on the link that resumes it; they
+ * go only when answered or when the session is given up.
  *
  * A link's memory and stream stay valid while anything may use them: its
  * reader (joined before it is freed) and the threads counted in `users`
@@ -87,6 +92,30 @@ struct pending {
 	/* qc_call_ordered: the connection whose `ordered` count it holds
 	 * until completed; NULL otherwise */
 	struct qc_conn *oc;
+	/* A resumable lane's request (resume.c): its id on lane `lane`
+	 * (seq, 0 when not numbered; `id` is then QC_RKEY(lane, seq)), set
+	 * before it enters the table; its place in the lane's list and the
+	 * copy of its frame (conn lock; `kept` is NULL while the resume
+	 * resends it, which keeps kept_len). */
+	unsigned lane;
+	uint64_t seq;
+	struct pending *rprev, *rnext;  /* conn lock */
+	uint8_t *kept;          /* conn lock */
+	size_t kept_len;
+};
+
+/* The table key of request `seq` of a resumable lane: apart from the
+ * connection-wide ids of other links, which never get this high. */
+#define QC_RKEY(lane, seq) \
+	((1ull << 63) | ((uint64_t)(lane) << 62) | (uint64_t)(seq))
+#define QC_RSEQ_MAX     ((1ull << 62) - 1)
+
+/* What a resumable session keeps per lane across its links (resume.c):
+ * every field under the conn lock. */
+struct qc_rlane {
+	uint64_t next;          /* the id the next request gets (from 1) */
+	struct pending *head;   /* kept requests, unanswered, in id order */
+	struct pending *tail;
 };
 
 /* The streams of a link (conn.h, "Two streams"). */
@@ -110,6 +139,10 @@ struct lane {
 	 * here (link_send drops it elsewhere).  Set before the readers
 	 * start. */
 	bool lazy;
+	/* HELLO (or RESUME) granted QFT_FEAT_RESUME: requests here are
+	 * numbered and kept (resume.c).  Set before the readers start. */
+	bool resume;
+	uint32_t features;      /* granted by HELLO; set before the readers */
 	pthread_t reader;
 	bool reader_running;    /* the thread that frees the link only */
 };
@@ -136,6 +169,21 @@ struct link {
 	/* The server's uid and gid from the bulk HELLO reply: set by the
 	 * handshake, before anyone else sees the link. */
 	uint32_t srv_uid, srv_gid;
+	/* Every lane agreed on RESUME: its death resumes the session
+	 * (resume.c).  Set by the handshake, before the readers start. */
+	bool resume;
+};
+
+/*
+ * The session a dead resumable link leaves behind, while it is resumed
+ * (resume.c): what the next link is made like.  Conn lock.
+ */
+struct qc_rsess {
+	struct qc_endpoint ep;  /* priv, cipher: the transport's */
+	bool held;              /* ep.priv is ours to close */
+	uint64_t gen;
+	unsigned nlanes;
+	uint32_t features[LANES];
 };
 
 struct qc_conn {
@@ -196,6 +244,25 @@ struct qc_conn {
 
 	/* Receive buffers of every link (RPOOL_*); its own locking. */
 	struct qft_pool *rpool;
+
+	/*
+	 * Resuming (resume.c).  slock[lane] keeps a resumable lane's ids in
+	 * send order: held from numbering a request through sending it, and
+	 * by the resume from resending through installing the link; taken
+	 * before `lock`, never while holding it.
+	 */
+	pthread_mutex_t slock[LANES];
+	pthread_cond_t rcond;   /* lock: a kept request went, a link died */
+	unsigned rwaiters;      /* lock: threads waiting on rcond */
+	struct qc_rlane rl[LANES]; /* lock */
+	uint64_t kept_n;        /* lock: requests with a copy kept */
+	uint64_t kept_bytes;    /* lock: ... and their bytes */
+	bool resuming;          /* lock: a link died, its session resumes */
+	int64_t resume_until;   /* lock: when its grace ends */
+	bool expired;           /* lock: the grace passed: calls fail at once
+				 * until a new link is up */
+	uint64_t resumes;       /* lock: links resumed */
+	struct qc_rsess rs;     /* lock: the session being resumed */
 };
 
 static inline int64_t now_ns(void)
@@ -244,6 +311,7 @@ int qc_reply_check(uint16_t op, struct qc_reply *rep);
 
 /* pending.c */
 void qc_pending_complete(struct pending *p);
+struct pending *qc_pending_fail_all(struct qc_conn *c);
 struct pending *qc_pending_take(struct qc_conn *c, uint64_t id);
 struct pending *qc_pending_find(struct qc_conn *c, uint64_t id);
 void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p);
@@ -273,6 +341,19 @@ int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
 void qc_handle_reset(struct qc_conn *c, uint64_t gen);
 bool qc_handle_is_dir(struct qc_conn *c, uint64_t gen, uint64_t handle,
 		      bool opendir);
+
+/* resume.c */
+int qc_resume_send(struct qc_conn *c, struct link *l, unsigned lane,
+		   struct qft_msg *req, struct pending *p);
+void qc_resume_unkeep(struct qc_conn *c, struct pending *p);
+void qc_resume_forget(struct qc_conn *c);
+int qc_resume_lost(struct qc_conn *c, struct link *l);
+void qc_resume_retire(struct qc_conn *c, struct link *l);
+void qc_resume_run(struct qc_conn *c);
+void qc_resume_end(struct qc_conn *c);
+void qc_resume_bye(struct qc_conn *c, struct link *l);
+int qc_resume_init(struct qc_conn *c);
+void qc_resume_destroy(struct qc_conn *c);
 
 /* reconnect.c */
 void qc_reconnect(struct qc_conn *c);

@@ -224,10 +224,21 @@ void qc_link_fail(struct qc_conn *c, struct link *l, int err,
 {
 	struct pending *async = NULL;
 	bool report;
+	int resuming;
 
 	pthread_mutex_lock(&c->lock);
 	if (l->dead) {
 		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	/* A resumable session keeps its waiters and its generation. */
+	resuming = qc_resume_lost(c, l);
+	if (resuming) {
+		pthread_mutex_unlock(&c->lock);
+		if (resuming > 1)
+			qft_warn("link lost; resuming (up to %d s): %s",
+				 c->o.resume_s, why ? why : fail_reason(l, err));
+		qc_link_shutdown(l);
 		return;
 	}
 	l->dead = true;
@@ -239,27 +250,7 @@ void qc_link_fail(struct qc_conn *c, struct link *l, int err,
 		c->lost = true;
 		c->lost_at = now_ns();
 	}
-	for (unsigned b = 0; b < PENDING_BUCKETS; b++) {
-		struct pending *p = c->pending[b];
-
-		while (p) {
-			struct pending *next = p->next;
-
-			if (p->cb) {
-				/* Completed below, outside the lock: the
-				 * callbacks take their owners' locks. */
-				p->err = -ENOTCONN;
-				p->next = async;
-				async = p;
-			} else {
-				p->err = -EIO;
-				p->done = true;
-				pthread_cond_signal(&p->cond);
-			}
-			p = next;
-		}
-		c->pending[b] = NULL;
-	}
+	async = qc_pending_fail_all(c);
 	l->npending = 0;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
@@ -307,6 +298,11 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		m.features |= QFT_FEAT_FOLLOW;
 	m.features |= QFT_FEAT_PROGRESS;
 	m.features |= QFT_FEAT_LAZY;
+	/* Only where the endpoint can be reached again, and on meta only
+	 * when bulk has it: a session resumes whole or not at all. */
+	if (l->c->o.resume_s > 0 && l->ep.resumable &&
+	    (ln == &l->lane[LANE_BULK] || l->lane[LANE_BULK].resume))
+		m.features |= QFT_FEAT_RESUME;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
@@ -382,6 +378,9 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);
 	ln->progress = rep.features & QFT_FEAT_PROGRESS;
 	ln->lazy = rep.features & QFT_FEAT_LAZY;
+	ln->resume = (m.features & QFT_FEAT_RESUME) &&
+		     (rep.features & QFT_FEAT_RESUME);
+	ln->features = rep.features & m.features;
 	r = 0;
 out_free_buf:
 	qbuf_free(&b);
@@ -410,8 +409,10 @@ int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size)
 			qft_warn("cannot set up the meta stream (%s); using "
 				 "one stream", strerror(-r));
 	}
-	if (l->nlanes < 2)
+	if (l->nlanes < 2) {
+		l->resume = l->lane[LANE_BULK].resume;
 		return 0;
+	}
 	r = lane_hello(&l->lane[LANE_META], timeout_s, mmsg, sizeof(mmsg));
 	if (r == -EPIPE) {
 		qft_info("the server serves one stream: metadata shares it "
@@ -421,9 +422,18 @@ int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size)
 		qft_warn("meta stream: %s; using one stream",
 			 mmsg[0] ? mmsg : strerror(-r));
 		link_drop_meta(l);
+	} else if (l->lane[LANE_BULK].resume && !l->lane[LANE_META].resume) {
+		/* Cannot happen with one server; a meta stream that could
+		 * not be resumed would leave its handles behind. */
+		qft_warn("meta stream: the server cannot resume it; using "
+			 "one stream");
+		link_drop_meta(l);
 	} else {
 		qft_debug("two streams: bulk and meta");
 	}
+	l->resume = l->lane[LANE_BULK].resume;
+	if (l->resume)
+		qft_debug("resumable session (up to %d s)", l->c->o.resume_s);
 	return 0;
 }
 
@@ -465,6 +475,20 @@ int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out)
 			l->users++;
 			*out = l;
 			return 0;
+		}
+		/* After the grace of a resume: at once, until a new link. */
+		if (c->expired)
+			return gen ? -ENOTCONN : -EIO;
+		/* Resuming: past the deadline, as long as the grace lasts,
+		 * for the same generation too (its handles stay valid). */
+		if (c->resuming && c->started) {
+			if (gen && gen != atomic_load(&c->live_gen))
+				return -ENOTCONN;
+			if (wait_until(&c->cond, &c->lock, c->resume_until) &&
+			    c->resuming)
+				return gen ? -ENOTCONN : -EIO;
+			until = 0;
+			continue;
 		}
 		if (gen)
 			return -ENOTCONN;

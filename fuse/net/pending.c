@@ -54,6 +54,8 @@ struct pending *qc_pending_take(struct qc_conn *c, uint64_t id)
 
 		if (p->id == id) {
 			*pp = p->next;
+			if (p->seq)
+				qc_resume_unkeep(c, p);
 			return p;
 		}
 	}
@@ -78,4 +80,39 @@ void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p)
 	c->pending[p->id % PENDING_BUCKETS] = p;
 	if (l->npending++ == 0)
 		l->busy_since = now_ns();
+}
+
+/*
+ * Empties the table (conn lock held): synchronous waiters are woken with
+ * -EIO, asynchronous ones returned as a list (through `next`) for the
+ * caller to complete with -ENOTCONN once it dropped the lock, since the
+ * callbacks take their owners' locks.  A resumable session's copies and
+ * numbering go with them (qc_resume_forget).
+ */
+struct pending *qc_pending_fail_all(struct qc_conn *c)
+{
+	struct pending *async = NULL;
+
+	qc_conn_assert_locked(c);
+	qc_resume_forget(c);
+	for (unsigned b = 0; b < PENDING_BUCKETS; b++) {
+		struct pending *p = c->pending[b];
+
+		while (p) {
+			struct pending *next = p->next;
+
+			if (p->cb) {
+				p->err = -ENOTCONN;
+				p->next = async;
+				async = p;
+			} else {
+				p->err = -EIO;
+				p->done = true;
+				pthread_cond_signal(&p->cond);
+			}
+			p = next;
+		}
+		c->pending[b] = NULL;
+	}
+	return async;
 }

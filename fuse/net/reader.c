@@ -76,6 +76,19 @@ static int deliver_notify(struct link *l, const struct qbuf *in)
 	return 0;
 }
 
+/* The table key of the request a frame of lane `ln` names: on a
+ * resumable lane its id counts that lane's requests (resume.c).  An id
+ * no request of ours can have gives a key that matches nothing. */
+static uint64_t frame_key(const struct link *l, const struct lane *ln,
+			  uint64_t id)
+{
+	if (!ln->resume)
+		return id;
+	if (id == 0 || id > QC_RSEQ_MAX)
+		return 0;
+	return QC_RKEY(ln - l->lane, id);
+}
+
 /* Whether a reader waiting for a receive buffer should stop waiting. */
 static bool reader_stop(void *arg)
 {
@@ -107,7 +120,8 @@ static void in_view(struct qbuf *in, uint8_t *buf)
  * as the work lasts.)  An id no longer waiting is no error: its caller may
  * have given up.  Anything malformed ends the link, as in a reply.
  */
-static int link_progress(struct link *l, const struct qbuf *in)
+static int link_progress(struct link *l, const struct lane *ln,
+			 const struct qbuf *in)
 {
 	struct qc_conn *c = l->c;
 	struct pending *p;
@@ -120,7 +134,7 @@ static int link_progress(struct link *l, const struct qbuf *in)
 		return -EPROTO;
 	}
 	pthread_mutex_lock(&c->lock);
-	p = l->dead ? NULL : qc_pending_find(c, m.id);
+	p = l->dead ? NULL : qc_pending_find(c, frame_key(l, ln, m.id));
 	if (p && p->sent_ns) {
 		now = now_ns();
 		since = p->sent_ns;
@@ -152,7 +166,7 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 	if ((h->flags & QFT_F_NOTIFY) && ln->notify)
 		return deliver_notify(l, in);
 	if ((h->flags & QFT_F_PROGRESS) && ln->progress)
-		return link_progress(l, in);
+		return link_progress(l, ln, in);
 	if (!(h->flags & QFT_F_REPLY)) {
 		qft_err("server sent a %s %s frame", qft_op_name(h->op),
 			h->flags & QFT_F_NOTIFY ? "notification (not agreed "
@@ -162,7 +176,7 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 	pthread_mutex_lock(&c->lock);
 	/* A dead link's table entries are gone; its late frames are noise. */
 	if (!l->dead) {
-		p = qc_pending_take(c, h->id);
+		p = qc_pending_take(c, frame_key(l, ln, h->id));
 		if (p)
 			l->npending--;
 	}

@@ -14,6 +14,9 @@
 #include "protocol.h"
 
 #define BACKOFF_MAX_S   30
+/* With -o resume=, a mount whose session was given up serves again soon
+ * after the host answers. */
+#define BACKOFF_RESUME_MAX_S 4
 
 /*
  * One attempt at a new link: a fresh endpoint from the transport and the
@@ -73,6 +76,7 @@ static void link_install(struct qc_conn *c, struct link *l)
 	qc_handle_reset(c, l->gen);
 	c->cur = l;
 	c->lost = false;
+	c->expired = false;
 	/* A reconnect may reach a server running as someone else. */
 	c->srv_uid = l->srv_uid;
 	c->srv_gid = l->srv_gid;
@@ -87,6 +91,8 @@ static void link_install(struct qc_conn *c, struct link *l)
 void qc_reconnect(struct qc_conn *c)
 {
 	int64_t delay = NS_PER_S, start = c->lost_at, until;
+	int64_t max = (c->o.resume_s > 0 ? BACKOFF_RESUME_MAX_S :
+		       BACKOFF_MAX_S) * NS_PER_S;
 	const char *host = c->o.host ? c->o.host : "the server";
 	unsigned attempt = 0;
 
@@ -124,7 +130,6 @@ void qc_reconnect(struct qc_conn *c)
 		until = now_ns() + delay;
 		while (!c->closing && !wait_until(&c->cond, &c->lock, until))
 			;
-		delay = delay * 2 > BACKOFF_MAX_S * NS_PER_S ?
-			BACKOFF_MAX_S * NS_PER_S : delay * 2;
+		delay = delay * 2 > max ? max : delay * 2;
 	}
 }

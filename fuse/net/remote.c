@@ -26,6 +26,7 @@ static void boot_endpoint(struct qc_boot *b, struct qc_endpoint *ep)
 	ep->keys = b->keys;
 	qft_session_keys_wipe(&b->keys);
 	ep->priv = b;
+	ep->resumable = b->resume_ok;
 }
 
 static int remote_open(void *ctx, struct qc_endpoint *ep)
@@ -70,10 +71,19 @@ static int remote_open_meta(void *ctx, struct qc_endpoint *ep)
 	return r;
 }
 
+static int remote_reattach(void *ctx, struct qc_endpoint *ep, int *fd,
+			   struct qft_session_keys *keys)
+{
+	struct qc_remote_tr *rt = ctx;
+
+	return qc_boot_reattach(ep->priv, &rt->bo, fd, keys);
+}
+
 static const struct qc_transport_ops remote_ops = {
 	.open = remote_open,
 	.close = remote_close,
 	.open_meta = remote_open_meta,
+	.reattach = remote_reattach,
 };
 
 /* Logs in, starts the server, opens the data plane, says HELLO. */

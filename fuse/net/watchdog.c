@@ -103,7 +103,14 @@ void *qc_watchdog_main(void *arg)
 		if (l) {
 			/* Dead: nobody can reach it once cur moves on. */
 			c->cur = NULL;
-			qc_link_retire(c, l, FAULT_REAP_MS);
+			if (c->resuming)
+				qc_resume_retire(c, l);
+			else
+				qc_link_retire(c, l, FAULT_REAP_MS);
+			continue;
+		}
+		if (c->resuming) {
+			qc_resume_run(c);
 			continue;
 		}
 		if (c->o.reconnect && c->o.ops) {

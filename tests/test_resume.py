@@ -1,0 +1,450 @@
+# SPDX-License-Identifier: MIT
+"""Resumable sessions (issue 17; docs/protocol.md, "Resuming a session";
+-o resume= in docs/qftfs.1): a link that dies under a transfer is taken
+up again where it stopped, and the transfer completes, byte for byte.
+
+The faults are real, on the lab of tests/netns.py (a network namespace
+with an sshd, the server on the far side of a veth pair):
+- a cut longer than -o timeout= (every packet dropped, silently), in the
+  middle of an upload, a download and a tree copied with commit=async;
+- every TCP connection of the server's host reset (`ss -K`), which also
+  kills the ssh connection the mount was made over;
+- the client's address changed (the old one removed) mid-upload;
+- an outage longer than -o resume=: the copy must then fail with EIO
+  within grace + deadline, never hang, and the mount serve again after
+  the heal;
+- the server's fault hook (a -Dfault_injection build, env
+  QFTFS_FAULT_DROP_REPLY): the first reply of each named op is never
+  sent and its connection is shut down, so each of those ops is sent
+  again on a resumed link and must take effect exactly once.
+
+Every copy goes through a FIFO the test feeds (or drains), so the fault
+lands in the middle of it however fast the machine is, and the test
+checks that it did (the transfer was not complete when the link came
+back).
+"""
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import threading
+import time
+
+import pytest
+
+import util
+from util import MiB
+
+from netns import lab, link  # noqa: F401
+from test_faults import (Bg, FeedCopy, file_size, home, served,  # noqa: F401
+                         ssh_mount, until_works, wait_for, run_bounded,
+                         wait_no_server)
+
+P = os.path.join
+
+DEADLINE = 5
+CUT = 10                      # seconds: two deadlines
+GRACE = 60
+OPTS = ['timeout=%d' % DEADLINE, 'keepalive=2', 'resume=%d' % GRACE]
+COPY_SIZE = 64 * MiB
+# What a loaded machine may add before a resumed transfer completes, or
+# an error reaches the process that waits for it.
+SLACK = 20
+RESUMING = 'link lost; resuming (up to'
+RESUMED = 'session resumed after'
+
+
+def fed_digest(size, seed=64):
+    """sha256 of what FeedCopy(size, seed) sends (1 MiB pieces)."""
+    h = hashlib.sha256()
+    rnd = random.Random(seed)
+    for _ in range(size // MiB):
+        h.update(rnd.randbytes(MiB))
+    return h.hexdigest()
+
+
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for b in iter(lambda: f.read(MiB), b''):
+            h.update(b)
+    return h.hexdigest()
+
+
+def assert_resumed(m, at_least=1):
+    log = m.log()
+    assert log.count(RESUMING) >= 1, \
+        'the link was never lost with a resume; log:\n' + util.tail(log)
+    assert log.count(RESUMED) >= at_least, \
+        'the session was not resumed (%d of %d); log:\n%s' % (
+            log.count(RESUMED), at_least, util.tail(log))
+    assert 'cannot resume the session' not in log, util.tail(log)
+
+
+def upload_across(m, tmp_path, served, fault, heal=None, during=0,
+                  before_heal=None):
+    """A 64 MiB cp onto the mount with `fault` injected once the server
+    has 8 MiB of it; `heal` after `during` seconds.  Returns the cp."""
+    target = P(served, 'big')
+    copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)
+    try:
+        assert copy.feed(16 * MiB), 'cp stopped reading before any fault'
+        wait_for(lambda: file_size(target) >= 8 * MiB, 60,
+                 'the server to write 8 MiB')
+        fault()
+        copy.done()
+        if heal:
+            time.sleep(during)
+            assert copy.cp.proc.poll() is None, \
+                'cp ended during the fault: %s' % copy.cp.output
+            assert file_size(target) < COPY_SIZE, \
+                'the file was complete before the heal: the fault was late'
+            if before_heal:
+                before_heal()
+            heal()
+        rc = copy.cp.wait(GRACE + SLACK)
+        assert rc is not None, 'cp still running %ds after the fault' % (
+            GRACE + SLACK)
+    finally:
+        copy.finish()
+    return copy.cp
+
+
+@pytest.mark.deadline(180)
+def test_upload_across_cut(link, mounter, tmp_path, served, home):
+    """(a) The link cut for two deadlines in the middle of a 64 MiB
+    upload, then healed: cp exits 0 and the server has every byte."""
+    m = ssh_mount(mounter, link, home, served, opts=OPTS)
+    seen = {}
+
+    def stats():
+        # The statistics say so while it resumes, and need no server.
+        r = util.run([util.client_bin(m.build), '--stats', '--json',
+                      m.mnt], timeout=10)
+        assert r.returncode == 0, r.stderr
+        seen.update(json.loads(r.stdout))
+        r = util.run([util.client_bin(m.build), '--stats', m.mnt],
+                     timeout=10)
+        seen['text'] = r.stdout
+
+    t0 = time.monotonic()
+    cp = upload_across(m, tmp_path, served, link.cut, link.heal, CUT,
+                       before_heal=stats)
+    assert seen['link_state'] == 1, seen
+    assert 0 < seen['resume_left_ms'] <= GRACE * 1000, seen
+    assert seen['resume_kept'] > 0, seen
+    assert 'RESUMING' in seen['text'] and 's left' in seen['text'], \
+        seen['text']
+    assert cp.rc == 0, 'cp failed across a %d s cut: %s' % (CUT, cp.output)
+    assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
+    assert os.stat(P(m.mnt, 'big')).st_size == COPY_SIZE
+    assert_resumed(m)
+    after = json.loads(util.run([util.client_bin(m.build), '--stats',
+                                 '--json', m.mnt], timeout=10).stdout)
+    assert after['link_state'] == 0 and after['resumes'] >= 1, after
+    assert after['resume_kept'] == 0 or after['server_in_flight'] > 0
+    print('cp done %.1fs after the fault' % (time.monotonic() - t0))
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+    # The unmount's BYE ended the session: the server does not wait out
+    # its grace.
+    left = wait_no_server(served, 10)
+    assert not left, 'qftfs-server %s still running 10 s after the ' \
+        'unmount (BYE sent?)' % left
+
+
+@pytest.mark.deadline(180)
+def test_download_across_cut(link, mounter, tmp_path, served, home):
+    """(b) The same for a 64 MiB download: cp off the mount into a FIFO
+    the test drains, cut at 16 MiB for two deadlines."""
+    src = P(served, 'big')
+    rnd = random.Random(7)
+    with open(src, 'wb') as f:
+        for _ in range(COPY_SIZE // MiB):
+            f.write(rnd.randbytes(MiB))
+    want = digest(src)
+    m = ssh_mount(mounter, link, home, served, opts=OPTS)
+    fifo = str(tmp_path / 'out')
+    os.mkfifo(fifo)
+    cp = Bg(['cp', P(m.mnt, 'big'), fifo], m, tmp=str(tmp_path))
+    got = {'n': 0, 'h': hashlib.sha256(), 'err': None}
+    go = threading.Event()
+
+    def drain():
+        try:
+            with open(fifo, 'rb') as f:
+                while True:
+                    if got['n'] >= 16 * MiB and not go.is_set():
+                        go.wait(120)
+                    b = f.read(64 * 1024)
+                    if not b:
+                        break
+                    got['h'].update(b)
+                    got['n'] += len(b)
+        except OSError as e:
+            got['err'] = e
+
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: got['n'] >= 16 * MiB, 60, 'cp to read 16 MiB')
+        link.cut()
+        go.set()
+        time.sleep(CUT)
+        assert cp.proc.poll() is None, 'cp ended in the cut: ' + cp.output
+        assert got['n'] < COPY_SIZE, \
+            'the whole file was read before the heal: the cut was late'
+        link.heal()
+        rc = cp.wait(GRACE + SLACK)
+        t.join(30)
+    finally:
+        go.set()
+        cp.finish()
+    assert rc == 0, 'cp failed across a %d s cut: %s' % (CUT, cp.output)
+    assert got['err'] is None, got['err']
+    assert got['n'] == COPY_SIZE and got['h'].hexdigest() == want
+    assert_resumed(m)
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+
+
+def make_tree(root, n):
+    """n files in a few directories, of 100 B to 200 KiB; {relpath: data}."""
+    files = {}
+    rnd = random.Random(17)
+    for i in range(n):
+        rel = P('d%02d' % (i % 7), 'f%04d' % i)
+        files[rel] = rnd.randbytes(rnd.choice((100, 3000, 40000, 200000)))
+    return files
+
+
+@pytest.mark.deadline(240)
+def test_async_tree_across_cut(link, mounter, tmp_path, served, home,
+                               build):
+    """(c) A tree written with -o commit=async while the link is cut for
+    two deadlines: every write succeeds, `qftfs --sync` exits 0, and the
+    server has every file byte for byte."""
+    m = ssh_mount(mounter, link, home, served, opts=OPTS + ['commit=async'])
+    files = make_tree(None, 600)
+    names = sorted(files)
+    state = {'i': 0, 'err': None}
+    gate = threading.Event()
+
+    def writer():
+        try:
+            for i, rel in enumerate(names):
+                if i == 150:
+                    gate.set()
+                d = P(m.mnt, 'tree', os.path.dirname(rel))
+                os.makedirs(d, exist_ok=True)
+                with open(P(m.mnt, 'tree', rel), 'wb') as f:
+                    f.write(files[rel])
+                state['i'] = i + 1
+        except OSError as e:
+            state['err'] = e
+        gate.set()
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    assert gate.wait(60), 'the writer did not get to 150 files'
+    link.cut()
+    time.sleep(CUT)
+    written_in_cut = state['i']
+    link.heal()
+    t.join(GRACE + SLACK)
+    assert not t.is_alive(), 'the writer still runs %ds after the heal' % (
+        GRACE + SLACK)
+    assert state['err'] is None, state['err']
+    rc, out = run_bounded([util.client_bin(build), '--sync', m.mnt], m,
+                          GRACE + SLACK)
+    assert rc == 0, 'qftfs --sync: exit %s: %s' % (rc, out)
+    for rel in names:
+        with open(P(served, 'tree', rel), 'rb') as f:
+            assert f.read() == files[rel], rel
+    assert_resumed(m)
+    assert written_in_cut < len(names), \
+        'the tree was written before the cut hurt: it landed too late'
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.deadline(180)
+def test_upload_across_reset(link, mounter, tmp_path, served, home):
+    """(d) Every TCP connection of the server's host reset in the middle
+    of an upload (`ss -K`, the ssh connection too): cp exits 0."""
+    m = ssh_mount(mounter, link, home, served, opts=OPTS)
+    killed = []
+    cp = upload_across(m, tmp_path, served,
+                       lambda: killed.append(link.reset_tcp()))
+    # ss reports each socket it reset; the ssh, bulk and meta
+    # connections were there, at least two of them are always listed.
+    assert killed and len(killed[0]) >= 2, \
+        'ss -K reset too little: %s' % killed
+    assert cp.rc == 0, 'cp failed across a reset: %s' % cp.output
+    assert 'connection was reset' in m.log() or \
+        'closed the connection' in m.log(), util.tail(m.log())
+    assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
+    assert_resumed(m)
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.deadline(180)
+def test_upload_across_address_change(link, mounter, tmp_path, served,
+                                      home):
+    """(e) The client's address changes in the middle of an upload (a new
+    one added, the old one removed): the session resumes from the new
+    address and cp exits 0."""
+    m = ssh_mount(mounter, link, home, served, opts=OPTS)
+    old = link.ns.host_addr
+    cp = upload_across(m, tmp_path, served, link.move_client)
+    assert link.ns.host_addr != old
+    assert cp.rc == 0, 'cp failed across an address change: %s' % cp.output
+    assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
+    assert_resumed(m)
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.deadline(240)
+def test_outage_longer_than_resume(link, mounter, tmp_path, served, home):
+    """(f) A cut longer than -o resume=8 (with -o timeout=5): cp fails with
+    EIO within grace + deadline (+ slack), does not hang, and the mount
+    serves again after the heal."""
+    grace = 8
+    m = ssh_mount(mounter, link, home, served,
+                  opts=['timeout=%d' % DEADLINE, 'keepalive=2',
+                        'resume=%d' % grace])
+    target = P(served, 'big')
+    copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)
+    try:
+        assert copy.feed(16 * MiB), 'cp stopped reading before any fault'
+        wait_for(lambda: file_size(target) >= 8 * MiB, 60,
+                 'the server to write 8 MiB')
+        link.cut()
+        t0 = time.monotonic()
+        copy.done()
+        rc = copy.cp.wait(grace + DEADLINE + SLACK)
+        took = time.monotonic() - t0
+        assert rc is not None, 'cp still running %ds after the cut' % (
+            grace + DEADLINE + SLACK)
+    finally:
+        copy.finish()
+    assert rc != 0, 'cp reported success across an outage past the grace'
+    assert 'Input/output error' in copy.cp.output, copy.cp.output
+    # Within the grace it must not have failed: it waited for the link.
+    assert took >= grace, 'cp failed %.1fs after the cut, inside the grace' \
+        % took
+    assert took <= grace + DEADLINE + 5, \
+        'cp failed %.1fs after the cut (grace %d, deadline %d)' % (
+            took, grace, DEADLINE)
+    log = m.log()
+    assert RESUMING in log and 'cannot resume the session' in log, \
+        util.tail(log)
+    # New calls fail at once past the grace, without a deadline's wait.
+    if link.is_cut:
+        t1 = time.monotonic()
+        rc2, _ = run_bounded(['stat', P(m.mnt, 'nothing')], m, 30)
+        assert rc2 is not None and rc2 != 0
+        assert time.monotonic() - t1 < 2.5, \
+            'a call after the grace waited %.1fs' % (time.monotonic() - t1)
+    link.heal()
+    took_back, _ = until_works(['ls', '-la', m.mnt], m, 40,
+                               'the mount after the heal')
+    data = random.Random(3).randbytes(MiB)
+    with open(P(m.mnt, 'after'), 'wb') as f:
+        f.write(data)
+    with open(P(served, 'after'), 'rb') as f:
+        assert f.read() == data
+    print('cp failed %.1fs after the cut; served again %.1fs after the heal'
+          % (took, took_back))
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+
+
+DROP = 'MKDIR,CREATE,RENAME,UNLINK,WRITE'
+
+
+@pytest.mark.deadline(180)
+def test_ops_exactly_once(lab, mounter, tmp_path, served, home):
+    """(g) With the server's fault hook dropping the first reply of MKDIR,
+    CREATE, RENAME, UNLINK and WRITE and shutting that connection down,
+    each is sent again on a resumed link and takes effect exactly once:
+    mkdir and an O_EXCL create succeed (no EEXIST), a rename and an
+    unlink succeed (no ENOENT), an append appends once."""
+    b = util.build_dir()
+    why = util.fault_injection_reason(b)
+    if why:
+        pytest.skip(why)
+    # A wrapper, as the list's commas cannot pass through -o server=.
+    wrap = str(tmp_path / 'drop-server')
+    with open(wrap, 'w') as f:
+        f.write('#!/bin/sh\nQFTFS_FAULT_DROP_REPLY=%s; export '
+                'QFTFS_FAULT_DROP_REPLY\nexec %s "$@"\n'
+                % (DROP, util.server_bin(b)))
+    os.chmod(wrap, 0o755)
+    m = mounter(src=lab.sshd.source(served), mnt=P(os.path.dirname(served),
+                'mnt'), build=b, opts=OPTS, server=wrap,
+                env=lab.sshd.client_env(home, build=b),
+                extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
+    with open(P(served, 'log'), 'wb') as f:
+        f.write(b'first\n')
+    os.mkdir(P(m.mnt, 'd'))
+    fd = os.open(P(m.mnt, 'd', 'x'), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                 0o644)
+    os.close(fd)
+    os.rename(P(m.mnt, 'd', 'x'), P(m.mnt, 'd', 'y'))
+    os.unlink(P(m.mnt, 'd', 'y'))
+    with open(P(m.mnt, 'log'), 'ab') as f:
+        f.write(b'second\n')
+    assert os.path.isdir(P(served, 'd'))
+    assert os.listdir(P(served, 'd')) == []
+    with open(P(served, 'log'), 'rb') as f:
+        assert f.read() == b'first\nsecond\n'
+    # Each of the five dropped replies cost one resume.
+    assert_resumed(m, at_least=5)
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.deadline(60)
+def test_resume_option_checked(build, tmp_path):
+    """-o resume= beyond the cap is refused with a message that says why."""
+    mnt = tmp_path / 'mnt'
+    mnt.mkdir()
+    r = util.run([util.client_bin(build), '-o', 'resume=3601', 'h:/x',
+                  str(mnt)], timeout=30)
+    assert r.returncode != 0
+    assert 'at most 3600' in r.stderr, r.stderr
+    r = util.run([util.client_bin(build), '-o', 'resume=-1', 'h:/x',
+                  str(mnt)], timeout=30)
+    assert r.returncode != 0 and 'invalid resume' in r.stderr, r.stderr
+
+
+@pytest.mark.deadline(120)
+def test_unmount_while_resuming(link, mounter, served, home):
+    """fusermount3 -u while the session is being resumed (link cut, the
+    loss noticed) returns at once, and the client exits within seconds
+    instead of waiting for the grace."""
+    m = ssh_mount(mounter, link, home, served,
+                  opts=['timeout=%d' % DEADLINE, 'keepalive=2', 'resume=30'])
+    with open(P(m.mnt, 'f'), 'wb') as f:
+        f.write(b'x' * MiB)
+    link.cut()
+    wait_for(lambda: RESUMING in m.log(), 3 * DEADLINE,
+             'the loss to be noticed')
+    t0 = time.monotonic()
+    rc, out = run_bounded(['fusermount3', '-u', m.mnt], m, 10)
+    took = time.monotonic() - t0
+    assert rc == 0, 'fusermount3 -u: %s %s' % (rc, out)
+    assert util.find_mount(m.mnt) is None
+    try:
+        m.proc.wait(timeout=10 * util.timeout_scale())
+    except subprocess.TimeoutExpired:
+        pytest.fail('qftfs still running 10 s after the unmount while '
+                    'resuming', pytrace=False)
+    done = time.monotonic() - t0
+    assert done < 8, 'qftfs took %.1fs to exit after the unmount' % done
+    print('unmount took %.1fs; qftfs exited after %.1fs' % (took, done))
