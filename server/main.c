@@ -593,7 +593,7 @@ int main(int argc, char **argv)
 		/* The secret is read only once the root is known to open, so
 		 * that a bad directory is reported before anything else. */
 		srv_resume_init(&rs, grace, &ss);
-		r = srv_session_open(&ss, rfd, wfd, &rs);
+		r = srv_session_open(&ss, rfd, wfd, &rs, &srv_resume_hooks);
 		if (r < 0) {
 			close(rfd);
 			close(wfd);

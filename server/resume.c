@@ -654,3 +654,8 @@ int srv_resume_wait(struct srv *s)
 		return 0;
 	}
 }
+
+const struct srv_session_hooks srv_resume_hooks = {
+	.listen = srv_resume_listen,
+	.active = srv_resume_active,
+};

@@ -108,6 +108,9 @@ void srv_resume_listen(struct srv_resume *rs, int lfd,
  * longer ends the session. */
 bool srv_resume_active(struct srv_resume *rs);
 
+/* The two above, for the session below (session.h). */
+extern const struct srv_session_hooks srv_resume_hooks;
+
 /*
  * The connection of s's lane ended without BYE (the caller finished its
  * requests).  Detaches the lane and waits, up to the grace, for a RESUME;

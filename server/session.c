@@ -489,7 +489,8 @@ out_abort:
 }
 
 int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
-		     struct srv_resume *rs)
+		     struct srv_resume *rs,
+		     const struct srv_session_hooks *hooks)
 {
 	uint8_t secret[QFT_SECRET_SIZE];
 	char line[64];
@@ -502,7 +503,8 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 	ss->data_fd = -1;
 	ss->lfd = -1;
 	ss->meta_fd = -1;
-	ss->resume = rs && rs->grace_s ? rs : NULL;
+	ss->resume = rs && rs->grace_s && hooks ? rs : NULL;
+	ss->hooks = hooks;
 	pthread_mutex_init(&ss->lock, NULL);
 	/* No core file, no ptrace by other processes of the user: the
 	 * secret is about to be in memory. */
@@ -563,7 +565,8 @@ static void accept_end(struct srv_session *ss)
 	}
 	pthread_mutex_unlock(&ss->lock);
 	if (ss->resume && ss->have_resume_key)
-		srv_resume_listen(ss->resume, lfd, ss->resume_key, ss->cipher);
+		ss->hooks->listen(ss->resume, lfd, ss->resume_key,
+				  ss->cipher);
 	else if (lfd >= 0)
 		close(lfd);
 	OPENSSL_cleanse(ss->resume_key, sizeof(ss->resume_key));
@@ -713,7 +716,7 @@ static void *watch_main(void *arg)
 			break;
 		/* Nothing is expected here over TCP; ignore it. */
 	}
-	if (srv_resume_active(ss->resume)) {
+	if (ss->resume && ss->hooks->active(ss->resume)) {
 		/* The data connections carry the session now; the client
 		 * may come back without ssh (docs/protocol.md). */
 		qft_info("the ssh channel closed; the session stays, "

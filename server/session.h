@@ -67,8 +67,24 @@ struct srv_session {
 	 * K_r, derived from the secret before it is wiped, goes to the
 	 * session's resume state with the listener (accept_end). */
 	struct srv_resume *resume;
+	const struct srv_session_hooks *hooks; /* immutable: with resume */
 	uint8_t resume_key[QFT_SECRET_SIZE]; /* the accepting thread */
 	bool have_resume_key;
+};
+
+/*
+ * What the session asks of the resume state above it (resume.c defines
+ * srv_resume_hooks; main.c hands them over with it): called through
+ * pointers, so that session.c, below resume.c, never calls up into it.
+ * listen takes over the listener and K_r once the first connections are
+ * in; active says whether a lane agreed on resuming, so that the end of
+ * the ssh channel no longer ends the session.
+ */
+struct srv_session_hooks {
+	void (*listen)(struct srv_resume *rs, int lfd,
+		       const uint8_t key[QFT_SECRET_SIZE],
+		       enum qft_cipher cipher);
+	bool (*active)(struct srv_resume *rs);
 };
 
 /*
@@ -77,7 +93,8 @@ struct srv_session {
  * descriptors themselves (tunnel), and ss->tx/rx are keyed.
  */
 int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
-		     struct srv_resume *rs);
+		     struct srv_resume *rs,
+		     const struct srv_session_hooks *hooks);
 
 /* TCP keepalive and user timeout on a data socket. */
 void srv_session_set_liveness(int fd);

@@ -90,7 +90,7 @@ int qc_conn_new(struct qc_conn **out, const struct qc_conn_opts *o,
 	pthread_cond_init(&c->cond, &ca);
 	pthread_cond_init(&c->ping_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	qc_resume_init(c);
+	qc_seq_init(c);
 	l->gen = c->last_gen = 1;
 	qc_handle_reset(c, 1);
 	c->cur = l;
@@ -114,7 +114,7 @@ void qc_conn_free(struct qc_conn *c)
 		qc_link_free(c, l, 0);
 		c->cur = NULL;
 	}
-	qc_resume_destroy(c);
+	qc_seq_destroy(c);
 	pthread_cond_destroy(&c->ping_cond);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->hlock);

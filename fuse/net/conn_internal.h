@@ -6,11 +6,13 @@
  *
  * The files, bottom up (each calls only those above it in this list):
  *   reply.c     decoding and checking replies (qc_reply_free, qc_readdir_check)
+ *   seq.c       a resumable session's numbering: each lane's kept
+ *               requests, and the mark that it is resuming (qc_seq_*)
  *   pending.c   the table of requests in flight and completing them
  *   link.c      a link: its streams, handshake, failure, users
  *   reader.c    a link's reader threads: routing what the server sends
- *   resume.c    numbering and keeping a resumable lane's requests, and
- *               resuming a session after a loss (qc_resume_*)
+ *   resume.c    sending numbered requests, and resuming a session
+ *               after a loss (qc_resume_*)
  *   call.c      sending requests and waiting for replies (qc_call*)
  *   reconnect.c making a new link after a loss, with backoff
  *   watchdog.c  deadlines, keepalives, and starting the reconnect
@@ -342,18 +344,20 @@ void qc_handle_reset(struct qc_conn *c, uint64_t gen);
 bool qc_handle_is_dir(struct qc_conn *c, uint64_t gen, uint64_t handle,
 		      bool opendir);
 
+/* seq.c */
+int qc_seq_init(struct qc_conn *c);
+void qc_seq_destroy(struct qc_conn *c);
+void qc_seq_unkeep(struct qc_conn *c, struct pending *p);
+void qc_seq_forget(struct qc_conn *c);
+int qc_seq_lost(struct qc_conn *c, struct link *l);
+
 /* resume.c */
 int qc_resume_send(struct qc_conn *c, struct link *l, unsigned lane,
 		   struct qft_msg *req, struct pending *p);
-void qc_resume_unkeep(struct qc_conn *c, struct pending *p);
-void qc_resume_forget(struct qc_conn *c);
-int qc_resume_lost(struct qc_conn *c, struct link *l);
 void qc_resume_retire(struct qc_conn *c, struct link *l);
 void qc_resume_run(struct qc_conn *c);
 void qc_resume_end(struct qc_conn *c);
 void qc_resume_bye(struct qc_conn *c, struct link *l);
-int qc_resume_init(struct qc_conn *c);
-void qc_resume_destroy(struct qc_conn *c);
 
 /* reconnect.c */
 void qc_reconnect(struct qc_conn *c);

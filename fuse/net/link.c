@@ -232,7 +232,7 @@ void qc_link_fail(struct qc_conn *c, struct link *l, int err,
 		return;
 	}
 	/* A resumable session keeps its waiters and its generation. */
-	resuming = qc_resume_lost(c, l);
+	resuming = qc_seq_lost(c, l);
 	if (resuming) {
 		pthread_mutex_unlock(&c->lock);
 		if (resuming > 1)

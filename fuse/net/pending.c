@@ -55,7 +55,7 @@ struct pending *qc_pending_take(struct qc_conn *c, uint64_t id)
 		if (p->id == id) {
 			*pp = p->next;
 			if (p->seq)
-				qc_resume_unkeep(c, p);
+				qc_seq_unkeep(c, p);
 			return p;
 		}
 	}
@@ -87,14 +87,14 @@ void qc_pending_add(struct qc_conn *c, struct link *l, struct pending *p)
  * -EIO, asynchronous ones returned as a list (through `next`) for the
  * caller to complete with -ENOTCONN once it dropped the lock, since the
  * callbacks take their owners' locks.  A resumable session's copies and
- * numbering go with them (qc_resume_forget).
+ * numbering go with them (qc_seq_forget).
  */
 struct pending *qc_pending_fail_all(struct qc_conn *c)
 {
 	struct pending *async = NULL;
 
 	qc_conn_assert_locked(c);
-	qc_resume_forget(c);
+	qc_seq_forget(c);
 	for (unsigned b = 0; b < PENDING_BUCKETS; b++) {
 		struct pending *p = c->pending[b];
 
