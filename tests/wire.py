@@ -256,6 +256,22 @@ def enc_scan(base, records):
     return out
 
 
+def closed_by_peer(sock, timeout=10):
+    """True if the peer closes the stream (EOF or reset) within `timeout`,
+    ignoring any replies sent before it did."""
+    end = time.monotonic() + timeout
+    sock.settimeout(timeout)
+    try:
+        while time.monotonic() < end:
+            if sock.recv(65536) == b'':
+                return True
+    except (socket.timeout, TimeoutError):
+        return False
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    return False
+
+
 class Server:
     """qftfs-server on a socketpair (stdin and stdout are one socket)."""
 
@@ -320,19 +336,7 @@ class Server:
         return r
 
     def closed_by_peer(self, timeout=10):
-        """True if the server closes the stream (EOF) within `timeout`,
-        ignoring any replies sent before it did."""
-        end = time.monotonic() + timeout
-        self.sock.settimeout(timeout)
-        try:
-            while time.monotonic() < end:
-                if self.sock.recv(65536) == b'':
-                    return True
-        except (socket.timeout, TimeoutError):
-            return False
-        except ConnectionResetError:
-            return True
-        return False
+        return closed_by_peer(self.sock, timeout)
 
     def finish(self, timeout=10):
         """Closes our end and returns the server's exit status."""
@@ -528,17 +532,7 @@ class Sealed:
         return r
 
     def closed_by_peer(self, timeout=10):
-        end = time.monotonic() + timeout
-        self.sock.settimeout(timeout)
-        try:
-            while time.monotonic() < end:
-                if self.sock.recv(65536) == b'':
-                    return True
-        except (socket.timeout, TimeoutError):
-            return False
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        return False
+        return closed_by_peer(self.sock, timeout)
 
     def reset(self):
         """Ends the connection with a TCP reset, as a NAT that forgot it."""
