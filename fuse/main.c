@@ -118,6 +118,7 @@ int main(int argc, char *argv[])
 	ensure_std_fds();
 	/* A server that died must be an error code, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
+	qc_usr1_block();
 	qft_log_init("qftfs", QFT_LOG_INFO);
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
 		return qc_statcmd_main(argc, argv);

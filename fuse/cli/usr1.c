@@ -25,13 +25,23 @@ static void *usr1_main(void *arg)
 	return NULL;
 }
 
-int qc_usr1_start(struct qc_usr1 *u)
+static int block(void)
 {
 	sigset_t set;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+	return pthread_sigmask(SIG_BLOCK, &set, NULL) == 0 ? 0 : -EINVAL;
+}
+
+void qc_usr1_block(void)
+{
+	(void)block();
+}
+
+int qc_usr1_start(struct qc_usr1 *u)
+{
+	if (block() < 0)
 		return -EINVAL;
 	if (pthread_create(&u->thread, NULL, usr1_main, u) != 0)
 		return -EAGAIN;

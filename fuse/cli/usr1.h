@@ -20,7 +20,17 @@ struct qc_usr1 {
 
 /*
  * Blocks SIGUSR1 in the calling thread, so in every thread it starts from
- * then on, and starts the thread that takes it.  -EINVAL or -EAGAIN.
+ * then on and in the process fuse_daemonize() forks.  Called first thing
+ * in main: a SIGUSR1 sent as soon as a background mount's command returns
+ * (before the daemon started its waiting thread) then stays pending
+ * instead of ending the daemon by its default action.  Children undo it
+ * before exec (qc_exec).
+ */
+void qc_usr1_block(void);
+
+/*
+ * Blocks SIGUSR1 (again: harmless) and starts the thread that takes it.
+ * -EINVAL or -EAGAIN.
  */
 int qc_usr1_start(struct qc_usr1 *u);
 

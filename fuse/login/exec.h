@@ -8,8 +8,8 @@
 #define QC_EXEC_H
 
 /*
- * In a child about to become `argv`: closes every descriptor from `first`
- * on, executes it, and when that fails writes BEFORE argv[0] BETWEEN the
+ * In a child about to become `argv`: unblocks every signal, closes every
+ * descriptor from `first` on, executes it, and when that fails writes BEFORE argv[0] BETWEEN the
  * reason AFTER to stderr and exits 127.  Never returns.
  */
 void qc_exec(char **argv, int first, const char *before,
