@@ -56,6 +56,7 @@ def test_json_counts_a_copy_exactly(mount, build, tmp_path):
 
     # Read a file the kernel has never seen: every byte crosses FUSE.
     shutil.copyfile(local, P(src, 'server.bin'))
+    util.until_visible(P(mnt, 'server.bin'))
     before = after
     subprocess.run(['cp', P(mnt, 'server.bin'), str(tmp_path / 'back')],
                    check=True, timeout=120)

@@ -527,6 +527,20 @@ def abort_all_mounts():
 # ---------------------------------------------------------------------------
 # Files and comparisons
 
+def until_visible(path, timeout=5.0):
+    """Waits until `path` on a mount exists.  A name made on the server
+    behind the mount's back is seen through the mount once the server's
+    change notification ends the directory's lease (docs/architecture.md,
+    the directory cache): within moments, not at once.  Fails the test
+    after `timeout` seconds (scaled for a slow build)."""
+    deadline = time.monotonic() + timeout * timeout_scale()
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise AssertionError('%s not visible through the mount after '
+                                 '%.0f s' % (path, timeout))
+        time.sleep(0.01)
+
+
 def sha256_file(path, bufsize=4 * MiB):
     h = hashlib.sha256()
     with open(path, 'rb', buffering=0) as f:
