@@ -22,7 +22,6 @@ What must hold:
 import os
 import random
 import re
-import time
 
 import pytest
 
@@ -105,11 +104,7 @@ def upload(mnt_path, data):
 
 
 def download(mnt_path):
-    # Written on the server behind the mount's back: visible once the
-    # server's change notification has arrived (a lease), within moments.
-    deadline = time.monotonic() + 5
-    while not os.path.exists(mnt_path) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    util.until_visible(mnt_path)
     with open(mnt_path, 'rb') as f:
         return f.read()
 
@@ -124,8 +119,14 @@ def copy_both_ways(src, mnt, pid, kind, size, name):
     r1, _ = server_io(pid)
     with open(P(src, name + '.up'), 'rb') as f:
         assert f.read() == data, '%s: the file copied onto the mount differs' % name
-    with open(P(src, name + '.down'), 'wb') as f:
+    # Written aside and renamed into place, as rsync does: the change
+    # notifications of the writes name the temp file, so none can reach
+    # the client while it reads `.down` and make it fetch again pages it
+    # had (a notification of a write lags the write by a moment, which
+    # the count would otherwise measure).
+    with open(P(src, name + '.tmp'), 'wb') as f:
         f.write(data)
+    os.rename(P(src, name + '.tmp'), P(src, name + '.down'))
     _, w0 = server_io(pid)
     got = download(P(mnt, name + '.down'))
     _, w1 = server_io(pid)
