@@ -23,6 +23,8 @@ enum fld {
 	FLD_ENAME,      /* into `name`: a valid name, or empty */
 	/* Resuming. */
 	FLD_SEQ,
+	/* HELLO reply, only with QFT_FEAT_BOOTID in its features. */
+	FLD_BOOTID,
 };
 
 #define MAX_FIELDS 10
@@ -42,7 +44,8 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	 * decodes a HELLO of another version only that far. */
 	[QFT_OP_HELLO] = { "HELLO",
 		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES },
-		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES, FLD_UID, FLD_GID } },
+		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES, FLD_UID, FLD_GID,
+		  FLD_BOOTID } },
 	[QFT_OP_LSTAT] = { "LSTAT", { FLD_PATH }, { FLD_ATTR } },
 	[QFT_OP_FSTAT] = { "FSTAT", { FLD_HANDLE }, { FLD_ATTR } },
 	[QFT_OP_SETATTR] = { "SETATTR",
@@ -312,6 +315,17 @@ static int get_statfs(struct qcur *c, struct qft_statfs *s)
 	return 0;
 }
 
+/*
+ * Whether field `f` of *m is left out of the frame: the HELLO reply's
+ * boot id travels only when its features grant QFT_FEAT_BOOTID, so
+ * that a client that did not ask for it (an older one) gets the reply
+ * it knows.  Decoding reads `features` before it comes to the field.
+ */
+static bool field_absent(const struct qft_msg *m, enum fld f)
+{
+	return f == FLD_BOOTID && !(m->features & QFT_FEAT_BOOTID);
+}
+
 static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 {
 	switch (f) {
@@ -344,6 +358,10 @@ static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 	case FLD_INO:      return qbuf_put_u64(b, m->ino);
 	case FLD_KIND:     return qbuf_put_u32(b, m->kind);
 	case FLD_ENAME:    return qbuf_put_str(b, m->name.s, m->name.len);
+	case FLD_BOOTID:
+		if (m->boot_id.len == 0 || m->boot_id.len > QFT_MAX_BOOT_ID)
+			return -EINVAL;
+		return qbuf_put_str(b, m->boot_id.s, m->boot_id.len);
 	case FLD_END:      break;
 	}
 	return -EINVAL;
@@ -376,6 +394,12 @@ static int get_checked_str(struct qcur *c, struct qft_str *out, enum fld f)
 		break;
 	case FLD_XNAME:
 		ok = out->len > 0 && out->len <= QFT_MAX_XATTR_NAME;
+		break;
+	case FLD_BOOTID:
+		/* It goes into logs: visible ASCII only. */
+		ok = out->len > 0 && out->len <= QFT_MAX_BOOT_ID;
+		for (uint32_t i = 0; ok && i < out->len; i++)
+			ok = out->s[i] > ' ' && out->s[i] < 0x7f;
 		break;
 	default: /* symlink target: any non-empty string that fits a path */
 		ok = out->len > 0 && out->len <= QFT_MAX_PATH;
@@ -436,6 +460,7 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 	case FLD_UID: return qcur_get_u32(c, &m->uid);
 	case FLD_GID: return qcur_get_u32(c, &m->gid);
 	case FLD_SEQ: return qcur_get_u64(c, &m->seq);
+	case FLD_BOOTID: return get_checked_str(c, &m->boot_id, f);
 	case FLD_VALID:
 		if ((r = qcur_get_u32(c, &m->valid)) < 0)
 			return r;
@@ -527,6 +552,8 @@ static int encode(struct qbuf *b, const struct qft_msg *m,
 			tail->len = m->data.len;
 			break;
 		}
+		if (field_absent(m, fields[i]))
+			continue;
 		if ((r = put_field(b, fields[i], m)) < 0)
 			goto undo;
 	}
@@ -652,6 +679,8 @@ int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 	}
 	fields = (m->flags & QFT_F_REPLY) ? d->rep : d->req;
 	for (int i = 0; i < MAX_FIELDS && fields[i] != FLD_END; i++) {
+		if (field_absent(m, fields[i]))
+			continue;
 		if ((r = get_field(&c, fields[i], m, d)) < 0)
 			return r;
 		if (hello_other(m, fields[i]))

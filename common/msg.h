@@ -107,6 +107,9 @@ struct qft_msg {
 	/* RESUME: the client's lowest unanswered request id on the
 	 * connection (request), the id the server expects next (reply). */
 	uint64_t seq;
+
+	/* HELLO reply with QFT_FEAT_BOOTID: the server host's boot id. */
+	struct qft_str boot_id;
 };
 
 /* Clears *m and sets op and id (for requests). */

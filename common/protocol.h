@@ -118,7 +118,18 @@
  * the client sends BYE before it closes for good.
  */
 #define QFT_FEAT_RESUME    0x00000040u
-#define QFT_FEAT_KNOWN     0x0000007fu
+/*
+ * BOOTID: the HELLO reply ends with the server host's boot id (a string
+ * of 1 to QFT_MAX_BOOT_ID bytes, /proc/sys/kernel/random/boot_id on
+ * Linux), present only when this bit is set in the reply's features.  A
+ * client whose server died asks the new one, and when both name the
+ * same boot, data the old server acknowledged is still in the host's
+ * page cache: the client carries its session over (docs/protocol.md,
+ * "Carrying a session over to a new server").
+ */
+#define QFT_FEAT_BOOTID    0x00000080u
+#define QFT_FEAT_KNOWN     0x000000ffu
+#define QFT_MAX_BOOT_ID    64u
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*

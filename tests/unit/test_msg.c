@@ -2702,6 +2702,115 @@ static int decode_copy(const struct qft_msg *m, struct qft_msg *got,
 	return r;
 }
 
+/*
+ * The HELLO reply's boot id (QFT_FEAT_BOOTID): present exactly when its
+ * features say so, visible ASCII of 1 to QFT_MAX_BOOT_ID bytes, and a
+ * reply cut anywhere inside it is malformed.
+ */
+static void test_bootid_codec(void)
+{
+	static const char id[] = "7e2b0c55-1d3a-4f8e-9a61-0c1f2e3d4c5b";
+	char longid[QFT_MAX_BOOT_ID + 2];
+	struct qft_msg m, got;
+	struct qbuf b;
+	uint8_t *p;
+	struct wr w;
+
+	check_ctx("golden HELLO reply with a boot id");
+	qft_msg_init(&m, QFT_OP_HELLO, 9);
+	m.flags = QFT_F_REPLY;
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = QFT_FEAT_RESUME | QFT_FEAT_BOOTID;
+	m.uid = 0;
+	m.gid = 7;
+	m.boot_id = S(id);
+	whdr(&w, QFT_OP_HELLO, QFT_F_REPLY, 9);
+	wput(&w, 0, 4);
+	wput(&w, QFT_MAGIC, 4);
+	wput(&w, QFT_VERSION, 4);
+	wput(&w, QFT_FEAT_RESUME | QFT_FEAT_BOOTID, 4);
+	wput(&w, 0, 4);
+	wput(&w, 7, 4);
+	wstr(&w, id);
+	wdone(&w);
+	check_golden(&m, &w);
+	p = dup_exact(w.b, w.n);
+	CHECK_EQ(qft_msg_decode(&got, p, w.n), 0);
+	CHECK_EQ(got.boot_id.len, strlen(id));
+	CHECK(got.boot_id.s && strcmp(got.boot_id.s, id) == 0);
+	free(p);
+	keep_frame(&m, "HELLO reply with boot id");
+
+	/* Cut anywhere after the gid: inside the boot id, never a frame. */
+	check_ctx("HELLO reply with a boot id, truncated");
+	for (size_t n = w.n - 1; n >= w.n - strlen(id) - 5; n--) {
+		p = dup_exact(w.b, n);
+		qft_store32(p, (uint32_t)(n - QFT_HDR_SIZE));
+		CHECK(qft_msg_decode(&got, p, n) < 0);
+		free(p);
+	}
+
+	check_ctx("HELLO reply without the bit carries no boot id");
+	m.features = QFT_FEAT_RESUME;
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, &m), 0);
+	CHECK_EQ(b.len, QFT_HDR_SIZE + 24u);
+	p = dup_exact(b.data, b.len);
+	CHECK_EQ(qft_msg_decode(&got, p, b.len), 0);
+	CHECK(got.boot_id.s == NULL && got.boot_id.len == 0);
+	free(p);
+	qbuf_free(&b);
+	/* ... and one that has it anyway is malformed (an older client
+	 * reading a reply it did not ask for sees trailing bytes too). */
+	check_ctx("HELLO reply with a boot id but not the bit");
+	p = dup_exact(w.b, w.n);
+	qft_store32(p + QFT_HDR_SIZE + 12, QFT_FEAT_RESUME);
+	CHECK_EQ(qft_msg_decode(&got, p, w.n), -EBADMSG);
+	free(p);
+
+	check_ctx("HELLO reply with the bit but an empty or unsendable id");
+	m.features = QFT_FEAT_BOOTID;
+	m.boot_id = S("");
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	m.boot_id = (struct qft_str){ longid, QFT_MAX_BOOT_ID + 1 };
+	CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+	qbuf_free(&b);
+
+	/* Decoded: empty, too long, or with a byte that is not visible
+	 * ASCII (it goes into logs) -- refused, not passed on. */
+	static const char *const bad[] = { "", "a b", "tab\there", "nl\n",
+					   "\x7f", "\xc3\xa9t\xc3\xa9" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]) + 1; i++) {
+		const char *v = i < sizeof(bad) / sizeof(bad[0]) ? bad[i] :
+				longid;
+
+		check_ctx("HELLO reply with boot id #%zu", i);
+		whdr(&w, QFT_OP_HELLO, QFT_F_REPLY, 9);
+		wput(&w, 0, 4);
+		wput(&w, QFT_MAGIC, 4);
+		wput(&w, QFT_VERSION, 4);
+		wput(&w, QFT_FEAT_BOOTID, 4);
+		wput(&w, 0, 4);
+		wput(&w, 0, 4);
+		wstr(&w, v);
+		wdone(&w);
+		p = dup_exact(w.b, w.n);
+		CHECK_EQ(qft_msg_decode(&got, p, w.n), -EINVAL);
+		free(p);
+	}
+	/* The longest allowed goes through. */
+	check_ctx("HELLO reply with the longest boot id");
+	longid[QFT_MAX_BOOT_ID] = '\0';
+	m.boot_id = (struct qft_str){ longid, QFT_MAX_BOOT_ID };
+	CHECK_EQ(decode_copy(&m, &got, &p), 0);
+	CHECK_EQ(got.boot_id.len, QFT_MAX_BOOT_ID);
+	free(p);
+}
+
 static void test_resume_codec(void)
 {
 	struct qft_msg m, rep, got;
@@ -2984,6 +3093,7 @@ int main(void)
 	test_syncfs_codec();
 	test_progress_codec();
 	test_resume_codec();
+	test_bootid_codec();
 	test_readdir_watch_flags();
 	test_truncation();
 	test_header();
