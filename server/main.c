@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "host.h"
 #include "io.h"
 #include "xfer.h"
 #include "log.h"
@@ -558,6 +559,8 @@ int main(int argc, char **argv)
 	if (srv_io_fault_init() < 0 || srv_replay_fault_init() < 0)
 		return EXIT_USAGE;
 #endif
+	if (srv_host_init() < 0)
+		return EXIT_USAGE;
 
 	/* Modes from the client were already masked by its kernel; a second
 	 * mask here would silently drop bits the user asked for. */

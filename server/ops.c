@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <sys/xattr.h>
 
 #include "errmap.h"
+#include "host.h"
 #include "io.h"
 #include "log.h"
 #include "ops.h"
@@ -159,6 +161,16 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 		else
 			qft_warn("this connection cannot be resumed: out of "
 				 "memory");
+	}
+	/* The host's boot: a client whose server dies compares the next
+	 * one's (docs/protocol.md, "Carrying a session over"). */
+	if (req->features & QFT_FEAT_BOOTID) {
+		const char *id = srv_host_boot_id(&rep->boot_id.len);
+
+		if (id) {
+			rep->boot_id.s = id;
+			rep->features |= QFT_FEAT_BOOTID;
+		}
 	}
 	s->features = rep->features;
 	return 0;
@@ -1371,6 +1383,12 @@ static int send_reply(struct srv *s, const struct qft_msg *rep)
 	if (s->replay && rep->op != QFT_OP_HELLO)
 		srv_replay_store(s->replay, rep, s->out.data, s->out.len);
 #ifdef QFT_FAULT_INJECTION
+	if (srv_replay_fault_stop(rep->op)) {
+		qft_warn("fault injection: stopping before the reply to %s "
+			 "id %llu", qft_op_name(rep->op),
+			 (unsigned long long)rep->id);
+		raise(SIGSTOP);
+	}
 	if (s->replay && !s->link_dead && srv_replay_fault_drop(rep->op)) {
 		qft_warn("fault injection: dropping the reply to %s id %llu "
 			 "and cutting the %s connection",

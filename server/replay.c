@@ -187,12 +187,15 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq)
 }
 
 #ifdef QFT_FAULT_INJECTION
-/* Opcodes whose first reply is still to be dropped; set once at start. */
+/* Opcodes whose first reply is still to be dropped, or to stop the
+ * server at; set once at start. */
 static bool fault_armed[QFT_OP__COUNT];
+static bool stop_armed[QFT_OP__COUNT];
 
-int srv_replay_fault_init(void)
+/* Arms armed[op] for every opcode named in the list `env` names. */
+static int arm(const char *name, bool *armed)
 {
-	const char *env = getenv(SRV_REPLAY_FAULT_ENV);
+	const char *env = getenv(name);
 	char *list, *tok, *save = NULL;
 	int r = 0;
 
@@ -209,23 +212,34 @@ int srv_replay_fault_init(void)
 			if (strcmp(qft_op_name(op), tok) == 0)
 				break;
 		if (op == QFT_OP__COUNT) {
-			qft_err("%s: no opcode named %s", SRV_REPLAY_FAULT_ENV,
-				tok);
+			qft_err("%s: no opcode named %s", name, tok);
 			r = -EINVAL;
 			break;
 		}
-		fault_armed[op] = true;
+		armed[op] = true;
 	}
 	free(list);
 	if (r == 0)
-		qft_warn("fault injection: the first reply to each of %s will "
-			 "be dropped (%s)", env, SRV_REPLAY_FAULT_ENV);
+		qft_warn("fault injection: %s=%s", name, env);
 	return r;
+}
+
+int srv_replay_fault_init(void)
+{
+	int r = arm(SRV_REPLAY_FAULT_ENV, fault_armed);
+
+	return r < 0 ? r : arm(SRV_REPLAY_FAULT_STOP_ENV, stop_armed);
 }
 
 bool srv_replay_fault_drop(uint16_t op)
 {
 	return op < QFT_OP__COUNT &&
 	       __atomic_exchange_n(&fault_armed[op], false, __ATOMIC_RELAXED);
+}
+
+bool srv_replay_fault_stop(uint16_t op)
+{
+	return op < QFT_OP__COUNT &&
+	       __atomic_exchange_n(&stop_armed[op], false, __ATOMIC_RELAXED);
 }
 #endif

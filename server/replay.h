@@ -84,12 +84,22 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq);
 
 #ifdef QFT_FAULT_INJECTION
 #define SRV_REPLAY_FAULT_ENV "QFTFS_FAULT_DROP_REPLY"
-/* Reads the environment variable: 0, or -EINVAL (logged) for a name
+/*
+ * QFTFS_FAULT_STOP_REPLY=OP[,OP...]: the server stops itself (SIGSTOP)
+ * when the reply to the first request of a named opcode is ready, after
+ * executing it -- so that a test can kill it with that request done but
+ * unanswered, the outcome a client can never know.
+ */
+#define SRV_REPLAY_FAULT_STOP_ENV "QFTFS_FAULT_STOP_REPLY"
+/* Reads the environment variables: 0, or -EINVAL (logged) for a name
  * that is no opcode. */
 int srv_replay_fault_init(void);
 /* True (once per named opcode, for the whole process) when this reply
  * must not be sent. */
 bool srv_replay_fault_drop(uint16_t op);
+/* True (once per named opcode) when the server must stop before this
+ * reply. */
+bool srv_replay_fault_stop(uint16_t op);
 #endif
 
 #endif /* SRV_REPLAY_H */

@@ -89,6 +89,7 @@ SCAN_EOF, SCAN_TRUNCATED = 0x1, 0x2       # SCAN reply flags
 SCAN_REC_ENTRY, SCAN_REC_DIR_END, SCAN_REC_WATCHED = 1, 2, 3  # SCAN record kinds
 MAX_DATA = 1 << 20                        # QFT_MAX_DATA, QFT_MAX_SCAN
 FEAT_LZ4, FEAT_NOTIFY, FEAT_RESUME = 0x1, 0x4, 0x40   # HELLO features
+FEAT_BOOTID = 0x80
 RESUME_META = 0x1                         # RESUME request flag
 RESUME_LOST_NOTIFY = 0x1                  # RESUME reply flag
 RESUME_WINDOW = 1024
@@ -163,6 +164,10 @@ class Reply:
             for f in OPS[self.opname][2] if self.opname in OPS else ():
                 v, pos = self._field(f, payload, pos)
                 self.fields[f] = v
+            # The HELLO reply's boot id, only where its features say so.
+            if self.opname == 'HELLO' and \
+                    self.fields.get('features', 0) & FEAT_BOOTID:
+                self.fields['boot_id'], pos = self._str(payload, pos)
         if pos != len(payload):
             raise ValueError('%d trailing bytes in %s reply' %
                              (len(payload) - pos, self.opname))
@@ -331,8 +336,9 @@ class Server:
             'reply %r does not match request %s id %d' % (r, op, rid)
         return r
 
-    def hello(self, version=VERSION):
-        r = self.call('HELLO', magic=MAGIC, version=version, features=0)
+    def hello(self, version=VERSION, features=0):
+        r = self.call('HELLO', magic=MAGIC, version=version,
+                      features=features)
         return r
 
     def closed_by_peer(self, timeout=10):
