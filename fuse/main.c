@@ -32,6 +32,7 @@
 #include "fs/dircache.h"
 #include "fs/fs.h"
 #include "fs/idmap.h"
+#include "fs/rebind.h"
 #include "log.h"
 #include "login/bootstrap.h"
 #include "login/ssh.h"
@@ -192,6 +193,10 @@ int main(int argc, char *argv[])
 		co.notify = qc_dir_notify;
 		co.notify_ctx = &fs;
 	}
+	/* A session whose server died goes on with a new one, every open
+	 * file bound again (net/conn.h, "Carrying a session over"). */
+	co.rebind = qc_rebind_all;
+	co.rebind_ctx = &fs;
 	if (remote) {
 		co.host = rem.host;
 		r = qc_remote_start(&rt, &co, &fs.conn);

@@ -70,6 +70,8 @@ struct qc_file {
 	/* The handle base: written by handle.c only (handle.h). */
 	struct qn_file nf;      /* first: node link and protocol handle */
 	struct qc_fs *fs;       /* immutable */
+	/* fs->files.lock: the mount's list of files (handle.h) */
+	struct qc_file *reg_next, *reg_prev;
 	const struct qc_file_hooks *hooks; /* immutable: the features' */
 	bool dir;               /* immutable */
 	int oflags;             /* immutable: the open(2) flags */

@@ -58,6 +58,7 @@ int qc_fs_init(struct qc_fs *fs)
 		return r;
 	qc_step_init(&fs->steps);
 	qc_stream_init(&fs->streams);
+	qc_file_reg_init(&fs->files);
 	/* After the options: commit.on is already set. */
 	return qc_commit_init(&fs->commit, fs->commit.on);
 }
@@ -107,6 +108,7 @@ void qc_fs_destroy(struct qc_fs *fs)
 	/* Listings hold node references: they go first. */
 	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
+	qc_file_reg_destroy(&fs->files);
 	qc_stream_destroy(&fs->streams);
 	qc_step_destroy(&fs->steps);
 	qc_commit_destroy(&fs->commit);

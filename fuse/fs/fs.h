@@ -44,6 +44,7 @@
 
 #include "fs/commit.h"
 #include "fs/entry.h"
+#include "fs/handle.h"
 #include "net/conn.h"
 #include "fs/hints.h"
 #include "fs/idmap.h"
@@ -101,6 +102,9 @@ struct qc_fs {
 	struct qc_streams streams;
 	/* -o commit=async (commit.h) */
 	struct qc_commit commit;
+	/* Every file, for a session carried over to a new server
+	 * (handle.h); its own lock. */
+	struct qc_file_reg files;
 };
 
 #define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)

@@ -18,15 +18,39 @@
 #include "fs/node.h"
 #include "protocol.h"
 
+void qc_file_reg_init(struct qc_file_reg *reg)
+{
+	pthread_mutex_init(&reg->lock, NULL);
+	reg->head = NULL;
+	reg->n = 0;
+}
+
+void qc_file_reg_destroy(struct qc_file_reg *reg)
+{
+	/* Every file was freed with the node table. */
+	assert(!reg->head);
+	pthread_mutex_destroy(&reg->lock);
+}
+
 void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir, int oflags,
 		  const struct qc_file_hooks *hooks)
 {
+	struct qc_file_reg *reg = &fs->files;
+
 	f->fs = fs;
 	f->dir = dir;
 	f->oflags = oflags;
 	f->hooks = hooks;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
+	pthread_mutex_lock(&reg->lock);
+	f->reg_prev = NULL;
+	f->reg_next = reg->head;
+	if (reg->head)
+		reg->head->reg_prev = f;
+	reg->head = f;
+	reg->n++;
+	pthread_mutex_unlock(&reg->lock);
 }
 
 void qc_file_bind(struct qc_file *f, uint64_t gen, uint64_t handle)
@@ -42,9 +66,20 @@ void qc_file_free(struct qc_file *f)
 {
 	/* Written through a mapping after the last close(), say: nobody is
 	 * left to be told, so at least the log is. */
+	struct qc_file_reg *reg = &f->fs->files;
+
 	if (f->err)
 		qft_warn("a write to a released file failed: %s",
 			 strerror(-f->err));
+	pthread_mutex_lock(&reg->lock);
+	if (f->reg_prev)
+		f->reg_prev->reg_next = f->reg_next;
+	else
+		reg->head = f->reg_next;
+	if (f->reg_next)
+		f->reg_next->reg_prev = f->reg_prev;
+	reg->n--;
+	pthread_mutex_unlock(&reg->lock);
 	f->hooks->fini(f);
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
@@ -346,6 +381,41 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 	}
 	pthread_mutex_unlock(&f->lock);
 	return qc_conn_user_err(r);
+}
+
+/*
+ * The files of link `gen` that are not closing, each held (qc_file_hold)
+ * so that none is freed while the caller uses it: an array the caller
+ * frees after giving every hold back (qc_file_async_done).  NULL when
+ * out of memory: every such file is then failed with EIO instead.
+ */
+struct qc_file **qc_file_hold_gen(struct qc_fs *fs, uint64_t gen, size_t *n)
+{
+	struct qc_file_reg *reg = &fs->files;
+	struct qc_file **all, *f;
+
+	*n = 0;
+	pthread_mutex_lock(&reg->lock);
+	all = calloc(reg->n ? reg->n : 1, sizeof(*all));
+	for (f = reg->head; f; f = f->reg_next) {
+		pthread_mutex_lock(&f->lock);
+		if (f->gen == gen && !f->closing && all) {
+			qc_file_hold(f);
+			all[(*n)++] = f;
+		} else if (f->gen == gen && !f->closing) {
+			/* Nobody will bind it again: nothing may use it. */
+			qc_file_fail(f, -EIO);
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&reg->lock);
+	return all;
+}
+
+bool qc_file_unsynced(struct qc_file *f)
+{
+	qc_file_assert_locked(f);
+	return unsynced(f);
 }
 
 /* qc_call on the handle of f, re-opened first if its link was replaced. */

@@ -49,6 +49,19 @@ struct qc_file_hooks {
 #define qc_file_assert_locked(f) qft_assert_locked(&(f)->lock)
 
 /*
+ * Every file of a mount from qc_file_init to qc_file_free (handle.c's
+ * alone): what a session carried over to a new server binds again
+ * (fs/rebind.h).  Lock order: this lock, then a file's.
+ */
+struct qc_file_reg {
+	pthread_mutex_t lock;
+	struct qc_file *head;   /* lock: through qc_file.reg_next */
+	size_t n;               /* lock */
+};
+void qc_file_reg_init(struct qc_file_reg *reg);
+void qc_file_reg_destroy(struct qc_file_reg *reg);
+
+/*
  * Sets up the base of f (zeroed by the caller) for mount `fs`, opened
  * with open(2) flags `oflags`, with the features' `hooks` (immutable,
  * outliving f).  No handle yet: gen 0.
@@ -97,6 +110,20 @@ void qc_file_release_now(struct qc_fs *fs, struct qc_file *f);
  */
 int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		   uint64_t *handle);
+/*
+ * The files of link `gen` not closing, each held (qc_file_hold) so that
+ * none is freed while the caller works on it; give each hold back with
+ * qc_file_async_done (lock taken), then free the array.  NULL when out
+ * of memory: every such file failed with EIO instead.
+ */
+struct qc_file **qc_file_hold_gen(struct qc_fs *fs, uint64_t gen, size_t *n);
+/*
+ * Lock held: something written through f may not be on the server's
+ * disk (data no FLUSH or FSYNC covered, changes in flight, a sticky
+ * error).
+ */
+bool qc_file_unsynced(struct qc_file *f);
+
 /* qc_call on the handle of f, re-opened first if its link was replaced. */
 int qc_file_call(struct qc_fs *fs, struct qc_file *f, struct qft_msg *m,
 		 struct qc_reply *rep);

@@ -254,6 +254,16 @@ void qc_step_destroy(struct qc_steps *sm)
 	pthread_mutex_destroy(&sm->lock);
 }
 
+uint64_t qc_step_size_bound(struct qc_file *f)
+{
+	uint64_t n = f->step.wend;
+
+	qc_file_assert_locked(f);
+	if (f->step.predicted && f->step.attr.size > n)
+		n = f->step.attr.size;
+	return n;
+}
+
 void qc_step_note_write(struct qc_file *f, uint64_t end)
 {
 	struct timespec ts;

@@ -65,6 +65,12 @@ void qc_step_destroy(struct qc_steps *sm);
  */
 void qc_step_note_write(struct qc_file *f, uint64_t end);
 /*
+ * Lock held: the largest size the WRITEs and pipelined steps through f
+ * can have given the file (0 when none did): what a file it is still
+ * writing may be, at most, on a new server (fs/rebind.c).
+ */
+uint64_t qc_step_size_bound(struct qc_file *f);
+/*
  * Lock held: a commit=async FLUSH of f is sent; until qc_step_flush_done
  * the kernel is told the size the WRITEs make, starting from `last` (the
  * node's last known attributes, or NULL) when nothing is predicted yet.

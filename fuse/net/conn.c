@@ -337,6 +337,7 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 		out->resume_left_ms = (uint64_t)(c->resume_until - now_ns()) /
 				      1000000;
 	out->resumes = c->resumes;
+	out->restarts = c->restarts;
 	out->kept = c->kept_n;
 	out->kept_bytes = c->kept_bytes;
 	pthread_mutex_unlock(&c->lock);

@@ -36,6 +36,22 @@
  * link is up; when the server refuses the resume (gone, ESTALE), the
  * session is given up at once and a new one made as above.
  *
+ * Carrying a session over (docs/protocol.md, "Carrying a session over to
+ * a new server").  When a resumable session's server is gone (its port
+ * refuses the resume), the host may still be up with what the server
+ * acknowledged in its page cache.  The watchdog then starts a new server
+ * (the transport's open()) and, when its HELLO names the same boot of
+ * the host, keeps the session's generation: the layer above binds every
+ * open handle again on the new server under its old number (the
+ * rebind hook, below), and the requests the old server did not answer
+ * are sent again where running them twice changes nothing (WRITE at an
+ * offset, FLUSH, FSYNC, reads, attribute changes to given values); the
+ * others (namespace changes, creates, appends) fail with -EIO, since
+ * nobody can know whether the old server ran them.  Callers wait
+ * meanwhile as for a resume, within the same grace.  A host that booted
+ * since, or a new server that cannot take the session, gives the
+ * session up as above.
+ *
  * Handles are per link: a handle number means something only on the link
  * (generation) it was opened on.  Calls that name a handle therefore name
  * the generation too (qc_call_gen, qc_call_async, qc_send_noreply) and are
@@ -172,6 +188,38 @@ struct qc_transport_ops {
 typedef void qc_notify_fn(void *ctx, uint64_t dir_ino, uint32_t kind,
 			  const char *name, size_t namelen);
 
+/*
+ * Carrying a session over to a new server (see "Carrying a session
+ * over" above).  The hook is called on the watchdog thread with no lock
+ * held, once the new server is up and before anything else reaches it:
+ * for each handle of generation `gen` the caller still uses, it builds
+ * the OPEN (file: path, open flags without O_CREAT, O_EXCL and O_TRUNC)
+ * or OPENDIR that binds it again, under the same handle number, and
+ * hands it to qc_carry_open, then decides from the reply's attributes
+ * whether the file is still the one it had open.  It must not wait for
+ * anything but those calls, nor make any other call on the connection.
+ */
+struct qc_carry;
+typedef void qc_rebind_fn(void *ctx, uint64_t gen, struct qc_carry *cy);
+
+/*
+ * Sends `m` (OPEN or OPENDIR of m->handle) to the new server and waits
+ * for its reply.  0 with *rep filled (free it with qc_reply_free);
+ * -EALREADY when the handle needs no rebinding (a request the old
+ * server never answered binds or closes it); -ENOTCONN when the new
+ * link failed (the hook should return: the carry is tried again);
+ * another -errno from the server (the handle then stays unbound, and
+ * what was to be sent again on it fails with -EIO).
+ */
+int qc_carry_open(struct qc_carry *cy, struct qft_msg *m,
+		  struct qc_reply *rep);
+/*
+ * The file of `handle` is not the one that was open (or may not be
+ * carried over): the handle is closed again on the new server if it was
+ * bound, and what was to be sent again on it fails with -EIO.
+ */
+void qc_carry_drop(struct qc_carry *cy, uint64_t handle);
+
 struct qc_conn_opts {
 	int timeout_s;          /* per-request deadline, > 0 */
 	int keepalive_s;        /* quiet seconds before a PING; 0 = none */
@@ -192,6 +240,11 @@ struct qc_conn_opts {
 	bool want_follow;
 	qc_notify_fn *notify;
 	void *notify_ctx;
+	/* Carrying a session over to a new server: NULL when the layer
+	 * above cannot bind its handles again (a session whose server
+	 * dies is then given up). */
+	qc_rebind_fn *rebind;
+	void *rebind_ctx;
 };
 
 #define QC_TIMEOUT_DEFAULT   30
@@ -292,6 +345,8 @@ struct qc_conn_counts {
 	unsigned state;
 	uint64_t resume_left_ms;
 	uint64_t resumes;
+	/* Sessions carried over to a new server after theirs died. */
+	uint64_t restarts;
 	/* Request copies kept for a resume: how many, how many bytes. */
 	uint64_t kept, kept_bytes;
 };

@@ -13,6 +13,8 @@
  *   reader.c    a link's reader threads: routing what the server sends
  *   resume.c    sending numbered requests, and resuming a session
  *               after a loss (qc_resume_*)
+ *   carry.c     carrying a session whose server died over to a new
+ *               server on the same boot of its host (qc_carry_*)
  *   call.c      sending requests and waiting for replies (qc_call*)
  *   reconnect.c making a new link after a loss, with backoff
  *   watchdog.c  deadlines, keepalives, and starting the reconnect
@@ -174,6 +176,9 @@ struct link {
 	/* Every lane agreed on RESUME: its death resumes the session
 	 * (resume.c).  Set by the handshake, before the readers start. */
 	bool resume;
+	/* The server host's boot id from the bulk HELLO reply ("" when it
+	 * told none): set by the handshake, then immutable. */
+	char boot_id[QFT_MAX_BOOT_ID + 1];
 };
 
 /*
@@ -186,6 +191,9 @@ struct qc_rsess {
 	uint64_t gen;
 	unsigned nlanes;
 	uint32_t features[LANES];
+	/* The boot id its server's host told ("" when none): a new server
+	 * that tells the same one can take the session over (carry.c). */
+	char boot_id[QFT_MAX_BOOT_ID + 1];
 };
 
 struct qc_conn {
@@ -265,6 +273,14 @@ struct qc_conn {
 				 * until a new link is up */
 	uint64_t resumes;       /* lock: links resumed */
 	struct qc_rsess rs;     /* lock: the session being resumed */
+	/*
+	 * lock: the session's server is gone (its port refused us) but its
+	 * host may still hold what it acknowledged: with `resuming` still
+	 * set (callers wait as for a resume), the reconnect starts a new
+	 * server and carries the session over to it (carry.c).
+	 */
+	bool restarting;
+	uint64_t restarts;      /* lock: sessions carried over */
 };
 
 static inline int64_t now_ns(void)
@@ -358,6 +374,12 @@ void qc_resume_retire(struct qc_conn *c, struct link *l);
 void qc_resume_run(struct qc_conn *c);
 void qc_resume_end(struct qc_conn *c);
 void qc_resume_bye(struct qc_conn *c, struct link *l);
+void qc_resume_abandon(struct qc_conn *c, const char *why);
+int qc_resume_resend(struct qc_conn *c, struct link *l, unsigned i);
+unsigned qc_resume_count_pending(struct qc_conn *c);
+
+/* carry.c */
+int qc_carry_run(struct qc_conn *c, struct link *l);
 
 /* reconnect.c */
 void qc_reconnect(struct qc_conn *c);

@@ -303,6 +303,11 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	if (l->c->o.resume_s > 0 && l->ep.resumable &&
 	    (ln == &l->lane[LANE_BULK] || l->lane[LANE_BULK].resume))
 		m.features |= QFT_FEAT_RESUME;
+	/* The host's boot, for carrying a session over to a new server
+	 * should this one die (carry.c): asked where it would resume. */
+	if (l->c->o.resume_s > 0 && l->ep.resumable &&
+	    ln == &l->lane[LANE_BULK])
+		m.features |= QFT_FEAT_BOOTID;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
@@ -373,6 +378,10 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	if (ln == &l->lane[LANE_BULK]) {
 		l->srv_uid = rep.uid;
 		l->srv_gid = rep.gid;
+		/* The decoder checked its length and bytes. */
+		if ((m.features & rep.features & QFT_FEAT_BOOTID) &&
+		    rep.boot_id.len < sizeof(l->boot_id))
+			memcpy(l->boot_id, rep.boot_id.s, rep.boot_id.len + 1);
 	}
 	/* A bit that was not asked for grants nothing. */
 	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);

@@ -86,7 +86,11 @@ static void link_install(struct qc_conn *c, struct link *l)
 
 /*
  * After a loss: new links with backoff until one works or the connection
- * is shut down.  Conn lock held (dropped during attempts and waits).
+ * is shut down.  A session whose server died (c->restarting) is carried
+ * over to the new server when its host did not boot since (carry.c),
+ * within the session's grace; past it, or when it cannot be, the session
+ * is given up and the new link starts a new one.  Conn lock held
+ * (dropped during attempts and waits).
  */
 void qc_reconnect(struct qc_conn *c)
 {
@@ -97,15 +101,43 @@ void qc_reconnect(struct qc_conn *c)
 	unsigned attempt = 0;
 
 	qc_conn_assert_locked(c);
+	/* A new server is wanted at once; the backoff is for failures. */
+	if (c->restarting)
+		delay = NS_PER_S / 2;
 	while (!c->closing) {
 		struct link *l = NULL;
 		int r;
 
+		if (c->restarting && now_ns() >= c->resume_until) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "no new server within "
+				 "%d s (-o resume=)", c->o.resume_s);
+			qc_resume_abandon(c, why);
+			continue;
+		}
 		attempt++;
-		qft_info("reconnecting to %s (attempt %u)", host, attempt);
+		qft_info("%s %s (attempt %u)", c->restarting ?
+			 "starting a new server on" : "reconnecting to",
+			 host, attempt);
 		pthread_mutex_unlock(&c->lock);
 		r = link_make(c, &l);
 		pthread_mutex_lock(&c->lock);
+		if (r == 0 && c->restarting && !c->closing) {
+			/* 0: carried over (or resuming on the new server);
+			 * 1: not carriable, the session was given up and l
+			 * is ours to install; < 0: l failed, try again. */
+			r = qc_carry_run(c, l);
+			if (r == 0)
+				return;
+			if (r < 0) {
+				l = NULL;
+				if (r == -ECANCELED)
+					return;
+			} else {
+				r = 0;
+			}
+		}
 		/* Its reader starts under the lock, so that whatever it
 		 * does first happens to the installed link. */
 		if (r == 0 && !c->closing && (r = qc_reader_start(l)) < 0)

@@ -213,6 +213,7 @@ void qc_resume_retire(struct qc_conn *c, struct link *l)
 		for (unsigned i = 0; i < l->nlanes; i++)
 			c->rs.features[i] = l->lane[i].features;
 		c->rs.ep.keys = (struct qft_session_keys){ { 0 }, { 0 } };
+		memcpy(c->rs.boot_id, l->boot_id, sizeof(c->rs.boot_id));
 	}
 	qc_link_retire(c, l, -1);
 }
@@ -233,6 +234,7 @@ static void give_up(struct qc_conn *c, bool expired, const char *why)
 	notify = held && ((c->rs.features[LANE_BULK] |
 			   c->rs.features[LANE_META]) & QFT_FEAT_NOTIFY);
 	c->resuming = false;
+	c->restarting = false;
 	c->expired = expired;
 	c->rs.held = false;
 	c->lost = true;
@@ -255,6 +257,17 @@ static void give_up(struct qc_conn *c, bool expired, const char *why)
 	if (notify && c->o.notify)
 		c->o.notify(c->o.notify_ctx, 0, QFT_NOTIFY_ALL, "", 0);
 	pthread_mutex_lock(&c->lock);
+}
+
+/*
+ * The session cannot be carried over to the new server (carry.c): what
+ * waits for it fails, as when it is given up.  Conn lock held (dropped
+ * and taken again).
+ */
+void qc_resume_abandon(struct qc_conn *c, const char *why)
+{
+	qc_conn_assert_locked(c);
+	give_up(c, false, why);
 }
 
 /* At unmount (watchdog stopped): a session still being resumed fails
@@ -417,7 +430,7 @@ static int attempt(struct qc_conn *c, struct link **out, bool *lost_notify)
  * while it is sent, so that a reply meanwhile cannot free it, and put
  * back unless it was answered.  Send lock of the lane held.
  */
-static int resend(struct qc_conn *c, struct link *l, unsigned i)
+int qc_resume_resend(struct qc_conn *c, struct link *l, unsigned i)
 {
 	uint64_t last = 0;
 	int r = 0;
@@ -480,7 +493,7 @@ static int resend(struct qc_conn *c, struct link *l, unsigned i)
 
 /* Counts the session's requests in the table, which the new link now
  * carries; conn lock held. */
-static unsigned count_pending(struct qc_conn *c)
+unsigned qc_resume_count_pending(struct qc_conn *c)
 {
 	unsigned n = 0;
 
@@ -508,12 +521,12 @@ static int resume_install(struct qc_conn *c, struct link *l, int64_t start)
 	/* Cut short, not waited for, by an unmount meanwhile. */
 	c->attempt = l;
 	l->gen = c->rs.gen;
-	l->npending = count_pending(c);
+	l->npending = qc_resume_count_pending(c);
 	l->busy_since = now_ns();
 	r = c->closing ? -ECANCELED : qc_reader_start(l);
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; r == 0 && i < nlanes; i++)
-		r = resend(c, l, i);
+		r = qc_resume_resend(c, l, i);
 	pthread_mutex_lock(&c->lock);
 	c->attempt = NULL;
 	if (r == 0 && (l->dead || c->closing))
@@ -549,6 +562,42 @@ static int resume_install(struct qc_conn *c, struct link *l, int64_t start)
 	qc_link_join(l);
 	qc_link_free(c, l, -1);
 	return r;
+}
+
+/*
+ * Whether a session whose server is gone can be carried over to a new
+ * one (carry.c): a new server can be started, the layer above can bind
+ * its open files again, and the old server told its host's boot, which
+ * the new one must match.  Conn lock held.
+ */
+static bool carriable(const struct qc_conn *c)
+{
+	return c->o.reconnect && c->o.ops && c->o.ops->open && c->o.rebind &&
+	       c->rs.held && c->rs.boot_id[0];
+}
+
+/*
+ * The session's server is gone (its port refused us, or something else
+ * answers there): its transport is closed, and the reconnect starts a
+ * new server and carries the session over (carry.c) while callers go on
+ * waiting as for a resume, within the same grace.  Conn lock held
+ * (dropped and taken again).
+ */
+static void hand_to_restart(struct qc_conn *c, const char *why)
+{
+	struct qc_endpoint ep = c->rs.ep;
+	int64_t left;
+
+	qc_conn_assert_locked(c);
+	c->restarting = true;
+	c->rs.held = false;
+	left = (c->resume_until - now_ns()) / NS_PER_S;
+	pthread_mutex_unlock(&c->lock);
+	qft_warn("cannot resume the session: %s; starting a new server to "
+		 "carry it over (up to %lld s)", why, (long long)left);
+	c->o.ops->close(c->o.ops_ctx, &ep, FAULT_REAP_MS, false);
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_broadcast(&c->cond);
 }
 
 /* The transport's or the server's answer means the session is gone. */
@@ -604,6 +653,13 @@ void qc_resume_run(struct qc_conn *c)
 				 r == -EACCES ? "the server refused the proof" :
 				 r == -ESTALE ? "the server no longer has it" :
 				 strerror(-r));
+			/* Nobody listens on its port (or someone else
+			 * does): the server died; its host may not have. */
+			if ((r == -ECONNREFUSED || r == -EACCES) &&
+			    carriable(c)) {
+				hand_to_restart(c, why);
+				return;
+			}
 			give_up(c, false, why);
 			return;
 		}

@@ -109,10 +109,12 @@ void *qc_watchdog_main(void *arg)
 				qc_link_retire(c, l, FAULT_REAP_MS);
 			continue;
 		}
-		if (c->resuming) {
+		if (c->resuming && !c->restarting) {
 			qc_resume_run(c);
 			continue;
 		}
+		/* Also the new server a restarting session is carried over
+		 * to (carriable: reconnect is on). */
 		if (c->o.reconnect && c->o.ops) {
 			qc_reconnect(c);
 			continue;
