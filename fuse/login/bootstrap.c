@@ -728,6 +728,7 @@ static int reattach_ssh(struct qc_boot *b, const struct qc_boot_opts *o,
 		return -ENOMEM;
 	so.batch = true;
 	so.connect_timeout_ms = ATTACH_CONNECT_MS;
+	so.retrying = true;
 	r = qc_attach_open(&s, &so, cmd, b->resume_key, o->cipher,
 			   ATTACH_STEP_MS, fd, keys);
 	free(cmd);

@@ -72,6 +72,9 @@ struct qc_ssh_opts {
 	 * seconds); 0: 15 s, or ConnectTimeout=timeout_s for OpenSSH.  A
 	 * session being resumed tries often and must give up soon. */
 	int connect_timeout_ms;
+	/* One attempt of many (resuming): a host that cannot be reached
+	 * is logged at debug level only, not once per attempt. */
+	bool retrying;
 	/* The OpenSSH client (see "When OpenSSH" above): -o ssh_command=
 	 * (split on blanks), or NULL for `ssh` when needed. */
 	const char *ssh_command;
