@@ -216,7 +216,9 @@ static int relay(int in_fd, int out_fd, int sock, atomic_bool *stop)
 
 		p[0].fd = !in_eof && uoff == ulen ? in_fd : -1;
 		p[0].events = POLLIN;
-		p[1].fd = sock;
+		/* Polled even for nothing, for its hang-up, until it ended
+		 * (then it would report that at once, forever). */
+		p[1].fd = sock_eof && uoff == ulen ? -1 : sock;
 		p[1].events = (uoff < ulen ? POLLOUT : 0) |
 			      (doff == dlen && !sock_eof ? POLLIN : 0);
 		p[2].fd = doff < dlen ? out_fd : -1;
@@ -232,7 +234,7 @@ static int relay(int in_fd, int out_fd, int sock, atomic_bool *stop)
 		/* Both directions of the socket shut: the session ended it
 		 * (or the relay is being stopped) while we wait on the
 		 * channel; what is left goes within the drain. */
-		if ((p[1].revents & POLLHUP) && doff < dlen)
+		if ((p[1].revents & (POLLHUP | POLLERR)) && doff < dlen)
 			sock_eof = true;
 	}
 out_free:

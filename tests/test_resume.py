@@ -523,10 +523,15 @@ def test_tunnel_upload_across_cut(link, mounter, tmp_path, served, home):
 
 
 @pytest.mark.deadline(120)
-def test_tunnel_upload_across_reset(link, mounter, tmp_path, served, home):
+@pytest.mark.parametrize('login', ['libssh2', 'openssh'])
+def test_tunnel_upload_across_reset(link, mounter, tmp_path, served, home,
+                                    login):
     """-o transport=ssh: every TCP connection of the server's host reset
-    mid-upload (the ssh connection carrying the data): cp exits 0."""
-    m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
+    mid-upload (the ssh connection carrying the data): cp exits 0.  The
+    attach logs in as the first login did: with libssh2, or with the
+    OpenSSH client (-o ssh_command=ssh)."""
+    opts = TUNNEL + (['ssh_command=ssh'] if login == 'openssh' else [])
+    m = ssh_mount(mounter, link, home, served, opts=opts)
     pid = the_server(served)
     killed = []
     cp = upload_across(m, tmp_path, served,
@@ -674,3 +679,30 @@ def test_attach_by_stranger_or_wrong_proof_refused(link, mounter, served,
     assert RESUMING not in m.log(), util.tail(m.log())
     assert session_id(link, pid) == sid
     stop_and_check(m, served)
+
+
+@pytest.mark.deadline(120)
+def test_tunnel_unmount_while_resuming(link, mounter, served, home):
+    """-o transport=ssh with the link cut and the loss noticed: the ssh
+    attempts do not hold the unmount up; fusermount3 -u returns at once
+    and the client exits within seconds."""
+    m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
+    with open(P(m.mnt, 'f'), 'wb') as f:
+        f.write(b'x' * MiB)
+    link.cut()
+    wait_for(lambda: RESUMING in m.log(), 3 * ADEADLINE + 5,
+             'the loss to be noticed')
+    # Into the ssh attempts (each gives up on the cut link in 1.5 s).
+    time.sleep(2)
+    t0 = time.monotonic()
+    rc, out = run_bounded(['fusermount3', '-u', m.mnt], m, 10)
+    assert rc == 0, 'fusermount3 -u: %s %s' % (rc, out)
+    try:
+        m.proc.wait(timeout=10 * util.timeout_scale())
+    except subprocess.TimeoutExpired:
+        pytest.fail('qftfs still running 10 s after the unmount while '
+                    'resuming through ssh', pytrace=False)
+    done = time.monotonic() - t0
+    assert done < 8, 'qftfs took %.1fs to exit after the unmount' % done
+    assert 'cannot connect' not in m.log(), \
+        'each failed attempt was logged: ' + util.tail(m.log())
