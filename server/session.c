@@ -582,7 +582,7 @@ out_close:
 	/* Once the client is in, nobody else may even try. */
 	if (lfd >= 0)
 		close(lfd);
-	if (!ss->resume && ss->afd >= 0) {
+	if ((r < 0 || !ss->resume) && ss->afd >= 0) {
 		close(ss->afd);
 		ss->afd = -1;
 	}
