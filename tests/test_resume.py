@@ -594,7 +594,7 @@ def test_attach_to_gone_session_starts_a_new_server(link, mounter, served,
     and the client then starts a new server and serves on."""
     r = util.run(link.ns.nsenter() + [util.server_bin(build), '--attach',
                                       '0' * 32], timeout=10)
-    assert r.returncode == 3 and r.stdout == 'QFTFS 2 gone\n', r
+    assert r.returncode == 3 and r.stdout == 'QFTFS %d gone\n' % wire.VERSION, r
     m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
     kill_servers(served)
     took, _ = until_works(['ls', '-la', m.mnt], m, 40,
@@ -656,7 +656,7 @@ def test_attach_by_stranger_or_wrong_proof_refused(link, mounter, served,
             c = a.recv(1)
             assert c, 'no line from --attach'
             line += c
-        assert line == b'QFTFS 2 attached\n', line
+        assert line == b'QFTFS %d attached\n' % wire.VERSION, line
         with pytest.raises((wire.AuthFailed, ConnectionResetError)):
             wire.Sealed(0, os.urandom(32), sock=a)
         assert p.wait(10) == 0
