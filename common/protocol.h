@@ -150,6 +150,16 @@
 #define QFT_RESUME_REP_LOST_NOTIFY 0x0001u
 #define QFT_RESUME_REP_KNOWN       0x0001u
 
+/*
+ * Attaching over ssh (docs/protocol.md, "Attaching over ssh"): a
+ * resumable session's id, reported in the greeting to a client that can
+ * attach, is this many lowercase hex digits; `qftfs-server --attach ID`
+ * exits with QFT_ATTACH_EXIT_GONE (after the line "QFTFS <version> gone")
+ * when no such session runs any more.
+ */
+#define QFT_ATTACH_ID_HEX    32u
+#define QFT_ATTACH_EXIT_GONE 3
+
 enum qft_op {
 	QFT_OP_HELLO       = 1,  /* version handshake, first frame each way */
 	QFT_OP_LSTAT       = 2,  /* attributes of a path, not following it */

@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "attach.h"
 #include "host.h"
 #include "io.h"
 #include "xfer.h"
@@ -69,6 +70,7 @@ enum {
 	OPT_FOLLOW_SYMLINKS,
 	OPT_DIRECT,
 	OPT_RESUME,
+	OPT_ATTACH,
 };
 
 /* The grace when --resume is not given: the client's remote command sets
@@ -82,6 +84,7 @@ static void usage(FILE *f)
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
 		"                    [--direct=MODE] [--meta-fd N] [--max-watches N]\n"
 		"                    [--follow-symlinks] [--resume=SECS] [-d]\n"
+		"       qftfs-server --attach ID\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -118,12 +121,16 @@ static void usage(FILE *f)
 		"                resume=); at most %u; 0, the default, ends the\n"
 		"                session with its connection.  Without the\n"
 		"                option, the environment variable " RESUME_ENV "\n"
+		"  --attach ID   connect this ssh channel to the running session\n"
+		"                ID of this user (qftfs resumes a session over\n"
+		"                ssh with it); exits %d when there is none\n"
 		"  -d, --debug   log every request to stderr\n"
 		"  -V, --version print the version and exit\n"
 		"  -h, --help    print this help and exit\n"
 		"\n"
 		"The server is normally started by qftfs(1), not by hand.\n",
-		SRV_WATCH_MAX_DEFAULT, QFT_RESUME_MAX_S);
+		SRV_WATCH_MAX_DEFAULT, QFT_RESUME_MAX_S,
+		QFT_ATTACH_EXIT_GONE);
 }
 
 /* Handles are client-chosen up to QFT_MAX_HANDLES; let them all fit. */
@@ -427,6 +434,7 @@ int main(int argc, char **argv)
 		{ "follow-symlinks", no_argument, NULL, OPT_FOLLOW_SYMLINKS },
 		{ "direct",  required_argument, NULL, OPT_DIRECT },
 		{ "resume",  required_argument, NULL, OPT_RESUME },
+		{ "attach",  required_argument, NULL, OPT_ATTACH },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -440,8 +448,9 @@ int main(int argc, char **argv)
 	static struct srv_session ss;
 	static struct meta meta;
 	static struct srv_resume rs;
-	const char *resume_arg = NULL;
+	const char *resume_arg = NULL, *attach_id = NULL;
 	unsigned grace = 0;
+	bool relayed = false;
 	const char *meta_arg = NULL, *meta_env, *watch_env;
 	const char *max_watches_arg = NULL;
 	unsigned max_watches = SRV_WATCH_MAX_DEFAULT;
@@ -479,6 +488,9 @@ int main(int argc, char **argv)
 		case OPT_RESUME:
 			resume_arg = optarg;
 			break;
+		case OPT_ATTACH:
+			attach_id = optarg;
+			break;
 		case 'd':
 			debug = true;
 			break;
@@ -506,6 +518,15 @@ int main(int argc, char **argv)
 	if (optind < argc) {
 		qft_err("unexpected argument '%s'; see --help", argv[optind]);
 		return EXIT_USAGE;
+	}
+	if (attach_id) {
+		/* Nothing else: the session it attaches to has its options. */
+		if (session || use_stdio || root) {
+			qft_err("--attach goes alone (the session has its root "
+				"and options)");
+			return EXIT_USAGE;
+		}
+		return srv_attach_main(attach_id);
 	}
 	if (session && use_stdio) {
 		qft_err("--stdio and --session exclude each other");
@@ -605,7 +626,9 @@ int main(int argc, char **argv)
 		}
 		s.resume = ss.resume;
 		s.lane = SRV_LANE_BULK;
-		if (!ss.tunnel)
+		/* A tunnel that may be resumed runs through a relay. */
+		relayed = ss.tunnel && ss.data_fd >= 0;
+		if (!ss.tunnel || relayed)
 			r = qft_chan_init(&s.chan, ss.data_fd, ss.data_fd);
 		else
 			r = qft_chan_init(&s.chan, rfd, wfd);
@@ -657,7 +680,7 @@ int main(int argc, char **argv)
 	srv_free(&s);
 	if (session) {
 		srv_session_free(&ss);
-		if (!ss.tunnel) {
+		if (!ss.tunnel || relayed) {
 			/* The channel owns the data socket, not these. */
 			close(rfd);
 			close(wfd);

@@ -17,6 +17,7 @@
 
 #include <openssl/crypto.h>
 
+#include "attach.h"
 #include "chan.h"
 #include "errmap.h"
 #include "log.h"
@@ -44,6 +45,7 @@ void srv_resume_init(struct srv_resume *rs, unsigned grace_s,
 	rs->grace_s = grace_s;
 	rs->ss = ss;
 	rs->lfd = -1;
+	rs->afd = -1;
 	rs->wake[0] = rs->wake[1] = -1;
 	for (size_t i = 0; i < SRV_RESUME_PENDING; i++)
 		rs->hs_fd[i] = -1;
@@ -68,12 +70,15 @@ static void conn_free(struct srv_resume_conn *c, bool close_fd)
 	free(c);
 }
 
-/* Closes the listener; lock held. */
+/* Closes the listeners; lock held. */
 static void listener_close(struct srv_resume *rs)
 {
 	if (rs->lfd >= 0)
 		close(rs->lfd);
 	rs->lfd = -1;
+	if (rs->afd >= 0)
+		close(rs->afd);
+	rs->afd = -1;
 }
 
 bool srv_resume_grant(struct srv_resume *rs, enum srv_lane lane, int fd,
@@ -237,6 +242,7 @@ struct hs_arg {
 	struct srv_resume *rs;
 	size_t slot;
 	int fd;
+	bool tcp;               /* else the attach socket */
 };
 
 static const char *auth_reason(int r)
@@ -295,8 +301,11 @@ static void *hs_main(void *arg)
 		free(c);
 		goto out_close;
 	}
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	srv_session_set_liveness(c->fd);
+	if (a->tcp) {
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			   sizeof(one));
+		srv_session_set_liveness(c->fd);
+	}
 	if (first_frame(rs, c) == 0)
 		goto out_slot;          /* the lane closes it */
 	conn_free(c, false);
@@ -321,8 +330,13 @@ out:
 	return NULL;
 }
 
-/* Accepts one connection and starts its handshake; lock not held. */
-static void hs_start(struct srv_resume *rs, int lfd)
+/*
+ * Accepts one connection and starts its handshake; lock not held.  On
+ * the attach socket, someone else's connection is closed at once and
+ * counts as no failure: another user cannot even make the session stop
+ * listening.
+ */
+static void hs_start(struct srv_resume *rs, int lfd, bool tcp)
 {
 	struct hs_arg *a;
 	pthread_attr_t at;
@@ -333,6 +347,10 @@ static void hs_start(struct srv_resume *rs, int lfd)
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	if (!tcp && !srv_attach_peer_ok(fd)) {
+		close(fd);
+		return;
+	}
 	a = malloc(sizeof(*a));
 	pthread_mutex_lock(&rs->lock);
 	for (size_t i = 0; i < SRV_RESUME_PENDING; i++) {
@@ -353,6 +371,7 @@ static void hs_start(struct srv_resume *rs, int lfd)
 	a->rs = rs;
 	a->slot = slot;
 	a->fd = fd;
+	a->tcp = tcp;
 	/* Detached: srv_resume_end waits for the count instead. */
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -375,19 +394,25 @@ static void *acceptor_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "qftfs-resume");
 	for (;;) {
-		struct pollfd p[2];
+		struct pollfd p[3];
+		bool busy;
 		char why = 0;
-		int lfd;
+		int lfd, afd;
 
 		pthread_mutex_lock(&rs->lock);
-		lfd = rs->nhs < SRV_RESUME_PENDING ? rs->lfd : -1;
+		busy = rs->nhs >= SRV_RESUME_PENDING;
+		lfd = busy ? -1 : rs->lfd;
+		afd = busy ? -1 : rs->afd;
 		pthread_mutex_unlock(&rs->lock);
 		p[0].fd = rs->wake[0];
 		p[0].events = POLLIN;
 		p[1].fd = lfd;
 		p[1].events = POLLIN;
+		p[2].fd = afd;
+		p[2].events = POLLIN;
+		p[1].revents = p[2].revents = 0;
 		/* With every slot busy, look again when one frees. */
-		if (poll(p, 2, lfd < 0 ? 200 : -1) < 0 && errno != EINTR)
+		if (poll(p, 3, busy ? 200 : -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents) {
 			if (read(rs->wake[0], &why, 1) == 1 && why == 'f') {
@@ -400,7 +425,9 @@ static void *acceptor_main(void *arg)
 			break;
 		}
 		if (lfd >= 0 && p[1].revents)
-			hs_start(rs, lfd);
+			hs_start(rs, lfd, true);
+		if (afd >= 0 && p[2].revents)
+			hs_start(rs, afd, false);
 	}
 	pthread_mutex_lock(&rs->lock);
 	listener_close(rs);
@@ -415,7 +442,7 @@ static void *acceptor_main(void *arg)
 	return NULL;
 }
 
-void srv_resume_listen(struct srv_resume *rs, int lfd,
+void srv_resume_listen(struct srv_resume *rs, int lfd, int afd,
 		       const uint8_t key[QFT_SECRET_SIZE],
 		       enum qft_cipher cipher)
 {
@@ -423,7 +450,8 @@ void srv_resume_listen(struct srv_resume *rs, int lfd,
 	int r;
 
 	pthread_mutex_lock(&rs->lock);
-	go = rs->grace_s > 0 && !rs->refused && !rs->ending && lfd >= 0;
+	go = rs->grace_s > 0 && !rs->refused && !rs->ending &&
+	     (lfd >= 0 || afd >= 0);
 	pthread_mutex_unlock(&rs->lock);
 	if (go && pipe2(rs->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		qft_warn("cannot keep the listener for resuming: %s",
@@ -433,12 +461,15 @@ void srv_resume_listen(struct srv_resume *rs, int lfd,
 	if (!go) {
 		if (lfd >= 0)
 			close(lfd);
+		if (afd >= 0)
+			close(afd);
 		return;
 	}
 	memcpy(rs->key, key, sizeof(rs->key));
 	rs->cipher = cipher;
 	pthread_mutex_lock(&rs->lock);
 	rs->lfd = lfd;
+	rs->afd = afd;
 	r = qft_thread_start(&rs->acceptor, acceptor_main, rs);
 	if (r == 0)
 		rs->running = true;
@@ -578,6 +609,10 @@ int srv_resume_wait(struct srv *s)
 	ln->attached = false;
 	ln->fd = -1;
 	pthread_mutex_unlock(&rs->lock);
+	/* Nothing more goes out on it (its replies are kept): the peer --
+	 * the relay of an attach, a half-closed client -- learns so now,
+	 * not when a RESUME replaces it. */
+	shutdown(s->chan.rfd, SHUT_RDWR);
 	/* Notifications wait for no one: dropped (and remembered) until the
 	 * lane is back. */
 	if (s->notify)

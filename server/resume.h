@@ -7,7 +7,10 @@
  * connections are in, and the thread that accepts the connections that
  * resume a lane.
  *
- * The acceptor authenticates each connection with K_r (the handshake of
+ * The acceptor takes connections from the session's TCP listener and,
+ * when the client can attach over ssh, from its attach socket (attach.h:
+ * those only from the session's own user).  It authenticates each
+ * connection with K_r (the handshake of
  * docs/security.md, at most SRV_RESUME_PENDING at once, 5 s each, and no
  * more listening after SRV_RESUME_FAILED failures), reads its first
  * frame, which must be a RESUME naming a lane that agreed on resuming,
@@ -75,6 +78,7 @@ struct srv_resume {
 	/* The acceptor, once srv_resume_listen started it. */
 	uint8_t key[QFT_SECRET_SIZE];    /* K_r; wiped at the end */
 	int lfd;                 /* lock: -1 once closed */
+	int afd;                 /* lock: the attach socket (attach.h), or -1 */
 	int wake[2];             /* stops the acceptor */
 	bool running;            /* lock */
 	pthread_t acceptor;
@@ -96,11 +100,13 @@ bool srv_resume_grant(struct srv_resume *rs, enum srv_lane lane, int fd,
 		      bool asked);
 
 /*
- * The first connections are in (session.c): takes the listener `lfd`
- * and K_r and starts accepting resumed connections, or closes the
- * listener when resuming is off or refused.  Wipes its copy of `key`.
+ * The first connections are in (session.c): takes the TCP listener `lfd`
+ * and the attach socket `afd` (either may be -1) and K_r and starts
+ * accepting resumed connections, or closes the listeners when resuming
+ * is off or refused.  A connection on the attach socket must come from
+ * the session's own user (attach.h) before its handshake even starts.
  */
-void srv_resume_listen(struct srv_resume *rs, int lfd,
+void srv_resume_listen(struct srv_resume *rs, int lfd, int afd,
 		       const uint8_t key[QFT_SECRET_SIZE],
 		       enum qft_cipher cipher);
 

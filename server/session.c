@@ -21,6 +21,7 @@
 
 #include <openssl/crypto.h>
 
+#include "attach.h"
 #include "auth.h"
 #include "chan.h"
 #include "log.h"
@@ -488,6 +489,33 @@ out_abort:
 	return r;
 }
 
+/*
+ * A tunnel that may be resumed by attaching: its first connection goes
+ * through a relay, so that it is a socket the session can shut down like
+ * the ones that replace it, and the attach socket is handed over with K_r
+ * at once (no connection under S comes after the tunnel's).  Without a
+ * relay the tunnel is served as before, not resumable.
+ */
+static void tunnel_resumable(struct srv_session *ss)
+{
+	int sock;
+
+	if (srv_attach_relay_start(&ss->relay, ss->in_fd, ss->out_fd,
+				   &sock) < 0) {
+		ss->resume = NULL;
+		OPENSSL_cleanse(ss->resume_key, sizeof(ss->resume_key));
+		ss->have_resume_key = false;
+		return;
+	}
+	ss->data_fd = sock;
+	ss->hooks->listen(ss->resume, -1, ss->afd, ss->resume_key,
+			  ss->cipher);
+	ss->afd = -1;
+	OPENSSL_cleanse(ss->resume_key, sizeof(ss->resume_key));
+	ss->have_resume_key = false;
+	qft_debug("the tunnel may be resumed by attaching over ssh");
+}
+
 int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 		     struct srv_resume *rs,
 		     const struct srv_session_hooks *hooks)
@@ -503,6 +531,7 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 	ss->data_fd = -1;
 	ss->lfd = -1;
 	ss->meta_fd = -1;
+	ss->afd = -1;
 	ss->resume = rs && rs->grace_s && hooks ? rs : NULL;
 	ss->hooks = hooks;
 	pthread_mutex_init(&ss->lock, NULL);
@@ -516,22 +545,32 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 	if (r < 0)
 		return r;
 	session_listen(&lfd, &port);
-	n = snprintf(line, sizeof(line), "QFTFS %u %u\n", QFT_VERSION, port);
+	/* Only a client that asked can parse the id, and only one that
+	 * resumes has a use for it. */
+	if (ss->resume && srv_attach_wanted())
+		srv_attach_listen(&ss->afd, ss->attach_id);
+	if (ss->afd >= 0)
+		n = snprintf(line, sizeof(line), "QFTFS %u %u %s\n",
+			     QFT_VERSION, port, ss->attach_id);
+	else
+		n = snprintf(line, sizeof(line), "QFTFS %u %u\n", QFT_VERSION,
+			     port);
 	r = qft_write_all(out_fd, line, (size_t)n);
 	if (r < 0) {
 		qft_err("cannot report the port: %s", strerror(-r));
 		goto out_close;
 	}
 	r = session_wait(ss, lfd, secret);
-	if (r == 0 && ss->tunnel)
-		/* Resuming needs the listener (docs/protocol.md). */
-		ss->resume = NULL;
-	if (r == 0 && ss->resume && lfd >= 0 &&
+	/* Resuming needs a listener: TCP, or, for the tunnel, the attach
+	 * socket (docs/protocol.md). */
+	if (r == 0 && ss->resume && (ss->tunnel ? ss->afd >= 0 : lfd >= 0) &&
 	    qft_auth_resume_key(secret, ss->resume_key) == 0)
 		/* K_r now, while S is here; S is wiped as before. */
 		ss->have_resume_key = true;
 	else if (r == 0)
 		ss->resume = NULL;
+	if (r == 0 && ss->tunnel && ss->resume)
+		tunnel_resumable(ss);
 	if (r == 0 && !ss->tunnel && lfd >= 0) {
 		/* Step 5: the meta connection may follow. */
 		ss->lfd = lfd;
@@ -543,6 +582,10 @@ out_close:
 	/* Once the client is in, nobody else may even try. */
 	if (lfd >= 0)
 		close(lfd);
+	if ((r < 0 || !ss->resume) && ss->afd >= 0) {
+		close(ss->afd);
+		ss->afd = -1;
+	}
 	OPENSSL_cleanse(secret, sizeof(secret));
 	return r;
 }
@@ -564,11 +607,16 @@ static void accept_end(struct srv_session *ss)
 		lfd = -1;
 	}
 	pthread_mutex_unlock(&ss->lock);
-	if (ss->resume && ss->have_resume_key)
-		ss->hooks->listen(ss->resume, lfd, ss->resume_key,
+	if (ss->resume && ss->have_resume_key) {
+		ss->hooks->listen(ss->resume, lfd, ss->afd, ss->resume_key,
 				  ss->cipher);
-	else if (lfd >= 0)
-		close(lfd);
+	} else {
+		if (lfd >= 0)
+			close(lfd);
+		if (ss->afd >= 0)
+			close(ss->afd);
+	}
+	ss->afd = -1;
 	OPENSSL_cleanse(ss->resume_key, sizeof(ss->resume_key));
 	ss->have_resume_key = false;
 	OPENSSL_cleanse(ss->secret, sizeof(ss->secret));
@@ -770,6 +818,8 @@ void srv_session_free(struct srv_session *ss)
 		ss->watching = false;
 	}
 	accept_end(ss);
+	srv_attach_relay_stop(ss->relay);
+	ss->relay = NULL;
 	qft_seal_free(&ss->tx);
 	qft_seal_free(&ss->rx);
 	pthread_mutex_destroy(&ss->lock);

@@ -7,6 +7,8 @@
  *      hex digits (30 s, or exit);
  *   2. listen on an ephemeral port of the address sshd accepted the login
  *      on (SSH_CONNECTION), and report "QFTFS <version> <port>" on stdout;
+ *      a resumable session whose client can attach over ssh (attach.h)
+ *      listens on its attach socket too and adds " <id>" to that line;
  *   3. within 30 s, authenticate a client: a TCP connection to that port
  *      (several handshakes may run at once, each with its own 5 s
  *      deadline; a failure closes that connection and waiting goes on, up
@@ -35,8 +37,10 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "attach.h"
 #include "auth.h"
 #include "chan.h"
+#include "protocol.h"
 #include "seal.h"
 
 struct srv_resume;
@@ -70,18 +74,27 @@ struct srv_session {
 	const struct srv_session_hooks *hooks; /* immutable: with resume */
 	uint8_t resume_key[QFT_SECRET_SIZE]; /* the accepting thread */
 	bool have_resume_key;
+
+	/* Attaching over ssh (attach.h): the listener of a resumable
+	 * session whose client can attach, until handed to the resume
+	 * state with the TCP one; its id went out in the greeting.  A
+	 * tunnelled session's data plane is then a socket (data_fd) that
+	 * `relay` connects to stdin/stdout. */
+	int afd;                /* the accepting thread; -1 once handed */
+	char attach_id[QFT_ATTACH_ID_HEX + 1];
+	struct srv_attach_relay *relay;
 };
 
 /*
  * What the session asks of the resume state above it (resume.c defines
  * srv_resume_hooks; main.c hands them over with it): called through
  * pointers, so that session.c, below resume.c, never calls up into it.
- * listen takes over the listener and K_r once the first connections are
- * in; active says whether a lane agreed on resuming, so that the end of
+ * listen takes over the listeners (TCP, attach; -1 when there is none)
+ * and K_r once the first connections are in; active says whether a lane agreed on resuming, so that the end of
  * the ssh channel no longer ends the session.
  */
 struct srv_session_hooks {
-	void (*listen)(struct srv_resume *rs, int lfd,
+	void (*listen)(struct srv_resume *rs, int lfd, int afd,
 		       const uint8_t key[QFT_SECRET_SIZE],
 		       enum qft_cipher cipher);
 	bool (*active)(struct srv_resume *rs);
@@ -89,8 +102,9 @@ struct srv_session_hooks {
 
 /*
  * Runs steps 1-4 on `in_fd`/`out_fd` (the protocol's copies of stdin and
- * stdout).  On success the data plane is ss->data_fd (TCP) or the two
- * descriptors themselves (tunnel), and ss->tx/rx are keyed.
+ * stdout).  On success the data plane is ss->data_fd (TCP, or the relay's
+ * socket for a tunnel that may be resumed by attaching: ss->relay) or the
+ * two descriptors themselves (tunnel), and ss->tx/rx are keyed.
  */
 int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 		     struct srv_resume *rs,
@@ -130,7 +144,8 @@ void srv_session_forget_meta(struct srv_session *ss);
 /* True when the request loop ended because the ssh channel closed. */
 bool srv_session_channel_closed(struct srv_session *ss);
 
-/* Frees the seals; does not close the descriptors (the channel does). */
+/* Stops the relay, frees the seals; does not close the descriptors (the
+ * channel does). */
 void srv_session_free(struct srv_session *ss);
 
 #endif /* SRV_SESSION_H */

@@ -16,7 +16,12 @@ with an sshd, the server on the far side of a veth pair):
 - the server's fault hook (a -Dfault_injection build, env
   QFTFS_FAULT_DROP_REPLY): the first reply of each named op is never
   sent and its connection is shut down, so each of those ops is sent
-  again on a resumed link and must take effect exactly once.
+  again on a resumed link and must take effect exactly once;
+- attaching over ssh (qftfs-server --attach): the cut and the reset with
+  -o transport=ssh, a direct port a firewall blocks while ssh works
+  (an `ip rule` blackhole in the server's namespace), a session that is
+  gone (the client then starts a new server), and an attach by another
+  user or with a wrong proof (refused, nothing changes).
 
 Every copy goes through a FIFO the test feeds (or drains), so the fault
 lands in the middle of it however fast the machine is, and the test
@@ -28,19 +33,23 @@ import hashlib
 import json
 import os
 import random
+import re
+import socket
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 import util
+import wire
 from util import MiB
 
 from netns import lab, link  # noqa: F401
 from test_faults import (Bg, FeedCopy, file_size, home, served,  # noqa: F401
-                         ssh_mount, until_works, wait_for, run_bounded,
-                         wait_no_server)
+                         kill_servers, server_pids, ssh_mount, until_works,
+                         wait_for, run_bounded, wait_no_server)
 
 P = os.path.join
 
@@ -448,3 +457,252 @@ def test_unmount_while_resuming(link, mounter, served, home):
     done = time.monotonic() - t0
     assert done < 8, 'qftfs took %.1fs to exit after the unmount' % done
     print('unmount took %.1fs; qftfs exited after %.1fs' % (took, done))
+
+
+# ---------------------------------------------------------------------------
+# Attaching over ssh (qftfs-server --attach; docs/protocol.md, "Attaching
+# over ssh"): where the session cannot be reached over TCP -- the tunnel,
+# or a direct port that stopped answering -- the client logs in again and
+# attaches to the running server instead of starting a new one.
+
+ADEADLINE = 3
+ACUT = 7                      # seconds: two deadlines and a bit
+AOPTS = ['timeout=%d' % ADEADLINE, 'keepalive=1', 'resume=%d' % GRACE]
+TUNNEL = AOPTS + ['transport=ssh']
+ATTACHED = 'attached to the session on'
+
+
+def the_server(served):
+    pids = server_pids(served)
+    assert len(pids) == 1, 'servers of %s: %s' % (served, pids)
+    return pids[0]
+
+
+def listening(lab, pid, kind):
+    """The listening sockets of process `pid` in the lab's namespace, as
+    `ss -l -p` shows them (`kind`: '-t' TCP, '-x' Unix); servers of
+    earlier tests may still be waiting out their grace there."""
+    r = util.run(lab.ns.nsenter() + ['ss', kind, '-l', '-n', '-p', '-H'],
+                 timeout=10)
+    return [line.split() for line in r.stdout.splitlines()
+            if 'pid=%d,' % pid in line]
+
+
+def session_id(lab, pid):
+    """The attach socket's id, from `ss` in the server's namespace (an
+    abstract name anybody there can see: knowing it must be no key)."""
+    ids = [m.group(1) for words in listening(lab, pid, '-x') for w in words
+           for m in [re.match(r'@qftfs-attach-([0-9a-f]{32})$', w)] if m]
+    assert len(ids) == 1, 'attach sockets of %d: %s' % (
+        pid, listening(lab, pid, '-x'))
+    return ids[0]
+
+
+def stop_and_check(m, served):
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
+    left = wait_no_server(served, 10)
+    assert not left, 'qftfs-server %s still running 10 s after the ' \
+        'unmount' % left
+
+
+@pytest.mark.deadline(120)
+def test_tunnel_upload_across_cut(link, mounter, tmp_path, served, home):
+    """-o transport=ssh: a cut longer than the deadline in the middle of a
+    64 MiB upload, healed: the client logs in again, attaches to the same
+    server, and cp exits 0 with every byte."""
+    m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
+    pid = the_server(served)
+    cp = upload_across(m, tmp_path, served, link.cut, link.heal, ACUT)
+    assert cp.rc == 0, 'cp failed across a %d s cut: %s' % (ACUT, cp.output)
+    assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
+    assert_resumed(m)
+    assert ATTACHED in m.log(), util.tail(m.log())
+    assert server_pids(served) == [pid], 'another server was started'
+    stop_and_check(m, served)
+
+
+@pytest.mark.deadline(120)
+@pytest.mark.parametrize('login', ['libssh2', 'openssh'])
+def test_tunnel_upload_across_reset(link, mounter, tmp_path, served, home,
+                                    login):
+    """-o transport=ssh: every TCP connection of the server's host reset
+    mid-upload (the ssh connection carrying the data): cp exits 0.  The
+    attach logs in as the first login did: with libssh2, or with the
+    OpenSSH client (-o ssh_command=ssh)."""
+    opts = TUNNEL + (['ssh_command=ssh'] if login == 'openssh' else [])
+    m = ssh_mount(mounter, link, home, served, opts=opts)
+    pid = the_server(served)
+    killed = []
+    cp = upload_across(m, tmp_path, served,
+                       lambda: killed.append(link.reset_tcp()))
+    assert killed and killed[0], 'ss -K reset nothing'
+    assert cp.rc == 0, 'cp failed across a reset: %s' % cp.output
+    assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
+    assert_resumed(m)
+    assert ATTACHED in m.log(), util.tail(m.log())
+    assert server_pids(served) == [pid], 'another server was started'
+    stop_and_check(m, served)
+
+
+def port_rule(lab, port, op):
+    """op 'add': the server's host stops answering on `port` (its
+    SYN-ACKs are dropped, as behind a firewall that appeared; ssh still
+    works); 'del' takes that away again."""
+    util.run(['ip', '-n', lab.ns.name, 'rule', op, 'pref', '10',
+              'ipproto', 'tcp', 'sport', str(port), 'blackhole'],
+             timeout=10, check=(op == 'add'))
+
+
+def data_port(lab, pid):
+    ports = [int(words[3].rsplit(':', 1)[1])
+             for words in listening(lab, pid, '-t')]
+    assert len(ports) == 1, 'listeners of %d: %s' % (
+        pid, listening(lab, pid, '-t'))
+    return ports[0]
+
+
+@pytest.mark.deadline(120)
+def test_direct_port_blocked_attaches_through_ssh(link, mounter, tmp_path,
+                                                  served, home):
+    """A direct data plane whose port stops answering mid-upload (a
+    firewall appeared, and every connection was reset) while ssh still
+    works: both lanes attach through ssh and cp exits 0."""
+    m = ssh_mount(mounter, link, home, served, opts=AOPTS)
+    pid = the_server(served)
+    port = data_port(link, pid)
+
+    def fault():
+        port_rule(link, port, 'add')
+        link.reset_tcp()
+    try:
+        cp = upload_across(m, tmp_path, served, fault)
+    finally:
+        port_rule(link, port, 'del')
+    assert cp.rc == 0, 'cp failed across a blocked port: %s' % cp.output
+    assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
+    assert_resumed(m)
+    assert m.log().count(ATTACHED) >= 2, util.tail(m.log())
+    assert server_pids(served) == [pid], 'another server was started'
+    stop_and_check(m, served)
+
+
+@pytest.mark.deadline(120)
+def test_attach_to_gone_session_starts_a_new_server(link, mounter, served,
+                                                    home, build):
+    """--attach of a session that is gone says so (line and exit status),
+    and the client then starts a new server and serves on."""
+    r = util.run(link.ns.nsenter() + [util.server_bin(build), '--attach',
+                                      '0' * 32], timeout=10)
+    assert r.returncode == 3 and r.stdout == 'QFTFS %d gone\n' % wire.VERSION, r
+    m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
+    kill_servers(served)
+    took, _ = until_works(['ls', '-la', m.mnt], m, 40,
+                          'the mount after its server was killed')
+    log = m.log()
+    assert 'says the session is gone' in log, util.tail(log)
+    assert 'cannot resume the session: the server is gone' in log, \
+        util.tail(log)
+    with open(P(m.mnt, 'after'), 'wb') as f:
+        f.write(b'x' * MiB)
+    assert file_size(P(served, 'after')) == MiB
+    assert len(server_pids(served)) == 1
+    print('served again %.1fs after the kill' % took)
+    stop_and_check(m, served)
+
+
+ATTACKER = r'''
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect('\0qftfs-attach-' + sys.argv[1])
+try:
+    s.sendall(b'QFTD' + bytes(12) + os.urandom(32))
+    got = s.recv(100)
+except OSError:
+    got = b''
+print(len(got))
+'''
+
+
+@pytest.mark.deadline(120)
+def test_attach_by_stranger_or_wrong_proof_refused(link, mounter, served,
+                                                   home, build, tmp_path):
+    """Knowing the session id is no key: another user's connection to the
+    attach socket is closed before any handshake; the session's own user
+    with a wrong resume key is refused by the proof.  Neither changes
+    anything: the same server serves on, nothing was resumed."""
+    m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
+    pid = the_server(served)
+    sid = session_id(link, pid)
+    with open(P(m.mnt, 'before'), 'wb') as f:
+        f.write(b'b' * 1000)
+
+    # Another user: nothing comes back, not even the handshake's message 2.
+    r = util.run(link.ns.nsenter() + [
+        'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
+        sys.executable, '-c', ATTACKER, sid], timeout=30)
+    assert r.returncode == 0 and r.stdout.strip() == '0', r
+    # The same user through --attach, with a key that is not K_r.
+    a, b = socket.socketpair()
+    p = subprocess.Popen(link.ns.nsenter() + [util.server_bin(build),
+                                              '--attach', sid],
+                         stdin=b, stdout=b, stderr=subprocess.PIPE)
+    b.close()
+    try:
+        a.settimeout(10)
+        line = b''
+        while not line.endswith(b'\n'):
+            c = a.recv(1)
+            assert c, 'no line from --attach'
+            line += c
+        assert line == b'QFTFS %d attached\n' % wire.VERSION, line
+        with pytest.raises((wire.AuthFailed, ConnectionResetError)):
+            wire.Sealed(0, os.urandom(32), sock=a)
+        assert p.wait(10) == 0
+    finally:
+        a.close()
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    # The server said why (its stderr reaches the client's log).
+    wait_for(lambda: 'refused an attach from uid 65534' in m.log() and
+             'rejected a connection resuming the session: wrong proof'
+             in m.log(), 10, 'the server to log both refusals')
+    # Nothing changed.
+    with open(P(m.mnt, 'before'), 'rb') as f:
+        assert f.read() == b'b' * 1000
+    with open(P(m.mnt, 'after'), 'wb') as f:
+        f.write(b'a' * 1000)
+    assert file_size(P(served, 'after')) == 1000
+    assert server_pids(served) == [pid]
+    assert RESUMING not in m.log(), util.tail(m.log())
+    assert session_id(link, pid) == sid
+    stop_and_check(m, served)
+
+
+@pytest.mark.deadline(120)
+def test_tunnel_unmount_while_resuming(link, mounter, served, home):
+    """-o transport=ssh with the link cut and the loss noticed: the ssh
+    attempts do not hold the unmount up; fusermount3 -u returns at once
+    and the client exits within seconds."""
+    m = ssh_mount(mounter, link, home, served, opts=TUNNEL)
+    with open(P(m.mnt, 'f'), 'wb') as f:
+        f.write(b'x' * MiB)
+    link.cut()
+    wait_for(lambda: RESUMING in m.log(), 3 * ADEADLINE + 5,
+             'the loss to be noticed')
+    # Into the ssh attempts (each gives up on the cut link in 1.5 s).
+    time.sleep(2)
+    t0 = time.monotonic()
+    rc, out = run_bounded(['fusermount3', '-u', m.mnt], m, 10)
+    assert rc == 0, 'fusermount3 -u: %s %s' % (rc, out)
+    try:
+        m.proc.wait(timeout=10 * util.timeout_scale())
+    except subprocess.TimeoutExpired:
+        pytest.fail('qftfs still running 10 s after the unmount while '
+                    'resuming through ssh', pytrace=False)
+    done = time.monotonic() - t0
+    assert done < 8, 'qftfs took %.1fs to exit after the unmount' % done
+    assert 'cannot connect' not in m.log(), \
+        'each failed attempt was logged: ' + util.tail(m.log())

@@ -406,13 +406,15 @@ class AuthFailed(Exception):
 class Sealed:
     """One authenticated TCP connection to a session's port, carrying
     plain frames as records.  `key` is S for the first connections, K_r
-    for resumed ones; `record` collects every byte sent (for replays)."""
+    for resumed ones; `record` collects every byte sent (for replays).
+    `sock`: a stream already connected (an --attach's channel) instead."""
 
     def __init__(self, port, key, cipher=CIPHER_AES, host='127.0.0.1',
-                 timeout=10, record=None):
+                 timeout=10, record=None, sock=None):
         import hmac
         import hashlib
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = sock or socket.create_connection((host, port),
+                                                     timeout=timeout)
         self.sock.settimeout(timeout)
         self.record = record
         self.next_id = 1

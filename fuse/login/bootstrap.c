@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "login/attach.h"
 #include "login/bootstrap.h"
 #include "login/lineio.h"
 #include "chan.h"
@@ -35,6 +36,14 @@
  * host must end soon, so that the first byte moves soon after a heal. */
 #define REATTACH_CONNECT_MS   1500
 #define REATTACH_HANDSHAKE_MS 5000
+/* The ssh login of an attach: the TCP connect as short as a direct one;
+ * its line and handshake as long as a direct handshake. */
+#define ATTACH_CONNECT_MS     REATTACH_CONNECT_MS
+#define ATTACH_STEP_MS        10000
+/* A connection attached through ssh this recently (the bulk lane of the
+ * same attempt, after the direct port failed): the meta lane goes the
+ * same way instead of paying the direct port's timeout again. */
+#define ATTACH_STICKY_MS      1000
 
 /*
  * scp's rule: a ':' before the first '/' ends the host part; a host in
@@ -196,10 +205,13 @@ static char *build_command(const char *server, const char *dir, bool follow,
 	m = open_memstream(&cmd, &len);
 	if (!m)
 		return NULL;
-	/* An environment variable, not an argument: a server that predates
-	 * resuming ignores it, where an unknown option would stop it. */
+	/* Environment variables, not arguments: a server that predates
+	 * resuming or attaching ignores them, where an unknown option would
+	 * stop it.  QFTFS_ATTACH=1 lets it add the session id to its
+	 * greeting (an older client would not parse that). */
 	if (resume_s > 0)
-		fprintf(m, "QFTFS_RESUME=%d; export QFTFS_RESUME; ", resume_s);
+		fprintf(m, "QFTFS_RESUME=%d QFTFS_ATTACH=1; export QFTFS_RESUME "
+			"QFTFS_ATTACH; ", resume_s);
 	if (!server) {
 		fputs("exec sh -c ", m);
 		quote_word(m, script, strlen(script));
@@ -230,8 +242,10 @@ static char *build_command(const char *server, const char *dir, bool follow,
 	return cmd;
 }
 
-/* "QFTFS <version> <port>", nothing more, nothing less. */
-static int parse_greeting(const char *line, unsigned *version, unsigned *port)
+/* "QFTFS <version> <port>", and " <id>" (QFT_ATTACH_ID_HEX lowercase hex
+ * digits) when the server may be attached to; nothing else. */
+static int parse_greeting(const char *line, unsigned *version, unsigned *port,
+			  char id[QFT_ATTACH_ID_HEX + 1])
 {
 	const char *p = line;
 	unsigned long v[2];
@@ -251,6 +265,16 @@ static int parse_greeting(const char *line, unsigned *version, unsigned *port)
 		p = end;
 		if (i == 0 && *p++ != ' ')
 			return -EPROTO;
+	}
+	id[0] = '\0';
+	if (*p == ' ') {
+		size_t n = strspn(p + 1, "0123456789abcdef");
+
+		if (n != QFT_ATTACH_ID_HEX)
+			return -EPROTO;
+		memcpy(id, p + 1, n);
+		id[n] = '\0';
+		p += 1 + n;
 	}
 	if (*p || v[1] > 65535)
 		return -EPROTO;
@@ -456,7 +480,8 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 		goto out_free_ssh;
 	}
 	if (!o->server && o->install.enabled) {
-		r = qc_install_run(b->ctl_fd, qc_ssh_host(b->ssh), &o->install);
+		r = qc_install_run(b->ctl_fd, qc_ssh_host(b->ssh), &o->install,
+				   b->server_path, sizeof(b->server_path));
 		if (r == -EPIPE) {
 			explain_exit(b, o);
 			goto out_free_ssh;
@@ -497,7 +522,7 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 			qc_ssh_host(b->ssh), strerror(-r));
 		goto out_wipe;
 	}
-	if (r < 0 || parse_greeting(line, &version, &port) < 0)
+	if (r < 0 || parse_greeting(line, &version, &port, b->attach_id) < 0)
 		goto out_bad_line;
 	if (version != QFT_VERSION) {
 		qft_err("qftfs-server on %s speaks protocol version %u, this "
@@ -528,8 +553,11 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 		r = boot_tunnel(b, o, secret);
 	if (r < 0)
 		goto out_wipe;
-	/* Only a direct data plane can be reached again without ssh. */
-	if (o->resume_s > 0 && !b->tunnel && b->meta_ok &&
+	/* A direct data plane can be reached again without ssh; either can
+	 * through a new ssh login when the server gave its id. */
+	b->direct = !b->tunnel && b->meta_ok;
+	b->attach_ok = b->attach_id[0] != '\0';
+	if (o->resume_s > 0 && (b->direct || b->attach_ok) &&
 	    qft_auth_resume_key(secret, b->resume_key) == 0)
 		b->resume_ok = true;
 	OPENSSL_cleanse(secret, sizeof(secret));
@@ -595,13 +623,11 @@ out_wipe:
 	return r;
 }
 
-int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
-		     int *fd, struct qft_session_keys *keys)
+static int reattach_direct(struct qc_boot *b, const struct qc_boot_opts *o,
+			   int *fd, struct qft_session_keys *keys)
 {
 	int s, r, one = 1;
 
-	if (!b->resume_ok)
-		return -ENOTSUP;
 	s = qc_ssh_tcp_connect((struct sockaddr *)&b->peer, b->peer_len,
 			       REATTACH_CONNECT_MS);
 	if (s < 0) {
@@ -620,6 +646,119 @@ int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
 	}
 	*fd = s;
 	return 0;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* exec <server words> --attach <id>: the server the session runs. */
+static char *attach_command(const struct qc_boot *b,
+			    const struct qc_boot_opts *o)
+{
+	const char *server = b->server_path[0] ? NULL :
+			     o->server ? o->server : SERVER_NAME;
+	size_t len = 0;
+	char *cmd = NULL;
+	FILE *m;
+
+	m = open_memstream(&cmd, &len);
+	if (!m)
+		return NULL;
+	fputs("exec", m);
+	if (!server) {
+		fputc(' ', m);
+		quote_word(m, b->server_path, strlen(b->server_path));
+	}
+	for (const char *p = server; p && *p;) {
+		size_t w;
+
+		p += strspn(p, " \t");
+		w = strcspn(p, " \t");
+		if (!w)
+			break;
+		fputc(' ', m);
+		quote_word(m, p, w);
+		p += w;
+	}
+	fprintf(m, " --attach %s", b->attach_id);
+	if (fclose(m) != 0) {
+		free(cmd);
+		return NULL;
+	}
+	return cmd;
+}
+
+/* Frees the logins of attached connections that ended, and the oldest
+ * when there is no room (gone by then: see QC_BOOT_ATTACHED_MAX). */
+static void attached_reap(struct qc_boot *b)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < b->nattached; i++) {
+		if (qc_ssh_wait(b->attached[i], 0, NULL) == 0)
+			qc_ssh_free(b->attached[i]);
+		else
+			b->attached[n++] = b->attached[i];
+	}
+	b->nattached = n;
+	if (n == QC_BOOT_ATTACHED_MAX) {
+		qc_ssh_free(b->attached[0]);
+		memmove(b->attached, b->attached + 1,
+			(n - 1) * sizeof(b->attached[0]));
+		b->nattached--;
+	}
+}
+
+static int reattach_ssh(struct qc_boot *b, const struct qc_boot_opts *o,
+			int *fd, struct qft_session_keys *keys)
+{
+	struct qc_ssh_opts so = o->ssh;
+	struct qc_ssh *s;
+	char *cmd;
+	int r;
+
+	attached_reap(b);
+	cmd = attach_command(b, o);
+	if (!cmd)
+		return -ENOMEM;
+	so.batch = true;
+	so.connect_timeout_ms = ATTACH_CONNECT_MS;
+	so.retrying = true;
+	r = qc_attach_open(&s, &so, cmd, b->resume_key, o->cipher,
+			   ATTACH_STEP_MS, fd, keys);
+	free(cmd);
+	if (r < 0)
+		return r;
+	b->attached[b->nattached++] = s;
+	b->attached_ms = mono_ms();
+	qft_info("resuming through ssh: attached to the session on %s",
+		 qc_ssh_host(s));
+	return 0;
+}
+
+int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
+		     int *fd, struct qft_session_keys *keys)
+{
+	int r = -ENOTSUP;
+
+	if (!b->resume_ok)
+		return -ENOTSUP;
+	if (b->direct && (!b->attach_ok || b->nattached == 0 ||
+			  mono_ms() - b->attached_ms > ATTACH_STICKY_MS)) {
+		r = reattach_direct(b, o, fd, keys);
+		/* A refused proof is final: that port is not our session's
+		 * (any more), whatever ssh would say. */
+		if (r == 0 || r == -EACCES || !b->attach_ok)
+			return r;
+		qft_debug("resume: the direct port failed (%s); trying ssh",
+			  strerror(-r));
+	}
+	return reattach_ssh(b, o, fd, keys);
 }
 
 void qc_boot_pause(struct qc_boot *b)
@@ -645,6 +784,11 @@ int qc_boot_close(struct qc_boot *b, int timeout_ms)
 	meta_wipe(b);
 	OPENSSL_cleanse(b->resume_key, sizeof(b->resume_key));
 	b->resume_ok = false;
+	/* Their connections are closed by now: each --attach ends with the
+	 * session's side, or with its channel. */
+	for (unsigned i = 0; i < b->nattached; i++)
+		qc_ssh_free(b->attached[i]);
+	b->nattached = 0;
 	if (!b->ssh)
 		return 0;
 	host = qc_ssh_host(b->ssh);

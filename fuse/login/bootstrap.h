@@ -4,14 +4,15 @@
  * data plane (docs/security.md, "How a remote mount is built").
  *
  *   1. log in with ssh (ssh.h) and run
- *        [QFTFS_RESUME=N; export QFTFS_RESUME;] exec <server> --session
- *        --root '<dir>'
+ *        [QFTFS_RESUME=N QFTFS_ATTACH=1; export QFTFS_RESUME QFTFS_ATTACH;]
+ *        exec <server> --session --root '<dir>'
  *      with every word single-quoted for the remote shell; without
  *      -o server=, a script that finds or installs the server first and
  *      then execs it the same way (install.h);
  *   2. write a fresh 256-bit secret S to the channel as 64 hex digits and
  *      a newline (never argv, never the environment), and read back one
- *      line, "QFTFS <version> <port>";
+ *      line, "QFTFS <version> <port>", with " <id>" from a server that
+ *      may be attached to over ssh (attach.h);
  *   3. direct transport: connect to that port on the address the ssh
  *      connection goes to and run the handshake (auth.h) over it; if the
  *      connection cannot be made, say so in one line and run the same
@@ -31,6 +32,7 @@
 
 #include "auth.h"
 #include "login/install.h"
+#include "protocol.h"
 #include "seal.h"
 #include "login/ssh.h"
 
@@ -66,6 +68,9 @@ struct qc_boot_opts {
 	int resume_s;
 };
 
+/* Logins of attached connections kept: two lanes, and the two before. */
+#define QC_BOOT_ATTACHED_MAX 4
+
 struct qc_boot {
 	struct qc_ssh *ssh;
 	int ctl_fd;             /* our end of the channel, or -1 */
@@ -79,11 +84,24 @@ struct qc_boot {
 	uint8_t meta_secret[QFT_SECRET_SIZE];
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
-	/* Direct with resume_s > 0: K_r = qft_auth_resume_key(S), derived
-	 * before S is wiped, for the connections that resume the session
-	 * (qc_boot_reattach) to `peer`; wiped by qc_boot_close. */
+	/* With resume_s > 0, direct or with a session id: K_r =
+	 * qft_auth_resume_key(S), derived before S is wiped, for the
+	 * connections that resume the session (qc_boot_reattach): to
+	 * `peer` when `direct`, else, or when that fails, through a new ssh
+	 * login (attach.h); wiped by qc_boot_close. */
 	bool resume_ok;
+	bool direct;
 	uint8_t resume_key[QFT_SECRET_SIZE];
+	/* Attaching over ssh: the session id of the greeting (attach_ok),
+	 * the server the install script ran (empty: o->server, or
+	 * qftfs-server from PATH), and the logins of attached connections,
+	 * oldest first, kept until their connection is surely gone. */
+	bool attach_ok;
+	char attach_id[QFT_ATTACH_ID_HEX + 1];
+	char server_path[1024];
+	struct qc_ssh *attached[QC_BOOT_ATTACHED_MAX];
+	unsigned nattached;
+	int64_t attached_ms;    /* when the last one was made */
 };
 
 /*
@@ -122,12 +140,13 @@ int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
 /*
  * One more connection of a resumable session (docs/protocol.md, "Resuming
  * a session"): TCP to the server's address and port, from whatever local
- * address the host has now, and the handshake under K_r.  0 with *fd and
- * *keys set; -ECONNREFUSED (nobody listens: the server is gone) or
- * -EACCES (the proof was refused) when the session cannot be resumed,
- * -ENOTSUP without a resume key, another -errno (unreachable, timed out)
- * when a later attempt may work.  Logs only at debug level: the caller
- * retries every second or so.
+ * address the host has now, and the handshake under K_r; where that is
+ * not possible (the tunnel) or fails (a firewall appeared), a new ssh
+ * login attached to the session (attach.h).  0 with *fd and *keys set;
+ * -ECONNREFUSED (the server is gone) or -EACCES (the proof was refused)
+ * when the session cannot be resumed, -ENOTSUP without a resume key,
+ * another -errno (unreachable, timed out) when a later attempt may work.
+ * Logs mostly at debug level: the caller retries every second or so.
  */
 int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
 		     int *fd, struct qft_session_keys *keys);

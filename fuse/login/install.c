@@ -423,20 +423,29 @@ static int next_line(int fd, const char *host, char *line, size_t size,
 	return 0;
 }
 
+/* The server's path from a RUN or INSTALLED line, when it fits. */
+static void keep_path(const char *rest, char *ran, size_t ran_size)
+{
+	if (ran_size && strlen(rest) < ran_size)
+		memcpy(ran, rest, strlen(rest) + 1);
+}
+
 /* A line that ends the script's part: RUN, INSTALLED or FAIL. */
 static int final_line(const char *host, char *line, const char *arch,
-		      const char *from)
+		      const char *from, char *ran, size_t ran_size)
 {
 	const char *rest;
 
 	sanitize(line);
 	if ((rest = tagged(line, "RUN"))) {
 		qft_debug("qftfs-server on %s: %s", host, rest);
+		keep_path(rest, ran, ran_size);
 		return 0;
 	}
 	if ((rest = tagged(line, "INSTALLED"))) {
 		qft_info("installed qftfs-server %s for %s on %s as %s (from %s)",
 			 QFT_VERSION_STRING, arch, host, rest, from);
+		keep_path(rest, ran, ran_size);
 		return 0;
 	}
 	if ((rest = tagged(line, "FAIL"))) {
@@ -449,7 +458,8 @@ static int final_line(const char *host, char *line, const char *arch,
 	return -EPROTO;
 }
 
-int qc_install_run(int fd, const char *host, const struct qc_install_opts *o)
+int qc_install_run(int fd, const char *host, const struct qc_install_opts *o,
+		   char *ran, size_t ran_size)
 {
 	char line[LINE_MAX_REMOTE], looked[2048], sum[80], reply[160];
 	char machine[65], eflags[17], ld[8], hash[8];
@@ -460,17 +470,19 @@ int qc_install_run(int fd, const char *host, const struct qc_install_opts *o)
 	size_t len = 0;
 	int r;
 
+	if (ran_size)
+		ran[0] = '\0';
 	line[0] = '\0';
 	if ((r = next_line(fd, host, line, sizeof(line), FIRST_TIMEOUT_MS)) < 0)
 		return r;
 	if (tagged(line, "RUN"))
-		return final_line(host, line, NULL, NULL);
+		return final_line(host, line, NULL, NULL, ran, ran_size);
 	rest = tagged(line, "ARCH");
 	if (!rest || sscanf(rest, "%64s %16s %7s %7s", machine, eflags, ld,
 			    hash) != 4 ||
 	    !word_ok(machine, 64) || !word_ok(eflags, 16) ||
 	    !word_ok(ld, 7) || !word_ok(hash, 7))
-		return final_line(host, line, NULL, NULL);
+		return final_line(host, line, NULL, NULL, ran, ran_size);
 	if (strcmp(hash, "sha256") == 0)
 		kind = HASH_SHA256;
 	else if (strcmp(hash, "cksum") == 0)
@@ -527,7 +539,7 @@ int qc_install_run(int fd, const char *host, const struct qc_install_opts *o)
 		if (r < 0)
 			goto out_free;
 	}
-	r = final_line(host, line, arch, path);
+	r = final_line(host, line, arch, path, ran, ran_size);
 	goto out_free;
 
 out_decline:
@@ -541,7 +553,7 @@ out_lost:
 	line[0] = '\0';
 	if (qc_line_read(fd, line, sizeof(line), 2000) >= 0 &&
 	    tagged(line, "FAIL")) {
-		r = final_line(host, line, arch, path);
+		r = final_line(host, line, arch, path, ran, ran_size);
 		goto out_free;
 	}
 	qft_err("installing qftfs-server on %s: the ssh channel failed: %s",

@@ -92,10 +92,13 @@ const char *qc_install_script(void);
 /*
  * Runs the client's side of the exchange on `fd` (the exec channel), up to
  * the point where the script has exec'd the server.  0 then (the caller
- * goes on with the secret and the greeting); -EPIPE when the channel ended
- * without a word (the caller explains from the exit status); any other
- * negative errno after a message.
+ * goes on with the secret and the greeting), with the path of the server
+ * it runs in `ran` (NUL-terminated; empty when it does not fit), which
+ * runs it again later (qftfs-server --attach); -EPIPE when the channel
+ * ended without a word (the caller explains from the exit status); any
+ * other negative errno after a message.
  */
-int qc_install_run(int fd, const char *host, const struct qc_install_opts *o);
+int qc_install_run(int fd, const char *host, const struct qc_install_opts *o,
+		   char *ran, size_t ran_size);
 
 #endif /* QC_INSTALL_H */

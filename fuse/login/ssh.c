@@ -93,7 +93,8 @@ out_close:
 }
 
 /* Tries every address of host:port in turn, as ssh does. */
-static int ssh_tcp(struct qc_ssh *s, int timeout_s)
+static int ssh_tcp(struct qc_ssh *s, int timeout_s, int connect_ms,
+		   bool retrying)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
@@ -112,6 +113,7 @@ static int ssh_tcp(struct qc_ssh *s, int timeout_s)
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = qc_ssh_tcp_connect(ai->ai_addr, ai->ai_addrlen,
+					connect_ms > 0 ? connect_ms :
 					SSH_CONNECT_TIMEOUT_MS);
 		if (fd >= 0)
 			break;
@@ -123,7 +125,8 @@ static int ssh_tcp(struct qc_ssh *s, int timeout_s)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		qft_err("cannot connect to %s port %d: %s", s->hostname,
+		qft_log(retrying ? QFT_LOG_DEBUG : QFT_LOG_ERR,
+			"cannot connect to %s port %d: %s", s->hostname,
 			s->port, strerror(-fd));
 		return fd;
 	}
@@ -212,7 +215,8 @@ int qc_ssh_connect(struct qc_ssh **out, const struct qc_ssh_opts *o)
 	}
 	qft_debug("connecting to %s@%s port %d", s->user, s->hostname,
 		  s->port);
-	if ((r = ssh_tcp(s, o->timeout_s)) < 0)
+	if ((r = ssh_tcp(s, o->timeout_s, o->connect_timeout_ms,
+			 o->retrying)) < 0)
 		goto out_free_login;
 
 	s->session = libssh2_session_init_ex(NULL, NULL, NULL, s);

@@ -68,6 +68,13 @@ struct qc_ssh_opts {
 	int timeout_s;              /* unacknowledged data this long ends the
 				     * connection (TCP_USER_TIMEOUT); 0: none */
 	int keepalive_s;            /* ssh keepalives this often; 0: none */
+	/* The TCP connect to sshd (OpenSSH: ConnectTimeout, in whole
+	 * seconds); 0: 15 s, or ConnectTimeout=timeout_s for OpenSSH.  A
+	 * session being resumed tries often and must give up soon. */
+	int connect_timeout_ms;
+	/* One attempt of many (resuming): a host that cannot be reached
+	 * is logged at debug level only, not once per attempt. */
+	bool retrying;
 	/* The OpenSSH client (see "When OpenSSH" above): -o ssh_command=
 	 * (split on blanks), or NULL for `ssh` when needed. */
 	const char *ssh_command;

@@ -122,7 +122,10 @@ int qc_ssh_openssh_prepare(struct qc_ssh *s, const struct qc_ssh_login *l,
 		r = qc_sshproc_arg(a, "-oBatchMode=yes");
 	if (!r && o->identities_only)
 		r = qc_sshproc_arg(a, "-oIdentitiesOnly=yes");
-	if (!r && o->timeout_s > 0)
+	if (!r && o->connect_timeout_ms > 0)
+		r = qc_sshproc_arg(a, "-oConnectTimeout=%d",
+				   (o->connect_timeout_ms + 999) / 1000);
+	else if (!r && o->timeout_s > 0)
 		r = qc_sshproc_arg(a, "-oConnectTimeout=%d", o->timeout_s);
 	if (!r && o->keepalive_s > 0)
 		r = qc_sshproc_arg(a, "-oServerAliveInterval=%d",
