@@ -21,6 +21,8 @@
  *   steps.c    qc_step_: pipelined steps and the
  *              attributes predicted while they are out
  *   commit.c   qc_commit_: -o commit=async
+ *   rebind.c   qc_rebind_: open files bound again on a new server when
+ *              a session is carried over to it (net/conn.h)
  *   dircache.c qc_dir_: directory listings: lookups and readdirs answered
  *              locally, SCAN of walked trees, leases
  *   file.c     qc_file_: open, flush, fsync and release over the above
