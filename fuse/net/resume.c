@@ -34,8 +34,14 @@
  * the sum over files written at once; this does.
  */
 #define KEPT_MAX        ((uint64_t)512 << 20)
-/* Backoff between attempts: fast at first, so that the first byte
- * moves within about a second of the link's heal. */
+/*
+ * When attempts start, counted from the start of the one before: fast at
+ * first, then every 2 s.  An attempt through a cut link lasts as long as
+ * its connect timeouts (net/remote.c), and the next one starts as soon as
+ * it failed if that is later, so that a SYN leaves about every second
+ * (a connect's own retransmission, then the next attempt's) and the first
+ * byte moves within about a second of the link's heal.
+ */
 static const int backoff_ms[] = { 200, 500, 1000, 2000 };
 
 /* The lane's window (QFT_RESUME_WINDOW) or the bytes kept do not let
@@ -621,7 +627,7 @@ void qc_resume_run(struct qc_conn *c)
 	while (!c->closing && c->resuming) {
 		struct link *l = NULL;
 		bool lost_notify = false;
-		int64_t until;
+		int64_t until, began;
 		int r;
 
 		if (!c->rs.held || !c->o.ops || !c->o.ops->reattach) {
@@ -636,6 +642,7 @@ void qc_resume_run(struct qc_conn *c)
 			give_up(c, true, why);
 			return;
 		}
+		began = now_ns();
 		pthread_mutex_unlock(&c->lock);
 		r = attempt(c, &l, &lost_notify);
 		if (r == 0)
@@ -664,7 +671,7 @@ void qc_resume_run(struct qc_conn *c)
 			return;
 		}
 		qft_debug("resume attempt failed: %s", strerror(-r));
-		until = now_ns() + (int64_t)backoff_ms[step] * NS_PER_MS;
+		until = began + (int64_t)backoff_ms[step] * NS_PER_MS;
 		if (until > c->resume_until)
 			until = c->resume_until;
 		if (step + 1 < sizeof(backoff_ms) / sizeof(backoff_ms[0]))
