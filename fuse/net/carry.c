@@ -122,6 +122,10 @@ static bool replayable(struct qc_carry *cy, struct pending *p, int *err)
 	struct qft_msg m;
 
 	*err = -EIO;
+	/* Only SETATTR may name no handle (by path); a frame of ours that
+	 * lost its handle is not sent anywhere. */
+	if (names_handle(p->op) && !h && p->op != QFT_OP_SETATTR)
+		return false;
 	switch (p->op) {
 	case QFT_OP_OPEN:
 	case QFT_OP_OPENDIR:
