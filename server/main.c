@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "cred.h"
 #include "io.h"
 #include "xfer.h"
 #include "log.h"
@@ -68,6 +69,7 @@ enum {
 	OPT_FOLLOW_SYMLINKS,
 	OPT_DIRECT,
 	OPT_RESUME,
+	OPT_ALLOW_DEVICES,
 };
 
 /* The grace when --resume is not given: the client's remote command sets
@@ -80,7 +82,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
 		"                    [--direct=MODE] [--meta-fd N] [--max-watches N]\n"
-		"                    [--follow-symlinks] [--resume=SECS] [-d]\n"
+		"                    [--follow-symlinks] [--resume=SECS]\n"
+		"                    [--allow-devices] [-d]\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
 		"  --stdio       speak the protocol on stdin/stdout\n"
@@ -95,6 +98,9 @@ static void usage(FILE *f)
 		"                that is on this host, \"/\" meaning this host's\n"
 		"                root; paths are then confined by the user's\n"
 		"                permissions only\n"
+		"  --allow-devices  let clients make block and character device\n"
+		"                nodes (mknod); without it they get EPERM.  A\n"
+		"                device node is never opened for data either way\n"
 		"  --io=MODE     file I/O: posix (pread/pwrite; the default),\n"
 		"                uring (io_uring; fail if it is refused) or\n"
 		"                auto (io_uring where the kernel allows it,\n"
@@ -360,6 +366,7 @@ static int meta_start(struct meta *m, const struct srv *main, int fd,
 	}
 	m->s.root = main->root;
 	m->s.no_compress = main->no_compress;
+	m->s.allow_devices = main->allow_devices;
 	m->s.watch = main->watch;
 	m->s.is_meta = true;
 	m->s.io_backend = main->io_backend;
@@ -426,6 +433,7 @@ int main(int argc, char **argv)
 		{ "follow-symlinks", no_argument, NULL, OPT_FOLLOW_SYMLINKS },
 		{ "direct",  required_argument, NULL, OPT_DIRECT },
 		{ "resume",  required_argument, NULL, OPT_RESUME },
+		{ "allow-devices", no_argument, NULL, OPT_ALLOW_DEVICES },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -441,7 +449,7 @@ int main(int argc, char **argv)
 	static struct srv_resume rs;
 	const char *resume_arg = NULL;
 	unsigned grace = 0;
-	const char *meta_arg = NULL, *meta_env, *watch_env;
+	const char *meta_arg = NULL, *meta_env, *watch_env, *cred_env;
 	const char *max_watches_arg = NULL;
 	unsigned max_watches = SRV_WATCH_MAX_DEFAULT;
 	int c, root_fd, rfd = -1, wfd = -1, meta_fd = -1, r, mr;
@@ -477,6 +485,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_RESUME:
 			resume_arg = optarg;
+			break;
+		case OPT_ALLOW_DEVICES:
+			s.allow_devices = true;
 			break;
 		case 'd':
 			debug = true;
@@ -554,6 +565,10 @@ int main(int argc, char **argv)
 	if (srv_watch_new(&s.watch, max_watches,
 			  watch_env && strcmp(watch_env, "off") == 0) < 0)
 		s.watch = NULL;
+	/* Before any thread: whether connections may act as their callers
+	 * (cred.h), tried once on this one. */
+	cred_env = getenv(SRV_CRED_ENV);
+	srv_cred_setup(cred_env && strcmp(cred_env, "off") == 0);
 #ifdef QFT_FAULT_INJECTION
 	if (srv_io_fault_init() < 0 || srv_replay_fault_init() < 0)
 		return EXIT_USAGE;
