@@ -21,10 +21,16 @@
 void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir, int oflags,
 		  const struct qc_file_hooks *hooks)
 {
+	const struct qft_cred *opener = qc_call_caller();
+
 	f->fs = fs;
 	f->dir = dir;
 	f->oflags = oflags;
 	f->hooks = hooks;
+	if (opener) {
+		f->has_opener = true;
+		f->opener = *opener;
+	}
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 }
@@ -211,6 +217,11 @@ static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	qft_msg_init(&m, f->dir ? QFT_OP_OPENDIR : QFT_OP_OPEN, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);
+	/* As whoever opened it, whichever thread needs it again. */
+	if (f->has_opener) {
+		m.flags = QFT_F_CRED;
+		m.cred = f->opener;
+	}
 	if (!f->dir)
 		m.opflags = qc_file_oflags(fs, f->oflags &
 					   ~(O_CREAT | O_EXCL | O_TRUNC));
