@@ -273,17 +273,22 @@ static bool clears_setid_only(const struct stat *st, uint32_t mode)
 }
 
 /*
- * Clears the set-id bits `bits` of the file `proc` names for a caller who
- * may write it but not chmod it: as the server, and nothing else (the
- * mode as it is then, less those bits), so no bit is ever set this way.
+ * Clears the set-id bits `bits` of the regular file `proc` names for a
+ * caller who may write it but not chmod it: as the server, and nothing
+ * else (the mode as it is then, less those bits), so no bit is ever set
+ * this way.  Whether the caller may write is the kernel's answer to an
+ * open for writing, as the caller (faccessat's AT_EACCESS may be emulated
+ * with the process's ids, which are root's).
  */
 static int kill_setid(const char *proc, mode_t bits)
 {
 	struct stat st;
-	int r, e;
+	int fd, r, e;
 
-	if (faccessat(AT_FDCWD, proc, W_OK, AT_EACCESS) < 0)
+	fd = open(proc, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
 		return -EPERM;
+	close(fd);
 	r = srv_cred_begin_server();
 	if (r == 0 && (stat(proc, &st) < 0 ||
 		       chmod(proc, (st.st_mode & 07777) & ~bits) < 0))
