@@ -38,13 +38,27 @@ struct srv_cred {
 /* Distinct identities a connection's open handles may hold at once. */
 #define MAX_CREDS 1024u
 
+/*
+ * What a thread runs with, kept step by step so that a switch makes only
+ * the system calls whose value changes (each costs a few microseconds:
+ * the kernel copies the thread's credentials every time).  `kind`: the
+ * server's own identity, a caller's (`c`), or not known (before the
+ * first switch, after a failed one), when every step is made.
+ */
 enum kind { AS_UNKNOWN = 0, AS_SERVER, AS_CALLER };
 
-/* What a thread runs with: the server's own identity, a caller's, or
- * (after a failed switch, or before the first) not known. */
+/*
+ * The thread's effective capabilities: all it may have (the server, a
+ * caller who is root), or only CAP_SETUID and CAP_SETGID, which no file
+ * system check looks at and the next switch needs; STALE: those two and
+ * an unknown part of the others (setfsuid raises or drops the file
+ * system ones when the fsuid crosses 0).
+ */
+enum caps { CAPS_UNKNOWN = 0, CAPS_ALL, CAPS_SETID, CAPS_STALE };
+
 struct ident {
 	enum kind kind;
-	struct qft_cred c;      /* AS_CALLER */
+	struct qft_cred c;      /* the ids; groups: AS_CALLER only */
 };
 
 /* Set once by srv_cred_setup, before any thread; read-only after. */
@@ -56,110 +70,147 @@ static int self_ngroups;
 static struct __user_cap_data_struct self_caps[_LINUX_CAPABILITY_U32S_3];
 
 static __thread struct ident applied;
+static __thread enum caps caps_now;
 static __thread struct ident saved;     /* srv_cred_begin_server */
 
 static const struct qft_cred nobody = {
 	.uid = SRV_CRED_NOBODY, .gid = SRV_CRED_NOBODY, .ngroups = 0,
 };
 
-static bool cred_same(const struct qft_cred *a, const struct qft_cred *b)
+static bool groups_same(const struct qft_cred *a, const struct qft_cred *b)
 {
-	return a->uid == b->uid && a->gid == b->gid &&
-	       a->ngroups == b->ngroups &&
+	return a->ngroups == b->ngroups &&
 	       memcmp(a->groups, b->groups,
 		      a->ngroups * sizeof(a->groups[0])) == 0;
 }
 
-/* The thread's effective capabilities: all it may have, or none. */
-static int caps_effective(bool all)
+static bool cred_same(const struct qft_cred *a, const struct qft_cred *b)
 {
+	return a->uid == b->uid && a->gid == b->gid && groups_same(a, b);
+}
+
+static int caps_set(enum caps want)
+{
+	const uint32_t setid = (1u << CAP_SETUID) | (1u << CAP_SETGID);
 	struct __user_cap_header_struct h = {
 		.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0,
 	};
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
 
+	if (caps_now == want)
+		return 0;
 	memcpy(d, self_caps, sizeof(d));
 	for (size_t i = 0; i < _LINUX_CAPABILITY_U32S_3; i++)
-		d[i].effective = all ? d[i].permitted : 0;
-	return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
+		d[i].effective = want == CAPS_ALL ? d[i].permitted :
+				 i == 0 ? d[i].permitted & setid : 0;
+	if (syscall(SYS_capset, &h, d) < 0) {
+		caps_now = CAPS_UNKNOWN;
+		return -errno;
+	}
+	caps_now = want;
+	return 0;
 }
 
 /* setfsuid/setfsgid report no error: the id is read back instead (an
  * invalid id, -1, changes nothing and returns the current one). */
-static int set_fsids(uid_t uid, gid_t gid)
+static int set_fsgid(gid_t gid)
 {
 	syscall(SYS_SETFSGID, (long)gid);
-	if ((gid_t)syscall(SYS_SETFSGID, (long)(gid_t)-1) != gid)
-		return -EPERM;
+	return (gid_t)syscall(SYS_SETFSGID, (long)(gid_t)-1) == gid ? 0 :
+	       -EPERM;
+}
+
+static int set_fsuid(uid_t uid)
+{
 	syscall(SYS_SETFSUID, (long)uid);
-	if ((uid_t)syscall(SYS_SETFSUID, (long)(uid_t)-1) != uid)
-		return -EPERM;
-	return 0;
+	return (uid_t)syscall(SYS_SETFSUID, (long)(uid_t)-1) == uid ? 0 :
+	       -EPERM;
 }
 
 /*
- * Switches this thread to uid, gid and groups; with `privileged` (the
- * server itself, or a caller who is root) it keeps its capabilities,
- * else its effective set is emptied.  The capabilities come back first,
- * as changing the ids needs CAP_SETUID and CAP_SETGID.
+ * Switches this thread to `to` (kind and ids); with `privileged` (the
+ * server itself, or a caller who is root) it keeps all its capabilities,
+ * else only the two the next switch needs.  Steps whose value is already
+ * in place are skipped.
  */
-static int switch_to(uid_t uid, gid_t gid, size_t n, const gid_t *groups,
-		     bool privileged)
+static int switch_to(const struct ident *to, bool privileged)
 {
+	bool known = applied.kind != AS_UNKNOWN;
 	int r;
 
-	if ((r = caps_effective(true)) < 0)
-		return r;
-	if (syscall(SYS_SETGROUPS, (long)n, groups) < 0)
-		return -errno;
-	if ((r = set_fsids(uid, gid)) < 0)
-		return r;
-	if (!privileged && (r = caps_effective(false)) < 0)
-		return r;
+	if (caps_now == CAPS_UNKNOWN && (r = caps_set(CAPS_ALL)) < 0)
+		goto fail;
+	if (!known || to->kind != applied.kind || (to->kind == AS_CALLER &&
+						   !groups_same(&to->c,
+								&applied.c))) {
+		if (to->kind == AS_SERVER) {
+			r = syscall(SYS_SETGROUPS, (long)self_ngroups,
+				    self_groups);
+		} else {
+			gid_t g[QFT_MAX_GROUPS];
+
+			for (uint32_t i = 0; i < to->c.ngroups; i++)
+				g[i] = (gid_t)to->c.groups[i];
+			r = syscall(SYS_SETGROUPS, (long)to->c.ngroups, g);
+		}
+		if (r < 0) {
+			r = -errno;
+			goto fail;
+		}
+	}
+	if ((!known || to->c.gid != applied.c.gid) &&
+	    (r = set_fsgid((gid_t)to->c.gid)) < 0)
+		goto fail;
+	if (!known || to->c.uid != applied.c.uid) {
+		if ((r = set_fsuid((uid_t)to->c.uid)) < 0)
+			goto fail;
+		if (!known || (to->c.uid == 0) != (applied.c.uid == 0))
+			caps_now = CAPS_STALE;
+	}
+	if ((r = caps_set(privileged ? CAPS_ALL : CAPS_SETID)) < 0)
+		goto fail;
+	applied = *to;
 	return 0;
+fail:
+	applied.kind = AS_UNKNOWN;
+	return r;
 }
 
 static int apply_server(void)
 {
+	struct ident to = { .kind = AS_SERVER };
 	int r;
 
 	if (applied.kind == AS_SERVER)
 		return 0;
-	r = switch_to(self_uid, self_gid, (size_t)self_ngroups, self_groups,
-		      true);
+	to.c.uid = (uint32_t)self_uid;
+	to.c.gid = (uint32_t)self_gid;
+	r = switch_to(&to, true);
 	if (r < 0) {
-		applied.kind = AS_UNKNOWN;
 		qft_err("cannot act as the server's own user again: %s",
 			strerror(-r));
 		return -EPERM;
 	}
-	applied.kind = AS_SERVER;
 	return 0;
 }
 
 static int apply_caller(const struct qft_cred *c)
 {
-	gid_t groups[QFT_MAX_GROUPS];
+	struct ident to = { .kind = AS_CALLER };
 	int r;
 
 	if (applied.kind == AS_CALLER && cred_same(&applied.c, c))
 		return 0;
-	for (uint32_t i = 0; i < c->ngroups; i++)
-		groups[i] = (gid_t)c->groups[i];
-	r = switch_to((uid_t)c->uid, (gid_t)c->gid, c->ngroups, groups,
-		      c->uid == 0);
+	to.c.uid = c->uid;
+	to.c.gid = c->gid;
+	to.c.ngroups = c->ngroups;
+	memcpy(to.c.groups, c->groups, c->ngroups * sizeof(c->groups[0]));
+	r = switch_to(&to, c->uid == 0);
 	if (r < 0) {
-		applied.kind = AS_UNKNOWN;
 		qft_err("cannot act as uid %u gid %u: %s", c->uid, c->gid,
 			strerror(-r));
 		return -EPERM;
 	}
-	applied.kind = AS_CALLER;
-	applied.c.uid = c->uid;
-	applied.c.gid = c->gid;
-	applied.c.ngroups = c->ngroups;
-	memcpy(applied.c.groups, c->groups,
-	       c->ngroups * sizeof(c->groups[0]));
 	return 0;
 }
 
