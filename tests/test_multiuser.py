@@ -582,3 +582,52 @@ def test_symlink_swap_under_a_cached_directory(mounter, shared_dirs):
     assert os.listdir(P(w, 'priv', 'sub')) == [], \
         'A created a file in C\'s private directory'
     assert os.listdir(P(w, 'old', 'sub')) == []
+
+
+# ---------------------------------------------------------------------------
+# The same over ssh: the session's two sealed TCP connections each agree
+# on acting as the caller.
+
+def test_shared_mount_over_ssh(mounter, shared_dirs, tmp_path):
+    import sshd as sshd_mod
+    why = sshd_mod.unavailable_reason()
+    if why:
+        pytest.skip('ssh tests SKIPPED: ' + why)
+    src, mnt = shared_dirs
+    os.mkdir(P(src, 'pub'))
+    os.chmod(P(src, 'pub'), 0o1777)
+    with open(P(src, 'secret'), 'w') as f:
+        f.write('root only\n')
+    os.chmod(P(src, 'secret'), 0o600)
+    s = sshd_mod.Sshd(str(tmp_path / 'sshd'))
+    try:
+        s.start()
+        home = s.client_home(str(tmp_path / 'home'))
+        b = util.build_dir()
+        m = mounter(src=s.source(src), mnt=mnt, build=b,
+                    opts=['allow_other', 'server=' + util.server_bin(b)],
+                    env=s.client_env(home, None, b),
+                    extra_args=['-p', str(s.port)])
+        script = r'''
+import os, sys
+d = sys.argv[1]
+res = []
+try:
+    open(os.path.join(d, 'secret')).read(); res.append(0)
+except OSError as e:
+    res.append(e.errno)
+with open(os.path.join(d, 'pub', 'mine'), 'w') as f:
+    f.write('a\n')
+os.mkdir(os.path.join(d, 'pub', 'dir'))
+print(res)
+'''
+        r = util.run(USER_A + ['/usr/bin/python3', '-c', script, m.mnt],
+                     timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == '[13]', r
+        for n in ('mine', 'dir'):
+            assert os.lstat(P(src, 'pub', n)).st_uid == A, n
+        r = util.run(USER_B + ['rm', '-rf', P(m.mnt, 'pub', 'mine')],
+                     timeout=30)
+        assert r.returncode != 0 and os.path.exists(P(src, 'pub', 'mine'))
+    finally:
+        s.stop()
