@@ -584,6 +584,51 @@ def test_symlink_swap_under_a_cached_directory(mounter, shared_dirs):
     assert os.listdir(P(w, 'old', 'sub')) == []
 
 
+def test_reopen_after_reconnect_acts_as_the_opener(mounter, shared_dirs):
+    """A's open file outlives a killed server: the client opens it again
+    on the new one, from whichever thread needs it, as A (a request that
+    names a path and no caller would be refused)."""
+    import signal
+    import subprocess
+    src, mnt = shared_dirs
+    os.mkdir(P(src, 'w'))
+    os.chmod(P(src, 'w'), 0o755)
+    far = 60 << 20              # beyond any read-ahead of the first read
+    with open(P(src, 'w', 'a_file'), 'wb') as f:
+        f.write(b'first line\n')
+        f.seek(far)
+        f.write(b'far line\n')
+    os.chown(P(src, 'w', 'a_file'), A, A)
+    os.chmod(P(src, 'w', 'a_file'), 0o600)
+    m = shared_mount(mounter, src, mnt)
+    script = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print(os.pread(fd, 11, 0).decode().strip(), flush=True)
+sys.stdin.readline()
+try:
+    print(os.pread(fd, 9, int(sys.argv[2])).decode().strip(), flush=True)
+except OSError as e:
+    print('errno', e.errno, flush=True)
+"""
+    p = subprocess.Popen(USER_A + ['/usr/bin/python3', '-c', script,
+                                   P(m.mnt, 'w', 'a_file'), str(far)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == 'first line'
+        for pid in list(m.server_pids):
+            os.kill(pid, signal.SIGKILL)
+        p.stdin.write('\n')
+        p.stdin.flush()
+        line = p.stdout.readline().strip()
+    finally:
+        p.stdin.close()
+        p.wait(timeout=60)
+    assert line == 'far line', 'after the reconnect: %r\n%s' % (
+        line, util.tail(m.log()))
+
+
 # ---------------------------------------------------------------------------
 # The same over ssh: the session's two sealed TCP connections each agree
 # on acting as the caller.

@@ -194,8 +194,8 @@ static const char *file_name(struct qc_fs *fs, struct qc_file *f, char *buf)
  * -ENOTCONN when the link went away meanwhile (try again), or the error
  * the file is failed with (ESTALE when it changed).  No lock held.
  */
-static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
-		       bool changed_it, uint64_t *handle)
+static int reopen_by_path(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+			  bool changed_it, uint64_t *handle)
 {
 	char path[QFT_MAX_PATH + 1];
 	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
@@ -217,11 +217,6 @@ static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	qft_msg_init(&m, f->dir ? QFT_OP_OPENDIR : QFT_OP_OPEN, 0);
 	m.handle = h;
 	qc_set_str(&m.path, path);
-	/* As whoever opened it, whichever thread needs it again. */
-	if (f->has_opener) {
-		m.flags = QFT_F_CRED;
-		m.cred = f->opener;
-	}
 	if (!f->dir)
 		m.opflags = qc_file_oflags(fs, f->oflags &
 					   ~(O_CREAT | O_EXCL | O_TRUNC));
@@ -262,6 +257,21 @@ static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	qft_debug("%s: re-opened after reconnecting", path[0] ? path : "/");
 	*handle = h;
 	return 0;
+}
+
+/* reopen_by_path as whoever opened f (on a mount that names its
+ * callers), whichever thread needs the file again. */
+static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+		       bool changed_it, uint64_t *handle)
+{
+	const struct qft_cred *was = qc_call_caller();
+	int r;
+
+	if (f->has_opener)
+		qc_call_act_as(&f->opener);
+	r = reopen_by_path(fs, f, gen, changed_it, handle);
+	qc_call_act_as(was);
+	return r;
 }
 
 /*

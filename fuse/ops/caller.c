@@ -11,7 +11,7 @@
  * thread carries it -- those it waits for, the listings the directory
  * cache fetches for it, and the pipelined steps and commit=async path
  * requests it sends without waiting.  An open file keeps its opener's
- * for the reopen after a reconnect (fs/file.c), and requests on a handle
+ * for the reopen after a reconnect (fs/handle.c), and requests on a handle
  * without a caller (the kernel's writes, release's CLOSE, the closer
  * thread's) act as that opener on the server.
  *
