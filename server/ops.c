@@ -823,26 +823,25 @@ static int open_existing(const struct srv *s, int dfd, const char *name,
  * regular file, never anything else); only when the client did not ask
  * for O_EXCL does an existing name get opened instead, as OPEN would,
  * and as the caller, who may be refused.  A name that vanishes between
- * the two is tried again.
+ * the two is tried again, a few times (then ENOENT: it keeps vanishing).
  */
 static int create_open(const struct srv *s, int dfd, const char *name,
 		       uint32_t qflags, mode_t mode)
 {
 	int flags = qft_oflags_to_host(qflags) | O_NOCTTY | O_CLOEXEC;
-	int fd = -EAGAIN;
 
-	for (int i = 0; i < CREATE_TRIES; i++) {
-		fd = openat(dfd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW,
-			    mode);
+	for (int i = 1;; i++) {
+		int fd = openat(dfd, name, flags | O_CREAT | O_EXCL |
+				O_NOFOLLOW, mode);
+
 		if (fd >= 0)
 			return fd;
 		if (errno != EEXIST || (qflags & QFT_O_EXCL))
 			return -errno;
 		fd = open_existing(s, dfd, name, flags, mode);
-		if (fd != -ENOENT)
+		if (fd != -ENOENT || i == CREATE_TRIES)
 			return fd;
 	}
-	return fd;
 }
 
 static int op_create(struct srv *s, const struct qft_msg *req,
