@@ -143,8 +143,8 @@
  * asked and finds the server running as root without granting it fails
  * the handshake: every local user would act as root.
  */
-#define QFT_FEAT_CRED      0x00000080u
-#define QFT_FEAT_KNOWN     0x000000ffu
+#define QFT_FEAT_CRED      0x00000100u
+#define QFT_FEAT_KNOWN     0x0000017fu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*
