@@ -326,6 +326,71 @@ static bool field_absent(const struct qft_msg *m, enum fld f)
 	return f == FLD_BOOTID && !(m->features & QFT_FEAT_BOOTID);
 }
 
+/* Where a credential may travel (protocol.h, QFT_F_CRED): requests only,
+ * and not the first frame of a connection, which agrees on the feature. */
+static bool cred_allowed(uint16_t op, uint16_t flags)
+{
+	return !(flags & (QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS)) &&
+	       op != QFT_OP_HELLO && op != QFT_OP_RESUME;
+}
+
+static bool cred_ids_valid(const struct qft_cred *c)
+{
+	if (c->uid == UINT32_MAX || c->gid == UINT32_MAX)
+		return false;
+	for (uint32_t i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == UINT32_MAX)
+			return false;
+	return true;
+}
+
+static int put_cred(struct qbuf *b, const struct qft_cred *c)
+{
+	int r;
+
+	if (c->ngroups > QFT_MAX_GROUPS || !cred_ids_valid(c))
+		return -EINVAL;
+	if ((r = qbuf_put_u32(b, c->uid)) < 0 ||
+	    (r = qbuf_put_u32(b, c->gid)) < 0 ||
+	    (r = qbuf_put_u32(b, c->ngroups)) < 0)
+		return r;
+	for (uint32_t i = 0; i < c->ngroups; i++)
+		if ((r = qbuf_put_u32(b, c->groups[i])) < 0)
+			return r;
+	return 0;
+}
+
+/*
+ * A count above QFT_MAX_GROUPS is a length out of range (malformed); an id
+ * of (uint32_t)-1 is well framed but invalid.  Consumes nothing on
+ * failure.
+ */
+static int get_cred(struct qcur *c, struct qft_cred *out)
+{
+	struct qcur save = *c;
+	int r;
+
+	if ((r = qcur_get_u32(c, &out->uid)) < 0 ||
+	    (r = qcur_get_u32(c, &out->gid)) < 0 ||
+	    (r = qcur_get_u32(c, &out->ngroups)) < 0)
+		goto fail;
+	if (out->ngroups > QFT_MAX_GROUPS) {
+		r = -EBADMSG;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < out->ngroups; i++)
+		if ((r = qcur_get_u32(c, &out->groups[i])) < 0)
+			goto fail;
+	if (!cred_ids_valid(out)) {
+		r = -EINVAL;
+		goto fail;
+	}
+	return 0;
+fail:
+	*c = save;
+	return r;
+}
+
 static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 {
 	switch (f) {
@@ -521,9 +586,13 @@ static int encode(struct qbuf *b, const struct qft_msg *m,
 	}
 	if (!d)
 		return -EINVAL;
+	if ((m->flags & QFT_F_CRED) && !cred_allowed(m->op, m->flags))
+		return -EINVAL;
 	hdr = qbuf_extend(b, QFT_HDR_SIZE);
 	if (!hdr)
 		return -EMSGSIZE;
+	if ((m->flags & QFT_F_CRED) && (r = put_cred(b, &m->cred)) < 0)
+		goto undo;
 	if (reply) {
 		if ((r = qbuf_put_u32(b, m->status)) < 0)
 			goto undo;
@@ -603,10 +672,13 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n)
 	h->flags = qft_load16(p + 6);
 	h->id = qft_load64(p + 8);
 	if (h->len > QFT_MAX_PAYLOAD ||
-	    (h->flags & ~(QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS)))
+	    (h->flags & ~(QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS |
+			  QFT_F_CRED)))
 		return -EBADMSG;
 	if (!op_desc(h->op))
 		return -ENOSYS;
+	if ((h->flags & QFT_F_CRED) && !cred_allowed(h->op, h->flags))
+		return -EBADMSG;
 	/* NOTIFY is the one opcode of QFT_F_NOTIFY frames, and they carry
 	 * nothing else: not a reply, no request id. */
 	if ((h->op == QFT_OP_NOTIFY) != !!(h->flags & QFT_F_NOTIFY) ||
@@ -666,6 +738,8 @@ int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 	qft_msg_init(m, h.op, h.id);
 	m->flags = h.flags;
 	qcur_init(&c, frame + QFT_HDR_SIZE, h.len);
+	if ((m->flags & QFT_F_CRED) && (r = get_cred(&c, &m->cred)) < 0)
+		return r;
 	if (m->flags & QFT_F_REPLY) {
 		if ((r = qcur_get_u32(&c, &m->status)) < 0)
 			return r;

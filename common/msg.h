@@ -61,6 +61,17 @@ struct qft_statfs {
 	uint64_t namemax;
 };
 
+/*
+ * The caller a request acts for (QFT_F_CRED), as the server knows it:
+ * fsuid, fsgid and supplementary groups.  (uint32_t)-1 is no id and is
+ * invalid anywhere here (setfsuid(-1) would change nothing).
+ */
+struct qft_cred {
+	uint32_t uid, gid;
+	uint32_t ngroups;                /* <= QFT_MAX_GROUPS */
+	uint32_t groups[QFT_MAX_GROUPS];
+};
+
 struct qft_hdr {
 	uint32_t len;    /* payload bytes after the header */
 	uint16_t op;
@@ -70,8 +81,12 @@ struct qft_hdr {
 
 struct qft_msg {
 	uint16_t op;
-	uint16_t flags;      /* QFT_F_REPLY for replies */
+	uint16_t flags;      /* QFT_F_REPLY for replies; QFT_F_CRED */
 	uint64_t id;
+
+	/* With QFT_F_CRED in `flags` (requests only): the caller the
+	 * request acts for, encoded before the opcode's fields. */
+	struct qft_cred cred;
 
 	uint32_t status;     /* replies: enum qft_status */
 	struct qft_str errmsg; /* replies with status != 0; may be empty */
@@ -129,10 +144,12 @@ const char *qft_op_name(uint16_t op);
 
 /*
  * Appends one whole frame (header and payload) for *m to *b.  Requests
- * carry the opcode's request fields; replies (QFT_F_REPLY) carry status and
- * then either the reply fields or errmsg.  Fails with -EMSGSIZE when the
- * frame would exceed QFT_MAX_PAYLOAD and -EINVAL on an unknown opcode,
- * leaving *b as it was.
+ * carry the opcode's request fields, after m->cred when m->flags has
+ * QFT_F_CRED; replies (QFT_F_REPLY) carry status and then either the
+ * reply fields or errmsg.  Fails with -EMSGSIZE when the frame would
+ * exceed QFT_MAX_PAYLOAD and -EINVAL on an unknown opcode or a credential
+ * the decoder would refuse (on a reply, HELLO or RESUME; more than
+ * QFT_MAX_GROUPS groups; an id of (uint32_t)-1), leaving *b as it was.
  */
 int qft_msg_encode(struct qbuf *b, const struct qft_msg *m);
 /*
@@ -151,7 +168,9 @@ int qft_hdr_decode(struct qft_hdr *h, const uint8_t *p, size_t n);
 
 /*
  * Decodes one whole frame (header then exactly h.len payload bytes).
- * Pointers in *m refer into `frame`.  A NOTIFY frame (QFT_F_NOTIFY)
+ * Pointers in *m refer into `frame`.  With QFT_F_CRED the credential is
+ * copied into m->cred: a count of groups above QFT_MAX_GROUPS is
+ * -EBADMSG, an id of (uint32_t)-1 -EINVAL.  A NOTIFY frame (QFT_F_NOTIFY)
  * carries its fields like a request; one whose kind is unknown, whose
  * name is neither empty nor a valid name, or whose fields do not fit its
  * kind (a name with GONE or ALL, an inode with ALL, inode 0 otherwise) is

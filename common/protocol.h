@@ -45,6 +45,7 @@
 #define QFT_MAX_ERRMSG     1024u
 #define QFT_MAX_READDIR    (256u * 1024u)        /* READDIR reply budget */
 #define QFT_MAX_SCAN       QFT_MAX_DATA          /* SCAN reply budget */
+#define QFT_MAX_GROUPS     64u                   /* QFT_F_CRED groups */
 
 /* Frame flags. */
 #define QFT_F_REPLY        0x0001u /* frame is a reply to request `id` */
@@ -69,6 +70,19 @@
  * that opcode, a non-zero id, and once HELLO agreed on QFT_FEAT_PROGRESS.
  */
 #define QFT_F_PROGRESS     0x0008u
+/*
+ * Credentials (QFT_FEAT_CRED): the request's payload starts with the
+ * caller it acts for (struct qft_cred in msg.h), before the opcode's own
+ * fields:
+ *
+ *   u32 uid, u32 gid, u32 ngroups (<= QFT_MAX_GROUPS), ngroups x u32 gid
+ *
+ * as the server knows them (the client mapped them through its idmap).
+ * Only on requests (never on a reply, NOTIFY or PROGRESS frame, nor on
+ * HELLO or RESUME), and only once HELLO agreed on QFT_FEAT_CRED; the
+ * server closes a connection that sends one otherwise.
+ */
+#define QFT_F_CRED         0x0010u
 
 /*
  * HELLO features.  The client's HELLO asks, the server's reply says what
@@ -128,8 +142,20 @@
  * "Carrying a session over to a new server").
  */
 #define QFT_FEAT_BOOTID    0x00000080u
-#define QFT_FEAT_KNOWN     0x000000ffu
 #define QFT_MAX_BOOT_ID    64u
+/*
+ * CRED: the server acts as each caller (docs/protocol.md, "Acting as the
+ * caller").  The client asks on a mount other local users share
+ * (-o allow_other); a server running as root that can switch its
+ * threads' credentials grants it.  Where granted, a request marked
+ * QFT_F_CRED runs with that caller's fsuid, fsgid and groups, one on an
+ * open handle without the mark with those it was opened with, and one
+ * that names a path and carries none is refused (EACCES).  A client that
+ * asked and finds the server running as root without granting it fails
+ * the handshake: every local user would act as root.
+ */
+#define QFT_FEAT_CRED      0x00000100u
+#define QFT_FEAT_KNOWN     0x000001ffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*

@@ -98,6 +98,7 @@ static bool stop_conn(struct qc_conn *conn, struct qc_remote_tr *rt)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_args args_kept = FUSE_ARGS_INIT(0, NULL);
 	struct qc_cmdline cl = { 0 };
 	struct qc_boot_source rem = { 0 };
 	struct qc_local_tr lt = { 0 };
@@ -167,6 +168,13 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "qftfs: out of memory\n");
 		goto out_free_nodes;
 	}
+	/* The session takes the options it knows out of `args`: kept
+	 * whole for a second session (qc_cmdline_shared_mount). */
+	for (int i = 0; i < args.argc; i++)
+		if (fuse_opt_add_arg(&args_kept, args.argv[i]) < 0) {
+			fprintf(stderr, "qftfs: out of memory\n");
+			goto out_free_nodes;
+		}
 	/* Through reqlog: statistics and the -d request log. */
 	se = fuse_session_new(&args, qc_reqlog_ops(&qc_ops, &fs),
 			      sizeof(qc_ops), &fs);
@@ -216,6 +224,24 @@ int main(int argc, char *argv[])
 		/* idmap=user maps the ids the server runs as. */
 		qc_conn_server_ids(fs.conn, &suid, &sgid);
 		qc_idmap_set_remote(&fs.idmap, suid, sgid);
+		/* A shared mount of a root server: the kernel checks too
+		 * (default_permissions), a mount option, so the session is
+		 * made again with it before it mounts. */
+		r = qc_cmdline_shared_mount(&cl, &args_kept, suid);
+		if (r < 0)
+			goto out_stop_server;
+		if (r > 0) {
+			struct fuse_session *se2;
+
+			se2 = fuse_session_new(&args_kept,
+					       qc_reqlog_ops(&qc_ops, &fs),
+					       sizeof(qc_ops), &fs);
+			if (!se2)
+				goto out_stop_server;
+			fuse_session_destroy(se);
+			se = se2;
+			fs.se = se;
+		}
 	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_stop_server;
@@ -317,6 +343,7 @@ out_free_args:
 	qc_boot_source_free(&rem);
 	if (ssh_inited)
 		qc_ssh_global_exit();
+	fuse_opt_free_args(&args_kept);
 	fuse_opt_free_args(&args);
 	return ret;
 }

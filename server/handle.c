@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cred.h"
 #include "handle.h"
 #include "protocol.h"
 #include "scan.h"
@@ -34,6 +35,7 @@ static int close_entry(struct srv_handles *t, struct srv_handle *e)
 		if (e->dfd >= 0)
 			(void)close(e->dfd);
 	}
+	srv_cred_put(e->cred);
 	memset(e, 0, sizeof(*e));
 	e->fd = -1;
 	return ret;

@@ -25,6 +25,7 @@ enum srv_handle_kind {
 };
 
 struct srv_scan;
+struct srv_cred;
 
 struct srv_handle {
 	enum srv_handle_kind kind;
@@ -63,6 +64,10 @@ struct srv_handle {
 	/* file opened for writing: its registration with the session's
 	 * change notification (srv_watch_writer_open), 0 if none */
 	uint32_t watch_writer;
+	/* either kind, on a connection that acts as its callers: who opened
+	 * it, whom requests on it without a caller act as (cred.h); a
+	 * counted reference, dropped when the handle closes */
+	struct srv_cred *cred;
 };
 
 /*

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cred.h"
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
@@ -96,6 +97,19 @@ static int recv_failed(struct srv *s, const struct qft_hdr *h, int r)
 
 static int numbered(struct srv *s, const struct qft_hdr *h);
 
+/* srv_cred_enter with the identity of the handle `req` names, if any. */
+static int enter_as(struct srv *s, const struct qft_msg *req)
+{
+	struct srv_handle *h;
+
+	if (!s->cred_on)
+		return 0;
+	if (req->handle &&
+	    srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h) == 0)
+		return srv_cred_enter(s, req, h->cred);
+	return srv_cred_enter(s, req, NULL);
+}
+
 static int serve(struct srv *s)
 {
 	for (;;) {
@@ -120,6 +134,15 @@ static int serve(struct srv *s)
 		 * the server. */
 		if (h.flags & (QFT_F_REPLY | QFT_F_NOTIFY | QFT_F_PROGRESS)) {
 			log_malformed(&h);
+			return -EBADMSG;
+		}
+		/* A caller's credentials only where HELLO agreed to act on
+		 * them, as for any frame flag. */
+		if ((h.flags & QFT_F_CRED) && !s->cred_on) {
+			qft_err("closing connection: %s id %llu carries a "
+				"caller's credentials, which HELLO did not agree "
+				"on", qft_op_name(h.op),
+				(unsigned long long)h.id);
 			return -EBADMSG;
 		}
 		if (s->replay) {
@@ -152,6 +175,23 @@ static int serve(struct srv *s)
 		if (r < 0) {
 			log_malformed(&h);
 			return r;
+		}
+		/* Every request runs as whom it acts for (cred.h): the
+		 * engine's READs and WRITEs too, which start here. */
+		r = s->hello_done ? enter_as(s, &req) : 0;
+		if (r < 0) {
+			/* Refused before it did anything, like an invalid
+			 * request: it need not wait its turn. */
+			r = srv_op_reply_error(s, h.op, h.id, -r, r == -EACCES ?
+					       "this request names no caller: "
+					       "on a connection that acts as "
+					       "its callers, every request "
+					       "that names a path must" :
+					       "the server could not act as "
+					       "the caller");
+			if (r < 0)
+				return r;
+			continue;
 		}
 		if (s->hello_done) {
 			r = srv_xfer_submit(s, &req);

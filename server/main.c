@@ -33,6 +33,7 @@
 
 #include "attach.h"
 #include "host.h"
+#include "cred.h"
 #include "io.h"
 #include "xfer.h"
 #include "log.h"
@@ -71,6 +72,7 @@ enum {
 	OPT_DIRECT,
 	OPT_RESUME,
 	OPT_ATTACH,
+	OPT_ALLOW_DEVICES,
 };
 
 /* The grace when --resume is not given: the client's remote command sets
@@ -83,7 +85,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
 		"                    [--direct=MODE] [--meta-fd N] [--max-watches N]\n"
-		"                    [--follow-symlinks] [--resume=SECS] [-d]\n"
+		"                    [--follow-symlinks] [--resume=SECS]\n"
+		"                    [--allow-devices] [-d]\n"
 		"       qftfs-server --attach ID\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
@@ -99,6 +102,9 @@ static void usage(FILE *f)
 		"                that is on this host, \"/\" meaning this host's\n"
 		"                root; paths are then confined by the user's\n"
 		"                permissions only\n"
+		"  --allow-devices  let clients make block and character device\n"
+		"                nodes (mknod); without it they get EPERM.  A\n"
+		"                device node is never opened for data either way\n"
 		"  --io=MODE     file I/O: posix (pread/pwrite; the default),\n"
 		"                uring (io_uring; fail if it is refused) or\n"
 		"                auto (io_uring where the kernel allows it,\n"
@@ -368,6 +374,7 @@ static int meta_start(struct meta *m, const struct srv *main, int fd,
 	}
 	m->s.root = main->root;
 	m->s.no_compress = main->no_compress;
+	m->s.allow_devices = main->allow_devices;
 	m->s.watch = main->watch;
 	m->s.is_meta = true;
 	m->s.io_backend = main->io_backend;
@@ -435,6 +442,7 @@ int main(int argc, char **argv)
 		{ "direct",  required_argument, NULL, OPT_DIRECT },
 		{ "resume",  required_argument, NULL, OPT_RESUME },
 		{ "attach",  required_argument, NULL, OPT_ATTACH },
+		{ "allow-devices", no_argument, NULL, OPT_ALLOW_DEVICES },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -451,7 +459,7 @@ int main(int argc, char **argv)
 	const char *resume_arg = NULL, *attach_id = NULL;
 	unsigned grace = 0;
 	bool relayed = false;
-	const char *meta_arg = NULL, *meta_env, *watch_env;
+	const char *meta_arg = NULL, *meta_env, *watch_env, *cred_env;
 	const char *max_watches_arg = NULL;
 	unsigned max_watches = SRV_WATCH_MAX_DEFAULT;
 	int c, root_fd, rfd = -1, wfd = -1, meta_fd = -1, r, mr;
@@ -490,6 +498,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_ATTACH:
 			attach_id = optarg;
+			break;
+		case OPT_ALLOW_DEVICES:
+			s.allow_devices = true;
 			break;
 		case 'd':
 			debug = true;
@@ -576,6 +587,10 @@ int main(int argc, char **argv)
 	if (srv_watch_new(&s.watch, max_watches,
 			  watch_env && strcmp(watch_env, "off") == 0) < 0)
 		s.watch = NULL;
+	/* Before any thread: whether connections may act as their callers
+	 * (cred.h), tried once on this one. */
+	cred_env = getenv(SRV_CRED_ENV);
+	srv_cred_setup(cred_env && strcmp(cred_env, "off") == 0);
 #ifdef QFT_FAULT_INJECTION
 	if (srv_io_fault_init() < 0 || srv_replay_fault_init() < 0)
 		return EXIT_USAGE;

@@ -23,6 +23,7 @@
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 
+#include "cred.h"
 #include "errmap.h"
 #include "host.h"
 #include "io.h"
@@ -135,6 +136,19 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	    srv_watch_grant(s->watch, &s->chan, s->is_meta)) {
 		rep->features |= QFT_FEAT_NOTIFY;
 		s->notify = true;
+	}
+	/* Acting as each caller: only where this process can (root, and
+	 * the kernel lets it switch a thread's ids; cred.h). */
+	if (req->features & QFT_FEAT_CRED) {
+		if (srv_cred_available()) {
+			rep->features |= QFT_FEAT_CRED;
+			s->cred_on = true;
+			qft_debug("acting as each caller on this connection");
+		} else if (geteuid() == 0) {
+			qft_warn("the client asks this server to act as each "
+				 "of its users, which it cannot here; the "
+				 "client will refuse the shared mount");
+		}
 	}
 	/* Lazy handles need nothing the server might lack. */
 	if (req->features & QFT_FEAT_LAZY) {
@@ -257,48 +271,83 @@ static int op_fstat(struct srv *s, const struct qft_msg *req,
 }
 
 /*
- * chmod of `name` without following it (unless `follow`: --follow-
- * symlinks, where a symlink stands for what it leads to).  Linux has no
- * modes on symlinks and fchmod() refuses O_PATH descriptors, so the object
- * is pinned with O_PATH | O_NOFOLLOW and changed through its
- * /proc/self/fd link.
+ * Whether `mode` only clears set-id bits a regular file has: what the
+ * kernel does for anyone who writes to or truncates a file they may write
+ * (and FUSE forwards to us as a chmod from that writer, who need not own
+ * the file).
  */
-static int chmod_at(int dfd, const char *name, bool follow, mode_t mode)
+static bool clears_setid_only(const struct stat *st, uint32_t mode)
+{
+	mode_t old = st->st_mode & 07777, new = (mode_t)(mode & 07777);
+
+	return S_ISREG(st->st_mode) && new != old && !(new & ~old) &&
+	       !((old ^ new) & ~(mode_t)(S_ISUID | S_ISGID));
+}
+
+/*
+ * Clears the set-id bits `bits` of the regular file `proc` names for a
+ * caller who may write it but not chmod it: as the server, and nothing
+ * else (the mode as it is then, less those bits), so no bit is ever set
+ * this way.  Whether the caller may write is the kernel's answer to an
+ * open for writing, as the caller (faccessat's AT_EACCESS may be emulated
+ * with the process's ids, which are root's).
+ */
+static int kill_setid(const char *proc, mode_t bits)
+{
+	struct stat st;
+	int fd, r, e;
+
+	fd = open(proc, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -EPERM;
+	close(fd);
+	r = srv_cred_begin_server();
+	if (r == 0 && (stat(proc, &st) < 0 ||
+		       chmod(proc, (st.st_mode & 07777) & ~bits) < 0))
+		r = -errno;
+	e = srv_cred_end_server();
+	return e < 0 ? e : r;
+}
+
+/*
+ * chmod of the object `fd` pins (open or O_PATH).  Linux has no modes on
+ * symlinks and fchmod() refuses O_PATH descriptors, so it is changed
+ * through its /proc/self/fd link, which reaches exactly that object.
+ */
+static int chmod_pinned(int fd, uint32_t mode)
 {
 	char proc[SRV_PROC_FD_MAX];
 	struct stat st;
-	int fd, ret = 0;
 
-	fd = openat(dfd, name, O_PATH | (follow ? 0 : O_NOFOLLOW) | O_CLOEXEC);
-	if (fd < 0)
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0) {
-		ret = -errno;
-	} else if (S_ISLNK(st.st_mode)) {
-		ret = -EOPNOTSUPP;
-	} else {
-		srv_path_proc_fd(proc, fd);
-		if (chmod(proc, mode) < 0)
-			ret = -errno;
-	}
-	close(fd);
-	return ret;
+	if (S_ISLNK(st.st_mode))
+		return -EOPNOTSUPP;
+	srv_path_proc_fd(proc, fd);
+	if (chmod(proc, (mode_t)(mode & 07777)) == 0)
+		return 0;
+	if (errno == EPERM && srv_cred_unprivileged() &&
+	    clears_setid_only(&st, mode))
+		return kill_setid(proc, (st.st_mode ^ (mode_t)mode) &
+				  (S_ISUID | S_ISGID));
+	return -errno;
 }
 
-static int truncate_at(int dfd, const char *name, bool follow,
-		       uint64_t size)
+/* truncate(2) of the object an O_PATH descriptor pins: a regular file
+ * only, never opened (a FIFO or device planted under the name is not). */
+static int truncate_pinned(int fd, uint64_t size)
 {
-	int fd, ret = 0;
+	char proc[SRV_PROC_FD_MAX];
+	struct stat st;
 
-	/* O_NONBLOCK: a FIFO planted under the name must not block us. */
-	fd = openat(dfd, name, O_WRONLY | (follow ? 0 : O_NOFOLLOW) |
-		    O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	srv_path_proc_fd(proc, fd);
+	return truncate(proc, (off_t)size) < 0 ? -errno : 0;
 }
 
 #define SET_TIMES (QFT_SET_ATIME | QFT_SET_MTIME | QFT_SET_ATIME_NOW | \
@@ -332,8 +381,10 @@ static int setattr_fd(struct srv_handle *h, const struct qft_msg *req,
 	uint32_t v = req->valid;
 	struct timespec ts[2];
 
-	if ((v & QFT_SET_MODE) && fchmod(h->fd, req->mode & 07777) < 0)
-		return -errno;
+	int r;
+
+	if ((v & QFT_SET_MODE) && (r = chmod_pinned(h->fd, req->mode)) < 0)
+		return r;
 	if (v & (QFT_SET_UID | QFT_SET_GID)) {
 		uid_t uid = (v & QFT_SET_UID) ? (uid_t)req->uid : (uid_t)-1;
 		gid_t gid = (v & QFT_SET_GID) ? (gid_t)req->gid : (gid_t)-1;
@@ -355,35 +406,58 @@ static int setattr_fd(struct srv_handle *h, const struct qft_msg *req,
 	return reply_attr_fd(h->fd, rep);
 }
 
-/* `follow`: --follow-symlinks, the change goes to what a symlink leads
- * to, as chmod(1), chown(1) without -h, truncate(1) and touch(1) do. */
+/*
+ * `follow`: --follow-symlinks, the change goes to what a symlink leads
+ * to, as chmod(1), chown(1) without -h, truncate(1) and touch(1) do.
+ * The object is resolved once and pinned (O_PATH), and every change goes
+ * to that object: a name swapped for a symlink meanwhile is never
+ * followed by a later step (an owner change above all).
+ */
 static int setattr_at(int dfd, const char *name, bool follow,
 		      const struct qft_msg *req, struct qft_msg *rep)
 {
-	int nofollow = follow ? 0 : AT_SYMLINK_NOFOLLOW;
+	char proc[SRV_PROC_FD_MAX];
 	uint32_t v = req->valid;
 	struct timespec ts[2];
-	int r;
+	struct stat st;
+	int fd, r = 0;
 
-	if ((v & QFT_SET_MODE) &&
-	    (r = chmod_at(dfd, name, follow, req->mode & 07777)) < 0)
-		return r;
+	fd = openat(dfd, name, O_PATH | (follow ? 0 : O_NOFOLLOW) | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if ((v & QFT_SET_MODE) && (r = chmod_pinned(fd, req->mode)) < 0)
+		goto out_close_fd;
 	if (v & (QFT_SET_UID | QFT_SET_GID)) {
 		uid_t uid = (v & QFT_SET_UID) ? (uid_t)req->uid : (uid_t)-1;
 		gid_t gid = (v & QFT_SET_GID) ? (gid_t)req->gid : (gid_t)-1;
 
-		if (fchownat(dfd, name, uid, gid, nofollow) < 0)
-			return -errno;
+		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
+			r = -errno;
+			goto out_close_fd;
+		}
 	}
-	if ((v & QFT_SET_SIZE) &&
-	    (r = truncate_at(dfd, name, follow, req->size)) < 0)
-		return r;
+	if ((v & QFT_SET_SIZE) && (r = truncate_pinned(fd, req->size)) < 0)
+		goto out_close_fd;
 	if (v & SET_TIMES) {
 		setattr_times(req, ts);
-		if (utimensat(dfd, name, ts, nofollow) < 0)
-			return -errno;
+		if (fstat(fd, &st) < 0) {
+			r = -errno;
+		} else if (S_ISLNK(st.st_mode)) {
+			/* The magic link would lead to the link's target. */
+			if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+				r = -errno;
+		} else {
+			srv_path_proc_fd(proc, fd);
+			if (utimensat(AT_FDCWD, proc, ts, 0) < 0)
+				r = -errno;
+		}
+		if (r < 0)
+			goto out_close_fd;
 	}
-	return reply_attr_at(dfd, name, follow, rep);
+	r = reply_attr_at(dfd, name, follow, rep);
+out_close_fd:
+	close(fd);
+	return r;
 }
 
 /* By handle when one is given (FUSE's ftruncate), else by path. */
@@ -429,6 +503,7 @@ static int op_setattr(struct srv *s, const struct qft_msg *req,
 static int op_opendir(struct srv *s, const struct qft_msg *req,
 		      struct qft_msg *rep)
 {
+	struct srv_cred *cred;
 	struct srv_handle *h;
 	struct stat st;
 	DIR *dir;
@@ -441,9 +516,14 @@ static int op_opendir(struct srv *s, const struct qft_msg *req,
 			   SRV_MAX_DIRS);
 		return -EMFILE;
 	}
+	cred = srv_cred_hold(s, &r);
+	if (r < 0)
+		return r;
 	fd = srv_path_open(&s->root, req->path.s, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return fd;
+	if (fd < 0) {
+		r = fd;
+		goto out_put_cred;
+	}
 	if (fstat(fd, &st) < 0)
 		goto out_close_fd;
 	dir = fdopendir(fd);
@@ -453,10 +533,13 @@ static int op_opendir(struct srv *s, const struct qft_msg *req,
 	/* The device READDIR shows its entries' inode numbers of. */
 	h->dev = (uint64_t)st.st_dev;
 	h->ino = (uint64_t)st.st_ino;
+	h->cred = cred;
 	return 0;
 out_close_fd:
 	r = -errno;
 	close(fd);
+out_put_cred:
+	srv_cred_put(cred);
 	return r;
 }
 
@@ -644,13 +727,14 @@ static int op_unlink(struct srv *s, const struct qft_msg *req,
 }
 
 /*
- * Completes OPEN and CREATE.  They open with O_NONBLOCK so that a FIFO or
- * device cannot stall the single server thread in open(); a regular file
- * then gets ordinary blocking semantics back, anything else keeps it so
- * that a read on it fails with EAGAIN instead of hanging.
+ * Completes OPEN and CREATE: the handle gets the descriptor and the
+ * identity it was opened as (`cred`, taken over).  Only regular files
+ * and directories get here, and only a dangling symlink's new target
+ * (--follow-symlinks) is opened with O_NONBLOCK, which a regular file
+ * then loses.
  */
 static int finish_open(struct srv_handle *h, int fd, uint32_t qflags,
-		       struct qft_msg *rep)
+		       struct srv_cred *cred, struct qft_msg *rep)
 {
 	struct stat st;
 	int fl, r;
@@ -659,11 +743,13 @@ static int finish_open(struct srv_handle *h, int fd, uint32_t qflags,
 		goto out_close_fd;
 	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
 		fl = fcntl(fd, F_GETFL);
-		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		if (fl < 0 || ((fl & O_NONBLOCK) &&
+			       fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0))
 			goto out_close_fd;
 	}
 	srv_path_attr_from_stat(&rep->attr, &st);
 	srv_handle_set_file(h, fd);
+	h->cred = cred;
 	/* Truncating changed the file as much as a write would. */
 	h->dirty = (qflags & QFT_O_TRUNC) &&
 		   (qflags & QFT_O_ACCMODE) != QFT_O_RDONLY;
@@ -678,6 +764,7 @@ static int finish_open(struct srv_handle *h, int fd, uint32_t qflags,
 out_close_fd:
 	r = -errno;
 	close(fd);
+	srv_cred_put(cred);
 	return r;
 }
 
@@ -690,10 +777,90 @@ static int check_oflags(const struct srv *s, uint32_t qflags)
 	return 0;
 }
 
+/* Attempts at a CREATE whose name keeps appearing and vanishing. */
+#define CREATE_TRIES 8
+
+/*
+ * --follow-symlinks: O_CREAT through the dangling symlink `name`, which
+ * makes its target wherever it points, as the server user's own open(2)
+ * would.  No O_EXCL is possible through a link, so what was opened is
+ * checked after: anything but a regular file (a FIFO or device that
+ * appeared there meanwhile) is closed at once.
+ */
+static int create_through_link(int dfd, const char *name, int flags,
+			       mode_t mode)
+{
+	struct stat st;
+	int fd;
+
+	fd = openat(dfd, name, flags | O_CREAT | O_NONBLOCK, mode);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -ENXIO;
+	}
+	return fd;
+}
+
+/*
+ * The name exists: opened as OPEN would open it (O_CREAT's meaning for an
+ * existing name), never a device or FIFO, or -ENOENT when it went away
+ * again.
+ */
+static int open_existing(const struct srv *s, int dfd, const char *name,
+			 int flags, mode_t mode)
+{
+	struct stat st;
+	int pin, fd;
+
+	pin = openat(dfd, name, O_PATH | (s->root.follow ? 0 : O_NOFOLLOW) |
+		     O_CLOEXEC);
+	if (pin < 0) {
+		int r = -errno;
+
+		if (r == -ENOENT && s->root.follow &&
+		    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode))
+			return create_through_link(dfd, name, flags, mode);
+		return r;
+	}
+	fd = srv_path_reopen(pin, flags);
+	close(pin);
+	return fd;
+}
+
+/*
+ * CREATE opens with O_EXCL always, so that it knows it made the file (a
+ * regular file, never anything else); only when the client did not ask
+ * for O_EXCL does an existing name get opened instead, as OPEN would,
+ * and as the caller, who may be refused.  A name that vanishes between
+ * the two is tried again, a few times (then ENOENT: it keeps vanishing).
+ */
+static int create_open(const struct srv *s, int dfd, const char *name,
+		       uint32_t qflags, mode_t mode)
+{
+	int flags = qft_oflags_to_host(qflags) | O_NOCTTY | O_CLOEXEC;
+
+	for (int i = 1;; i++) {
+		int fd = openat(dfd, name, flags | O_CREAT | O_EXCL |
+				O_NOFOLLOW, mode);
+
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST || (qflags & QFT_O_EXCL))
+			return -errno;
+		fd = open_existing(s, dfd, name, flags, mode);
+		if (fd != -ENOENT || i == CREATE_TRIES)
+			return fd;
+	}
+}
+
 static int op_create(struct srv *s, const struct qft_msg *req,
 		     struct qft_msg *rep)
 {
 	struct srv_watch_op wop;
+	struct srv_cred *cred;
 	struct srv_handle *h;
 	uint32_t writer;
 	int dfd, fd, r;
@@ -704,24 +871,25 @@ static int op_create(struct srv *s, const struct qft_msg *req,
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
+	cred = srv_cred_hold(s, &r);
+	if (r < 0) {
+		close(dfd);
+		return r;
+	}
 	srv_watch_begin(s->watch, &wop);
 	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_CREATE |
 			 (req->opflags & QFT_O_TRUNC ? SRV_WATCH_MODIFY : 0));
 	writer = watch_writer(s, dfd, req->name.s, req->opflags);
-	/* O_NOFOLLOW: O_CREAT would otherwise create the target of a
-	 * dangling symlink, wherever it points -- which is what
-	 * --follow-symlinks asks for (O_EXCL never follows anyway). */
-	fd = openat(dfd, req->name.s, qft_oflags_to_host(req->opflags) |
-		    O_CREAT | (s->root.follow ? 0 : O_NOFOLLOW) | O_NONBLOCK |
-		    O_NOCTTY | O_CLOEXEC, (mode_t)(req->mode & 07777));
+	fd = create_open(s, dfd, req->name.s, req->opflags,
+			 (mode_t)(req->mode & 07777));
 	srv_watch_done(s->watch, &wop);
+	close(dfd);
 	if (fd < 0) {
-		r = -errno;
-		close(dfd);
+		r = fd;
+		srv_cred_put(cred);
 		goto out_writer;
 	}
-	close(dfd);
-	r = finish_open(h, fd, req->opflags, rep);
+	r = finish_open(h, fd, req->opflags, cred, rep);
 	if (r == 0) {
 		h->watch_writer = writer;
 		return 0;
@@ -766,6 +934,7 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 		   struct qft_msg *rep)
 {
 	struct srv_watch_op wop;
+	struct srv_cred *cred;
 	struct srv_handle *h;
 	const char *base;
 	uint32_t writer = 0;
@@ -773,6 +942,9 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 
 	if ((r = check_oflags(s, req->opflags)) < 0 ||
 	    (r = srv_handle_reserve(&s->handles, req->handle, &h)) < 0)
+		return r;
+	cred = srv_cred_hold(s, &r);
+	if (r < 0)
 		return r;
 	srv_watch_begin(s->watch, &wop);
 	if (srv_watch_on(s->watch) &&
@@ -791,26 +963,26 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 			close(dfd);
 		}
 	}
-	/* The flag map has no O_CREAT: OPEN never creates. */
+	/* The flag map has no O_CREAT: OPEN never creates.  Only regular
+	 * files and directories are opened (srv_path_reopen). */
 	base = strrchr(req->path.s, '/');
 	fd = srv_io_fault_name(base ? base + 1 : req->path.s);
 	if (fd == 0)
-		fd = srv_path_open(&s->root, req->path.s,
-				   qft_oflags_to_host(req->opflags) |
-				   O_NONBLOCK | O_NOCTTY);
+		fd = srv_path_open_data(&s->root, req->path.s,
+					qft_oflags_to_host(req->opflags));
 	srv_watch_done(s->watch, &wop);
 	if (fd < 0) {
+		srv_cred_put(cred);
 		srv_watch_writer_close(s->watch, writer);
 		return fd;
 	}
-	r = finish_open(h, fd, req->opflags, rep);
+	r = finish_open(h, fd, req->opflags, cred, rep);
 	if (r < 0) {
 		srv_watch_writer_close(s->watch, writer);
 		return r;
 	}
 	h->watch_writer = writer;
-	/* Only regular files: a FIFO or a device could block or be changed
-	 * by a read nobody asked for. */
+	/* Only regular files: a directory has no data to read. */
 	if (req->length && h->regular &&
 	    (req->opflags & QFT_O_ACCMODE) != QFT_O_WRONLY)
 		open_data(s, h, req->length, rep);
@@ -1251,15 +1423,30 @@ static int op_removexattr(struct srv *s, const struct qft_msg *req,
 static int op_mknod(struct srv *s, const struct qft_msg *req,
 		    struct qft_msg *rep)
 {
+	uint32_t type = req->mode & QFT_S_IFMT;
 	struct srv_watch_op wop;
 	int dfd, r;
 
+	/*
+	 * A device node under the root is a door out of it (a block device
+	 * holds whole file systems), so it is made only where whoever
+	 * started the server allowed it -- and never opened for data
+	 * either way (srv_path_reopen).
+	 */
+	if ((type == QFT_S_IFBLK || type == QFT_S_IFCHR) &&
+	    !s->allow_devices) {
+		set_errmsg(s, rep, "this server makes no device nodes (it was "
+			   "not started with --allow-devices)");
+		return -EPERM;
+	}
 	dfd = srv_path_open_dir(&s->root, req->path.s);
 	if (dfd < 0)
 		return dfd;
 	srv_watch_begin(s->watch, &wop);
 	srv_watch_expect(s->watch, &wop, dfd, req->name.s, SRV_WATCH_CREATE);
-	if (mknodat(dfd, req->name.s, (mode_t)req->mode, (dev_t)req->rdev) < 0)
+	if (mknodat(dfd, req->name.s, (mode_t)req->mode,
+		    type == QFT_S_IFBLK || type == QFT_S_IFCHR ?
+		    (dev_t)req->rdev : 0) < 0)
 		r = -errno;
 	else
 		r = reply_attr_at(dfd, req->name.s, false, rep);

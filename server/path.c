@@ -42,7 +42,10 @@ static int do_openat2(int dirfd, const char *path, int flags)
 		flags |= O_LARGEFILE;
 	memset(&how, 0, sizeof(how));
 	how.flags = (unsigned long long)flags;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+	/* No symlink on the way, as the walk below: the client's kernel
+	 * resolves the links it is shown, so a path that meets one here
+	 * met a name replaced since (path.h). */
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
 	for (int i = 0; i < OPENAT2_RETRIES; i++) {
 		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 
@@ -133,15 +136,21 @@ static int resolve(const struct srv_root *r, const char *path, size_t len,
 		return do_openat2(r->fd, buf, flags);
 
 	/* Each intermediate component is opened without following it, so a
-	 * symlink anywhere on the way ends the walk with ENOTDIR. */
+	 * symlink anywhere on the way ends the walk -- with ELOOP, as
+	 * openat2's RESOLVE_NO_SYMLINKS does (O_DIRECTORY says ENOTDIR). */
 	dfd = r->fd;
 	p = buf;
 	while ((end = strchr(p, '/')) != NULL) {
+		struct stat st;
 		int nfd;
 
 		buf[end - buf] = '\0';
 		nfd = do_openat(dfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW |
 				O_CLOEXEC);
+		if (nfd == -ENOTDIR &&
+		    fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode))
+			nfd = -ELOOP;
 		if (dfd != r->fd)
 			close(dfd);
 		if (nfd < 0)
@@ -158,6 +167,36 @@ static int resolve(const struct srv_root *r, const char *path, size_t len,
 int srv_path_open(const struct srv_root *r, const char *path, int flags)
 {
 	return resolve(r, path, strlen(path), flags);
+}
+
+int srv_path_reopen(int fd, int flags)
+{
+	char proc[SRV_PROC_FD_MAX];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode))
+		return -ELOOP;
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return -ENXIO;
+	srv_path_proc_fd(proc, fd);
+	/* The magic link must be followed: no O_NOFOLLOW here. */
+	return do_openat(AT_FDCWD, proc, (flags & ~(O_CREAT | O_EXCL |
+						    O_NOFOLLOW | O_PATH)) |
+			 O_NOCTTY | O_CLOEXEC);
+}
+
+int srv_path_open_data(const struct srv_root *r, const char *path, int flags)
+{
+	int pin, fd;
+
+	pin = srv_path_open(r, path, O_PATH);
+	if (pin < 0)
+		return pin;
+	fd = srv_path_reopen(pin, flags);
+	close(pin);
+	return fd;
 }
 
 int srv_path_open_object(const struct srv_root *r, const char *path)

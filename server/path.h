@@ -5,13 +5,17 @@
  * Every protocol path is relative to the root ("" is the root itself) and
  * has already been checked by the decoder: no "..", no ".", no empty or
  * over-long components.  That is not enough on its own, because any
- * component may be a symlink planted on the server.  So resolution never
- * follows the final component, and the intermediate ones are resolved
- * either by openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), where the
- * kernel refuses anything that would leave the root (EXDEV, ELOOP), or, on
- * kernels without openat2, by a walk that opens each intermediate
- * component with O_NOFOLLOW | O_DIRECTORY and so refuses every symlink on
- * the way (ENOTDIR).  The errno of a refusal is passed through unchanged.
+ * component may be a symlink planted on the server.  So resolution
+ * follows no symlink at all: the final component is never followed, and
+ * an intermediate one that is a symlink ends the resolution with ELOOP --
+ * by openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), where the kernel
+ * also refuses anything that would leave the root (EXDEV), or, on kernels
+ * without openat2, by a walk that opens each intermediate component with
+ * O_NOFOLLOW | O_DIRECTORY.  Both follow the same rule, with the same
+ * errno.  A client never needs more: its kernel resolves every symlink
+ * the mount shows, so a path with a symlink on its way names something
+ * replaced behind the client's back (a directory swapped for a link to
+ * elsewhere), which is exactly what must not be followed.
  *
  * Every descriptor returned is O_CLOEXEC and owned by the caller.
  * Error convention: a descriptor (>= 0) or a negative errno.
@@ -70,6 +74,20 @@ int srv_path_open_parent(const struct srv_root *r, const char *path,
  * name an object rather than an entry (xattrs, statfs).
  */
 int srv_path_open_object(const struct srv_root *r, const char *path);
+
+/*
+ * Opens for data (OPEN, and CREATE of an existing name) the object pinned
+ * by `fd` (an O_PATH descriptor), with `flags` less those that create,
+ * through its /proc/self/fd link, so that it is that very object: a
+ * regular file or a directory.  Anything else is never opened -- opening
+ * a device or a FIFO has effects of its own, and the kernel never asks a
+ * FUSE file system to open one: -ELOOP for a symlink (as O_NOFOLLOW
+ * would), -ENXIO for the rest.
+ */
+int srv_path_reopen(int fd, int flags);
+
+/* srv_path_open(r, path, O_PATH) then srv_path_reopen(): OPEN. */
+int srv_path_open_data(const struct srv_root *r, const char *path, int flags);
 
 /* Opens the directory `path` as O_PATH, for *at calls on names in it. */
 int srv_path_open_dir(const struct srv_root *r, const char *path);

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "chan.h"
+#include "cred.h"
 #include "handle.h"
 #include "msg.h"
 #include "path.h"
@@ -60,6 +61,15 @@ struct srv {
 
 	/* HELLO granted QFT_FEAT_LAZY: OPEN and CREATE accept QFT_O_LAZY. */
 	bool lazy;
+
+	/* HELLO granted QFT_FEAT_CRED: requests run as their callers
+	 * (cred.h), and `creds` holds the identities the open handles were
+	 * opened with. */
+	bool cred_on;
+	struct srv_creds creds;
+	/* --allow-devices: MKNOD may make block and character devices
+	 * (which OPEN still never opens). */
+	bool allow_devices;
 
 	/* Resuming (resume.h, replay.h).  `resume`: the session's state
 	 * when it may outlive its connections (--session over TCP with

@@ -618,8 +618,10 @@ def test_open_returns_first_data(start, tmp_path):
     assert op('small', wire.O_RDONLY, 0)[:2] == (0, b'')
     assert op('small', wire.O_WRONLY, 4096)[:2] == (0, b'')
     assert op('d', wire.O_RDONLY, 4096)[:2] == (0, b'')
-    assert op('fifo', wire.O_RDONLY, 4096)[:2] == (0, b'')
     assert op('', wire.O_RDONLY, 4096)[:2] == (0, b'')
+    # A FIFO (or device) is never opened at all (issue 18, finding 3).
+    assert srv.call('OPEN', handle=next(h), path='fifo', opflags=0,
+                    length=4096).err == 'ENXIO'
     # The handle works as any other.
     r = srv.call('READ', handle=3, offset=5, length=3)
     assert r.status == 0 and r['data'] == b', w'

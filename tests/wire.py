@@ -21,6 +21,7 @@ MAGIC = 0x51465446
 VERSION = 2
 HDR = struct.Struct('>IHHQ')
 F_REPLY = 0x0001
+F_CRED = 0x0010        # the request acts for a caller (FEAT_CRED)
 MAX_PAYLOAD = (1 << 20) + 16384
 
 OPS = {
@@ -90,6 +91,9 @@ SCAN_REC_ENTRY, SCAN_REC_DIR_END, SCAN_REC_WATCHED = 1, 2, 3  # SCAN record kind
 MAX_DATA = 1 << 20                        # QFT_MAX_DATA, QFT_MAX_SCAN
 FEAT_LZ4, FEAT_NOTIFY, FEAT_RESUME = 0x1, 0x4, 0x40   # HELLO features
 FEAT_BOOTID = 0x80
+FEAT_FOLLOW, FEAT_CRED = 0x10, 0x100
+S_IFCHR, S_IFBLK = 0o020000, 0o060000
+MAX_GROUPS = 64                           # QFT_MAX_GROUPS
 RESUME_META = 0x1                         # RESUME request flag
 RESUME_LOST_NOTIFY = 0x1                  # RESUME reply flag
 RESUME_WINDOW = 1024
@@ -127,12 +131,21 @@ def frame(op, payload, flags=0, rid=1, length=None):
                     rid) + payload
 
 
-def encode_request(op, rid, **fields):
+def enc_cred(uid, gid, groups=()):
+    """The QFT_F_CRED prefix: u32 uid, u32 gid, u32 count, the groups."""
+    return struct.pack('>III', uid, gid, len(groups)) + b''.join(
+        struct.pack('>I', g) for g in groups)
+
+
+def encode_request(op, rid, cred=None, **fields):
+    """`cred`: (uid, gid, groups) the request acts for, or None."""
     code, req, _ = OPS[op]
     defaults = {'path': '', 'mode': 0, 'opflags': 0}
     payload = b''.join(enc_field(f, fields.get(f, defaults.get(f, 0)))
                        for f in req)
-    return frame(code, payload, 0, rid)
+    if cred is None:
+        return frame(code, payload, 0, rid)
+    return frame(code, enc_cred(*cred) + payload, F_CRED, rid)
 
 
 class Attr:
@@ -281,12 +294,13 @@ class Server:
     """qftfs-server on a socketpair (stdin and stdout are one socket)."""
 
     def __init__(self, server_bin, root, log_path, env=None, wrapper=(),
-                 timeout=10):
+                 timeout=10, args=()):
         self.sock, child = socket.socketpair()
         self.log_path = log_path
         self.logf = open(log_path, 'ab')
         self.proc = subprocess.Popen(list(wrapper) + [server_bin, '--stdio',
-                                                      '--root', root],
+                                                      '--root', root] +
+                                     list(args),
                                      stdin=child, stdout=child,
                                      stderr=self.logf, env=env)
         child.close()
@@ -296,10 +310,10 @@ class Server:
     def send_raw(self, data):
         self.sock.sendall(data)
 
-    def send(self, op, **fields):
+    def send(self, op, cred=None, **fields):
         rid = self.next_id
         self.next_id += 1
-        self.send_raw(encode_request(op, rid, **fields))
+        self.send_raw(encode_request(op, rid, cred=cred, **fields))
         return rid
 
     def _recv_exact(self, n):
@@ -328,8 +342,8 @@ class Server:
             raise ValueError('server sent a request (op %d)' % op)
         return Reply(op, flags, rid, p)
 
-    def call(self, op, **fields):
-        rid = self.send(op, **fields)
+    def call(self, op, cred=None, **fields):
+        rid = self.send(op, cred=cred, **fields)
         r = self.recv()
         assert r is not None, '%s: server closed the connection' % op
         assert r.id == rid and r.opname == op, \

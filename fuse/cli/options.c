@@ -257,6 +257,8 @@ static int cmdline_proc(void *data, const char *arg, int key,
 		}
 		if (strcmp(arg, "allow_other") == 0)
 			cl->allow_other = 1;
+		if (strcmp(arg, "default_permissions") == 0)
+			cl->default_permissions = 1;
 		/* A mount option: fuse_session_new knows it or refuses it. */
 		return 1;
 	case KEY_HELP:
@@ -664,6 +666,9 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 		return -EINVAL;
 	}
 	co->want_follow = cl->follow_symlinks;
+	/* A shared mount: the server must act as each user, or be refused
+	 * if it would act as root for all of them (net/link.c). */
+	co->want_cred = cl->allow_other;
 	return 0;
 }
 
@@ -730,6 +735,22 @@ int qc_cmdline_mountpoint(const struct qc_cmdline *cl, char **mnt)
 		return -e;
 	}
 	return 0;
+}
+
+int qc_cmdline_shared_mount(struct qc_cmdline *cl, struct fuse_args *args,
+			    uint32_t server_uid)
+{
+	if (!cl->allow_other || server_uid != 0 || cl->default_permissions)
+		return 0;
+	if (fuse_opt_add_arg(args, "-odefault_permissions") < 0) {
+		fprintf(stderr, "qftfs: out of memory\n");
+		return -ENOMEM;
+	}
+	cl->default_permissions = 1;
+	fprintf(stderr, "qftfs: note: allow_other with a server running as "
+		"root: added default_permissions, so that this kernel checks "
+		"each user too, beside the server acting as each of them\n");
+	return 1;
 }
 
 int qc_cmdline_mount_opts(const struct qc_cmdline *cl,

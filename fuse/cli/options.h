@@ -73,6 +73,8 @@ struct qc_cmdline {
 	int password_stdin;
 	int follow_symlinks;    /* the server follows symlinks (as sshfs's) */
 	int allow_other;        /* seen, and passed on to libfuse */
+	int default_permissions; /* seen (passed on), or added for a
+				  * shared mount of a root server */
 	int foreground;
 	int debug;
 	int single;
@@ -128,6 +130,18 @@ int qc_cmdline_mountpoint(const struct qc_cmdline *cl, char **mnt);
 /* Adds -o subtype=qftfs and -o fsname=SOURCE to `args` unless given. */
 int qc_cmdline_mount_opts(const struct qc_cmdline *cl,
 			  struct fuse_args *args);
+
+/*
+ * Once the server's HELLO is in (its uid): a mount other users share
+ * whose server runs as root acts as each caller there, and the kernel's
+ * own check (default_permissions) must stand beside the server's, for
+ * what the client answers from its caches.  Adds -o default_permissions
+ * to `args` when it is missing and says so: 1 when added (the session
+ * must then be made again from `args`), 0 when nothing was needed,
+ * -ENOMEM.
+ */
+int qc_cmdline_shared_mount(struct qc_cmdline *cl, struct fuse_args *args,
+			    uint32_t server_uid);
 
 /*
  * What the kernel or fusermount3 would refuse only after qftfs went to

@@ -75,6 +75,11 @@ struct qc_file {
 	const struct qc_file_hooks *hooks; /* immutable: the features' */
 	bool dir;               /* immutable */
 	int oflags;             /* immutable: the open(2) flags */
+	/* immutable: the caller who opened it, on a mount that names its
+	 * callers (the thread's at qc_file_init: net/call.h), for the
+	 * reopen after a reconnect, which may run on any thread */
+	bool has_opener;
+	struct qft_cred opener;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;    /* lock: an async call completed */
 	unsigned async;         /* lock: async calls not completed, and

@@ -36,11 +36,16 @@ void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir, int oflags,
 		  const struct qc_file_hooks *hooks)
 {
 	struct qc_file_reg *reg = &fs->files;
+	const struct qft_cred *opener = qc_call_caller();
 
 	f->fs = fs;
 	f->dir = dir;
 	f->oflags = oflags;
 	f->hooks = hooks;
+	if (opener) {
+		f->has_opener = true;
+		f->opener = *opener;
+	}
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	pthread_mutex_lock(&reg->lock);
@@ -223,8 +228,8 @@ static const char *file_name(struct qc_fs *fs, struct qc_file *f, char *buf)
  * -ENOTCONN when the link went away meanwhile (try again), or the error
  * the file is failed with (ESTALE when it changed).  No lock held.
  */
-static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
-		       bool changed_it, uint64_t *handle)
+static int reopen_by_path(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+			  bool changed_it, uint64_t *handle)
 {
 	char path[QFT_MAX_PATH + 1];
 	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
@@ -286,6 +291,21 @@ static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	qft_debug("%s: re-opened after reconnecting", path[0] ? path : "/");
 	*handle = h;
 	return 0;
+}
+
+/* reopen_by_path as whoever opened f (on a mount that names its
+ * callers), whichever thread needs the file again. */
+static int file_reopen(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+		       bool changed_it, uint64_t *handle)
+{
+	const struct qft_cred *was = qc_call_caller();
+	int r;
+
+	if (f->has_opener)
+		qc_call_act_as(&f->opener);
+	r = reopen_by_path(fs, f, gen, changed_it, handle);
+	qc_call_act_as(was);
+	return r;
 }
 
 /*

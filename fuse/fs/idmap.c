@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fs/idmap.h"
+#include "msg.h"
 
 #define NOBODY 65534u
 
@@ -253,6 +254,40 @@ int qc_idmap_to_remote(const struct qc_idmap *m, uint32_t *uid,
 		break;
 	}
 	return 0;
+}
+
+void qc_idmap_caller(const struct qc_idmap *m, struct qft_cred *c)
+{
+	uint32_t n = 0;
+
+	switch (m->mode) {
+	case QC_IDMAP_USER:
+		if (!m->remote_known)
+			return;
+		if (c->uid == m->local_uid)
+			c->uid = m->remote_uid;
+		if (c->gid == m->local_gid)
+			c->gid = m->remote_gid;
+		for (uint32_t i = 0; i < c->ngroups; i++)
+			if (c->groups[i] == m->local_gid)
+				c->groups[i] = m->remote_gid;
+		return;
+	case QC_IDMAP_FILE:
+		if (!table_map(&m->uids, false, &c->uid) && m->nomap_error)
+			c->uid = NOBODY;
+		if (!table_map(&m->gids, false, &c->gid) && m->nomap_error)
+			c->gid = NOBODY;
+		for (uint32_t i = 0; i < c->ngroups; i++) {
+			uint32_t g = c->groups[i];
+
+			if (table_map(&m->gids, false, &g) || !m->nomap_error)
+				c->groups[n++] = g;
+		}
+		c->ngroups = n;
+		return;
+	case QC_IDMAP_NONE:
+		return;
+	}
 }
 
 void qc_idmap_free(struct qc_idmap *m)

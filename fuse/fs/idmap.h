@@ -90,6 +90,19 @@ void qc_idmap_to_local(const struct qc_idmap *m, struct stat *st);
 int qc_idmap_to_remote(const struct qc_idmap *m, uint32_t *uid,
 		       uint32_t *gid);
 
+struct qft_cred;
+
+/*
+ * A caller of the mount (QFT_FEAT_CRED) as the server must know it, the
+ * way chown's ids are mapped: idmap=user turns the mounting user and its
+ * group into the server's; idmap=file maps each id through the tables,
+ * and with nomap=error a user or group without a line acts as nobody and
+ * nogroup (65534) and a supplementary group without one is dropped, as
+ * NFS squashes users it cannot map.  uid=, gid= and umask= only change
+ * what is shown, not who acts.
+ */
+void qc_idmap_caller(const struct qc_idmap *m, struct qft_cred *c);
+
 /* Frees the tables. */
 void qc_idmap_free(struct qc_idmap *m);
 

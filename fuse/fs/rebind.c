@@ -106,6 +106,12 @@ static bool rebind_one(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	}
 	qft_msg_init(&m, st.dir ? QFT_OP_OPENDIR : QFT_OP_OPEN, 0);
 	m.handle = st.handle;
+	/* As whoever opened it (immutable since), on a mount that names
+	 * its callers; the carry drops it where the link does not. */
+	if (f->has_opener) {
+		m.flags |= QFT_F_CRED;
+		m.cred = f->opener;
+	}
 	qc_set_str(&m.path, path);
 	if (!st.dir)
 		m.opflags = qc_file_oflags(fs, st.oflags &

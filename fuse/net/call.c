@@ -21,6 +21,19 @@
  * Calls
  */
 
+/* The caller of the FUSE request this thread serves (call.h). */
+static __thread const struct qft_cred *thread_caller;
+
+void qc_call_act_as(const struct qft_cred *c)
+{
+	thread_caller = c;
+}
+
+const struct qft_cred *qc_call_caller(void)
+{
+	return thread_caller;
+}
+
 /*
  * Sends on link l (a user reference held) and drops the reference.  On a
  * failed send the link is failed, which completes the request (`id`, if
@@ -35,10 +48,21 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 	struct qft_blob tail;
 	struct iovec iov[2];
 	uint32_t opflags = req->opflags;
+	uint16_t flags = req->flags;
 	int r;
 
 	if (lane >= l->nlanes)
 		lane = LANE_BULK;
+	/* The caller goes where the link acts on it, and nowhere else (a
+	 * server that did not agree closes on the flag).  The caller's
+	 * request is left as it was, for a resend on another link. */
+	if (!l->lane[lane].cred)
+		req->flags &= ~QFT_F_CRED;
+	else if (!(req->flags & QFT_F_CRED) && thread_caller &&
+		 req->op != QFT_OP_HELLO && req->op != QFT_OP_RESUME) {
+		req->cred = *thread_caller;
+		req->flags |= QFT_F_CRED;
+	}
 	/* QFT_O_LAZY is a hint the callers set whatever the server: a
 	 * server that did not agree on it (an older one, after a
 	 * reconnect too) would refuse the open, and without it only the
@@ -52,6 +76,7 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 	if (l->resume) {
 		r = qc_resume_send(c, l, lane, req, p);
 		req->opflags = opflags;
+		req->flags = flags;
 		return r;
 	}
 	/* The head goes on the stack (a view that cannot grow), a WRITE's
@@ -64,6 +89,7 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 		r = qft_msg_encode_head(&out, req, &tail);
 	}
 	req->opflags = opflags;
+	req->flags = flags;
 	if (r < 0) {
 		/* Callers check sizes first; this is a bug, not the peer's. */
 		qft_err("cannot encode a %s request: %s",
@@ -142,7 +168,7 @@ static int call(struct qc_conn *c, uint64_t gen, unsigned lane,
 
 	memset(rep, 0, sizeof(*rep));
 	qbuf_init(&rep->frame, FRAME_LIMIT);
-	req->flags = 0;
+	req->flags &= QFT_F_CRED;   /* the one flag a caller may set */
 	req->id = next_id(c);
 
 	memset(&p, 0, sizeof(p));
@@ -244,7 +270,7 @@ int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,
 		p->oc = c;
 	}
 	atomic_fetch_add(&c->n_async, 1);
-	req->flags = 0;
+	req->flags &= QFT_F_CRED;   /* the one flag a caller may set */
 	req->id = next_id(c);
 	p->id = id = req->id;
 
@@ -324,7 +350,7 @@ int qc_send_noreply(struct qc_conn *c, uint64_t gen, struct qft_msg *req)
 	if (resumable)
 		return qc_call_async_lane(c, gen, lane, req, noreply_done,
 					  NULL, false);
-	req->flags = 0;
+	req->flags &= QFT_F_CRED;   /* the one flag a caller may set */
 	req->id = next_id(c);
 	return link_send(c, l, lane, req, 0, NULL);
 }

@@ -32,6 +32,19 @@ struct qc_reply {
 void qc_reply_free(struct qc_reply *rep);
 
 /*
+ * The caller the requests this thread sends act for (QFT_F_CRED), where
+ * the link agreed on QFT_FEAT_CRED (qc_conn_opts.want_cred): like a
+ * thread's credentials in the kernel, set by the FUSE callback it serves
+ * for as long as it runs (fuse/ops/caller.c), NULL otherwise.  `c` must
+ * stay valid until it is replaced.  A request that names its own caller
+ * (QFT_F_CRED set in qft_msg.flags: a reopen for the file's opener)
+ * keeps it; on a link that did not agree, nothing is sent either way.
+ */
+void qc_call_act_as(const struct qft_cred *c);
+/* The caller set on this thread, or NULL. */
+const struct qft_cred *qc_call_caller(void);
+
+/*
  * Checks every entry of a READDIR reply's data before any is used: each
  * must decode (a valid name, or "." or ".."; attributes only when `plus`
  * asked for them).  Returns the number of entries, or -EIO after logging

@@ -314,7 +314,9 @@ static int carry_call(struct qc_carry *cy, unsigned lane, struct qft_msg *m,
 		lane = LANE_BULK;
 	if (m->op == QFT_OP_OPEN && !l->lane[lane].lazy)
 		m->opflags &= ~QFT_O_LAZY;
-	m->flags = 0;
+	/* The caller named (the file's opener) goes where the link acts
+	 * on callers, and nowhere else. */
+	m->flags &= l->lane[lane].cred ? QFT_F_CRED : 0;
 	m->id = 0;
 	qbuf_init(&head, FRAME_LIMIT);
 	r = qft_msg_encode_head(&head, m, &tail);
@@ -467,6 +469,12 @@ static const char *not_carriable(struct qc_conn *c, struct link *l)
 		return "the new server cannot resume sessions";
 	if (l->nlanes != c->rs.nlanes)
 		return "the new server serves another number of streams";
+	/* The kept requests name their callers, or do not: the new server
+	 * must take them the same way (QFT_F_CRED). */
+	for (unsigned i = 0; i < l->nlanes; i++)
+		if ((l->lane[i].features ^ c->rs.features[i]) & QFT_FEAT_CRED)
+			return "the new server does not act as the callers "
+			       "the way the old one did";
 	return NULL;
 }
 

@@ -238,6 +238,11 @@ struct qc_conn_opts {
 	/* -o follow_symlinks: asked for in each HELLO, and a server that
 	 * does not grant it fails the handshake. */
 	bool want_follow;
+	/* -o allow_other: QFT_FEAT_CRED asked for in each HELLO, and a
+	 * server running as root that does not grant it fails the
+	 * handshake (a server of another user acts as that user anyway).
+	 * Requests then carry their caller (call.h, qc_call_act_as). */
+	bool want_cred;
 	qc_notify_fn *notify;
 	void *notify_ctx;
 	/* Carrying a session over to a new server: NULL when the layer

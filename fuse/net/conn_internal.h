@@ -146,6 +146,9 @@ struct lane {
 	/* HELLO (or RESUME) granted QFT_FEAT_RESUME: requests here are
 	 * numbered and kept (resume.c).  Set before the readers start. */
 	bool resume;
+	/* HELLO granted QFT_FEAT_CRED: requests here carry their caller
+	 * (link_send drops it elsewhere).  Set before the readers start. */
+	bool cred;
 	uint32_t features;      /* granted by HELLO; set before the readers */
 	pthread_t reader;
 	bool reader_running;    /* the thread that frees the link only */

@@ -298,6 +298,8 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		m.features |= QFT_FEAT_FOLLOW;
 	m.features |= QFT_FEAT_PROGRESS;
 	m.features |= QFT_FEAT_LAZY;
+	if (l->c->o.want_cred)
+		m.features |= QFT_FEAT_CRED;
 	/* Only where the endpoint can be reached again, and on meta only
 	 * when bulk has it: a session resumes whole or not at all. */
 	if (l->c->o.resume_s > 0 && l->ep.resumable &&
@@ -372,6 +374,24 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		r = -EPROTO;
 		goto out_free_buf;
 	}
+	/*
+	 * A mount other users share, served by root that will not act as
+	 * each of them (an older server, or one that cannot switch ids
+	 * here): every user would act as root on the server, checked by
+	 * nothing but this kernel's view of cached attributes.
+	 */
+	if (l->c->o.want_cred && rep.uid == 0 &&
+	    !(rep.features & QFT_FEAT_CRED)) {
+		snprintf(msg, size, "the server runs as root and cannot act as "
+			 "each user of this shared mount (-o allow_other): "
+			 "every user would read and write as root there.  "
+			 "Update qftfs-server (it must offer the CRED feature; "
+			 "a container or user namespace may forbid switching "
+			 "ids), log in as an ordinary user, or mount without "
+			 "allow_other");
+		r = -EPROTO;
+		goto out_free_buf;
+	}
 	/* Before the reader starts: no compressed frame can come earlier. */
 	qft_chan_lz4_agreed(&ln->chan, l->c->o.compress, rep.features);
 	/* Both streams reach one server process; bulk's answer counts. */
@@ -387,6 +407,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);
 	ln->progress = rep.features & QFT_FEAT_PROGRESS;
 	ln->lazy = rep.features & QFT_FEAT_LAZY;
+	ln->cred = l->c->o.want_cred && (rep.features & QFT_FEAT_CRED);
 	ln->resume = (m.features & QFT_FEAT_RESUME) &&
 		     (rep.features & QFT_FEAT_RESUME);
 	ln->features = rep.features & m.features;

@@ -359,6 +359,7 @@ static int lane_resume(struct qc_conn *c, struct link *l, unsigned i,
 	ln->notify = c->o.want_notify && (feat & QFT_FEAT_NOTIFY);
 	ln->progress = feat & QFT_FEAT_PROGRESS;
 	ln->lazy = feat & QFT_FEAT_LAZY;
+	ln->cred = feat & QFT_FEAT_CRED;
 	ln->resume = true;
 	ln->features = feat;
 	if (i == LANE_BULK) {

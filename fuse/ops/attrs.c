@@ -187,8 +187,8 @@ out_err:
  * answered before the server did, and with what (*a).  Only when its
  * outcome is known: no truncation (data, and its errors, are the
  * server's), a file or directory whose attributes are known, and the
- * server's user may make the change (root, or the owner changing mode
- * and times, or the group to its own).
+ * user the server acts as may make the change (qc_ops_actor: root, or
+ * the owner changing mode and times, or the group to its own).
  */
 static bool setattr_predicted(struct qc_fs *fs, struct qn_node *n,
 			      const struct qft_msg *m, struct qft_attr *a)
@@ -201,7 +201,7 @@ static bool setattr_predicted(struct qc_fs *fs, struct qn_node *n,
 	type = a->mode & QFT_S_IFMT;
 	if (type != QFT_S_IFREG && type != QFT_S_IFDIR)
 		return false;
-	qc_conn_server_ids(fs->conn, &uid, &gid);
+	qc_ops_actor(fs, &uid, &gid);
 	if (uid != 0) {
 		if (a->uid != uid)
 			return false;

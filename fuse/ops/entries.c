@@ -133,15 +133,12 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char path[QFT_MAX_PATH + 1];
 	struct qc_dir_fetch fb;
 	struct qc_reply rep;
-	uint32_t uid, gid;
-	int r, owned;
+	int r;
 	/*
 	 * -o follow_symlinks: the kernel must get the new link as a link,
 	 * while the server shows it as what it leads to from now on; so
 	 * this answer is cached nowhere (no listing entry, no kernel
-	 * timeouts) and the next lookup asks the server.  Nor can the link
-	 * be given its maker as owner: SETATTR by path would follow it and
-	 * change the owner of its target.
+	 * timeouts) and the next lookup asks the server.
 	 */
 	bool passing = fs->follow && m->op == QFT_OP_SYMLINK;
 
@@ -153,29 +150,13 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out_err;
 	qc_set_str(&m->path, path);
 	qc_set_str(&m->name, name);
-	owned = passing ? 0 : qc_ops_owner_for(req, fs, dir, &uid, &gid);
-	if (owned < 0) {
-		r = owned;
-		goto out_err;
-	}
 	qc_dir_fetch_begin(fs, &fb);
+	/* On a shared mount the server makes it as the caller (caller.c):
+	 * owned by them from the start, nothing to give away after. */
 	r = qc_call(fs->conn, m, &rep);
 	if (r < 0) {
 		qc_dir_drop(fs, dir);
 		goto out_err;
-	}
-	if (owned) {
-		struct qc_reply orep;
-
-		r = qc_ops_give_owner(fs, 0, 0, path, name,
-				      m->op == QFT_OP_MKDIR ? QFT_OP_RMDIR :
-				      QFT_OP_UNLINK, uid, gid, &orep);
-		qc_reply_free(&rep);
-		if (r < 0) {
-			qc_dir_drop(fs, dir);
-			goto out_err;
-		}
-		rep = orep;
 	}
 	if (passing)
 		qc_dir_drop(fs, dir);
@@ -291,9 +272,9 @@ void qc_ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 /*
  * commit=async (commit.h): whether a rename may be answered before the
  * server did.  Only when its outcome is known: both directories leased
- * and made by this client (qc_dir_leased_name), writable by the server's
- * user without a sticky bit, the source a file or symlink, and the
- * target absent or not a directory.
+ * and made by this client (qc_dir_leased_name), writable by the user the
+ * server acts as (qc_ops_actor) without a sticky bit, the source a file
+ * or symlink, and the target absent or not a directory.
  */
 static bool rename_predicted(struct qc_fs *fs, struct qn_node *dir,
 			     const char *name, struct qn_node *newdir,
@@ -305,7 +286,7 @@ static bool rename_predicted(struct qc_fs *fs, struct qn_node *dir,
 
 	if (!fs->commit.on || fs->window == 0 || flags)
 		return false;
-	qc_conn_server_ids(fs->conn, &uid, &gid);
+	qc_ops_actor(fs, &uid, &gid);
 	if (!qn_get_attr(&fs->nodes, dir, &da) ||
 	    !qn_get_attr(&fs->nodes, newdir, &na) ||
 	    !qc_ops_may_create_in(&da, uid, gid) ||

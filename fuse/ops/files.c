@@ -46,7 +46,8 @@ static uint64_t open_data_length(struct qc_fs *fs, struct qn_node *n,
 /*
  * Whether an open of node `n` with `flags` may be answered before the
  * server did, with *a the attributes the file has: a read-only open of a
- * regular file the server's user may read, named in a leased directory
+ * regular file the user the server acts as may read (qc_ops_actor; root,
+ * or the owner with read permission), named in a leased directory
  * this client made (rsync opens each file it wrote once more to fchmod
  * it).  Its refusal is reported by the next read, fsync or close.
  */
@@ -62,7 +63,7 @@ static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
 	    (flags & (O_TRUNC | O_APPEND)) || !qc_ops_current_attr(fs, n, a) ||
 	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
 		return false;
-	qc_conn_server_ids(fs->conn, &uid, &gid);
+	qc_ops_actor(fs, &uid, &gid);
 	if (uid != 0 && !(a->uid == uid && (a->mode & S_IRUSR)))
 		return false;
 	if (qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
@@ -172,8 +173,10 @@ static void reply_create(fuse_req_t req, struct qc_fs *fs,
 /*
  * The attributes a file created by `m` in `parent` will have: the mode
  * asked for (the kernel applied the umask, the server applies none), the
- * server's user, and its group or, in a set-group-ID directory, the
- * directory's.  False when that cannot be known.  Anything the server
+ * user the server acts as (the caller on a shared mount, qc_ops_actor),
+ * and its group or, in a set-group-ID directory, the directory's (which
+ * also drops a set-group-ID bit the caller may not keep: then the answer
+ * waits).  False when that cannot be known.  Anything the server
  * does otherwise (a default ACL, a grpid mount) is seen as soon as the
  * kernel asks again, since predictions are given a validity of 0.
  */
@@ -184,10 +187,12 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
 	struct timespec ts;
 	uint32_t uid, gid;
 
-	qc_conn_server_ids(fs->conn, &uid, &gid);
+	qc_ops_actor(fs, &uid, &gid);
 	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
 	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
-	    !qc_ops_may_create_in(&pa, uid, gid))
+	    !qc_ops_may_create_in(&pa, uid, gid) ||
+	    ((m->mode & S_ISGID) && uid != 0 && (pa.mode & S_ISGID) &&
+	     pa.gid != gid))
 		return false;
 	memset(a, 0, sizeof(*a));
 	a->mode = QFT_S_IFREG | m->mode;
@@ -206,10 +211,11 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
  * O_EXCL it may: the kernel asks only for a name it found missing, and
  * were it there after all, the server opens it as an OPEN would have,
  * with any error reported by the next write, fsync or close.  With
- * O_EXCL the answer "created" must never be given for a name that
- * exists, so only when the server holds a lease on the directory and
- * the name is absent from it.  -o window=0 asks for synchronous writes,
- * and gets synchronous creates too.
+ * O_EXCL (which a shared mount sends always, see create_excl) the answer
+ * "created" must never be given for a name that exists, so only when the
+ * server holds a lease on the directory and the name is absent from it.
+ * -o window=0 asks for synchronous writes, and gets synchronous creates
+ * too.
  */
 static bool create_may_pipeline(struct qc_fs *fs, struct qn_node *parent,
 				const char *name, int flags)
@@ -270,6 +276,20 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * Whether a create must not open a name that exists, whatever the caller
+ * asked: on a mount other users share.  The kernel asks to create only
+ * a name it found missing, so it checked the caller's right to the
+ * directory and never to a file that appeared meanwhile (another user's
+ * private one); with O_EXCL the server refuses it, and the kernel, told
+ * ESTALE, looks the name up again and checks the file itself before it
+ * opens it (default_permissions) -- a second check beside the server's.
+ */
+static bool create_excl(struct qc_fs *fs, int flags)
+{
+	return (flags & O_EXCL) || fs->multi_user;
+}
+
 void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		   mode_t mode, struct fuse_file_info *fi)
 {
@@ -282,8 +302,7 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct qn_node *n;
 	struct qft_msg m;
 	uint64_t handle, gen;
-	uint32_t uid, gid;
-	int r, owned;
+	int r;
 
 	if ((r = qc_ops_check_name(name)) < 0 ||
 	    (r = qc_ops_node_path(fs, parent, NULL, path)) < 0)
@@ -292,16 +311,11 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.name, name);
 	m.opflags = qc_file_oflags(fs, fi->flags & ~O_CREAT);
+	if (create_excl(fs, fi->flags))
+		m.opflags |= QFT_O_EXCL;
 	m.mode = mode & 07777;
-	owned = qc_ops_owner_for(req, fs, qc_fs_node(fs, parent), &uid, &gid);
-	if (owned < 0) {
-		r = owned;
-		goto out_err;
-	}
-	/* A file given to its maker is answered with its owner: no
-	 * prediction (multi-user mounts are not the tree-copy path). */
-	if (!owned &&
-	    create_may_pipeline(fs, qc_fs_node(fs, parent), name, fi->flags) &&
+	if (create_may_pipeline(fs, qc_fs_node(fs, parent), name,
+				create_excl(fs, fi->flags) ? O_EXCL : 0) &&
 	    predict_create(fs, qc_fs_node(fs, parent), &m, &a)) {
 		create_pipelined(req, fs, parent, name, &m, &a, fi);
 		return;
@@ -316,20 +330,11 @@ void qc_ops_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		/* The name exists after all, or may (a lost reply). */
 		qc_dir_drop(fs, qc_fs_node(fs, parent));
 		r = qc_conn_user_err(r);
+		/* The caller did not ask for O_EXCL: the kernel looks the
+		 * name up again and opens what it finds (create_excl). */
+		if (r == -EEXIST && !(fi->flags & O_EXCL))
+			r = -ESTALE;
 		goto out_free_file;
-	}
-	if (owned) {
-		struct qc_reply orep;
-
-		r = qc_ops_give_owner(fs, gen, handle, path, name,
-				       QFT_OP_UNLINK, uid, gid, &orep);
-		qc_reply_free(&rep);
-		if (r < 0) {
-			qc_dir_drop(fs, qc_fs_node(fs, parent));
-			qc_file_close(fs, f);
-			goto out_err;
-		}
-		rep = orep;
 	}
 	qc_dir_note_entry(fs, qc_fs_node(fs, parent), name, &rep.msg.attr);
 

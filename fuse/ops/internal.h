@@ -4,7 +4,9 @@
  * holds the table (qc_ops) that names the callbacks of the other files:
  *
  *   common.c   a node's path, who may create, attributes to predict from,
- *              the owner of what a caller makes
+ *              whom the server acts as
+ *   caller.c   the caller each callback acts for (the table names its
+ *              wrappers, which call the callbacks below)
  *   entries.c  lookup, forget, mknod, mkdir, symlink, link, unlink, rmdir,
  *              rename
  *   attrs.c    getattr, setattr, readlink, statfs
@@ -59,8 +61,9 @@ int qc_ops_check_name(const char *name);
 int qc_ops_node_path(struct qc_fs *fs, fuse_ino_t ino, const char *name,
 		     char *buf);
 
-/* Whether the server's user (uid, gid) may create in a directory with
- * attributes `pa`, as far as its mode bits tell. */
+/* Whether the user the server acts as (uid, gid: qc_ops_actor) may
+ * create in a directory with attributes `pa`, as far as its mode bits
+ * tell. */
 bool qc_ops_may_create_in(const struct qft_attr *pa, uint32_t uid,
 			  uint32_t gid);
 
@@ -68,19 +71,68 @@ bool qc_ops_may_create_in(const struct qft_attr *pa, uint32_t uid,
 bool qc_ops_current_attr(struct qc_fs *fs, struct qn_node *n,
 			 struct qft_attr *a);
 
-/* The owner an object the caller of `req` makes in `parent` must be
- * given: 1 with *uid, *gid set, 0 when the server's user is right, or
- * -EPERM. */
-int qc_ops_owner_for(fuse_req_t req, struct qc_fs *fs, struct qn_node *parent,
-		     uint32_t *uid, uint32_t *gid);
+/*
+ * Whom the server acts as for this thread's requests, as the server
+ * knows them: the caller (caller.c) on a mount whose server acts as each
+ * caller, else the server's own user.  Who owns what a request makes,
+ * and whose rights a prediction must assume.
+ */
+void qc_ops_actor(struct qc_fs *fs, uint32_t *uid, uint32_t *gid);
 
-/* Gives the object just made at dir/name that owner (through `handle`
- * when not 0, on link `gen`); *rep is then its attributes, for the
- * caller to free.  On failure the object is removed (remove_op) and the
- * error returned. */
-int qc_ops_give_owner(struct qc_fs *fs, uint64_t gen, uint64_t handle,
-		      const char *dir, const char *name, uint16_t remove_op,
-		      uint32_t uid, uint32_t gid, struct qc_reply *rep);
+/* --- caller.c --- */
+
+/*
+ * The caller of `req` as the server must know it (caller.c): 0, or
+ * -EACCES when its groups cannot be known exactly.
+ */
+int qc_caller_of(fuse_req_t req, struct qc_fs *fs, struct qft_cred *c);
+
+/*
+ * The file system ids and groups in the text of /proc/TID/status: 0,
+ * -EINVAL when a line is missing or malformed, -E2BIG for more than
+ * QFT_MAX_GROUPS groups.  Pure: tests/unit/test_caller.c calls it.
+ */
+int qc_caller_parse_status(const char *text, uint32_t *fsuid,
+			   uint32_t *fsgid, struct qft_cred *c);
+
+/* The wrappers the table names: each sets its caller, then calls the
+ * callback of the same name (qc_ops_*). */
+void qc_caller_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_caller_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi);
+void qc_caller_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int valid, struct fuse_file_info *fi);
+void qc_caller_readlink(fuse_req_t req, fuse_ino_t ino);
+void qc_caller_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev);
+void qc_caller_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode);
+void qc_caller_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_caller_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void qc_caller_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name);
+void qc_caller_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags);
+void qc_caller_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname);
+void qc_caller_open(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi);
+void qc_caller_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi);
+void qc_caller_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi);
+void qc_caller_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi);
+void qc_caller_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi);
+void qc_caller_statfs(fuse_req_t req, fuse_ino_t ino);
+void qc_caller_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags);
+void qc_caller_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size);
+void qc_caller_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void qc_caller_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* --- the callbacks, each answering its request exactly once --- */
 

@@ -2,7 +2,9 @@
 /*
  * FUSE low-level operations over the protocol (see ops.h): what the
  * session asks of the kernel at init, and the table of callbacks, which
- * live in the files ops/internal.h lists, one per kind.
+ * live in the files ops/internal.h lists, one per kind.  Those that can
+ * reach the server with a path go through caller.c, which sets the
+ * caller they act for.
  */
 #include <fuse_lowlevel.h>
 
@@ -56,35 +58,35 @@ static void qc_init(void *userdata, struct fuse_conn_info *conn)
 
 const struct fuse_lowlevel_ops qc_ops = {
 	.init         = qc_init,
-	.lookup       = qc_ops_lookup,
+	.lookup       = qc_caller_lookup,
 	.forget       = qc_ops_forget,
 	.forget_multi = qc_ops_forget_multi,
-	.getattr      = qc_ops_getattr,
-	.setattr      = qc_ops_setattr,
-	.readlink     = qc_ops_readlink,
-	.mknod        = qc_ops_mknod,
-	.mkdir        = qc_ops_mkdir,
-	.unlink       = qc_ops_unlink,
-	.rmdir        = qc_ops_rmdir,
-	.symlink      = qc_ops_symlink,
-	.rename       = qc_ops_rename,
-	.link         = qc_ops_link,
-	.open         = qc_ops_open,
-	.create       = qc_ops_create,
+	.getattr      = qc_caller_getattr,
+	.setattr      = qc_caller_setattr,
+	.readlink     = qc_caller_readlink,
+	.mknod        = qc_caller_mknod,
+	.mkdir        = qc_caller_mkdir,
+	.unlink       = qc_caller_unlink,
+	.rmdir        = qc_caller_rmdir,
+	.symlink      = qc_caller_symlink,
+	.rename       = qc_caller_rename,
+	.link         = qc_caller_link,
+	.open         = qc_caller_open,
+	.create       = qc_caller_create,
 	.read         = qc_ops_read,
 	.write        = qc_ops_write,
 	.flush        = qc_ops_flush,
 	.release      = qc_ops_release,
 	.fsync        = qc_ops_fsync,
-	.opendir      = qc_ops_opendir,
-	.readdir      = qc_ops_readdir,
-	.readdirplus  = qc_ops_readdirplus,
+	.opendir      = qc_caller_opendir,
+	.readdir      = qc_caller_readdir,
+	.readdirplus  = qc_caller_readdirplus,
 	.releasedir   = qc_ops_releasedir,
 	.fsyncdir     = qc_ops_fsync,
-	.statfs       = qc_ops_statfs,
-	.setxattr     = qc_ops_setxattr,
-	.getxattr     = qc_ops_getxattr,
-	.listxattr    = qc_ops_listxattr,
-	.removexattr  = qc_ops_removexattr,
+	.statfs       = qc_caller_statfs,
+	.setxattr     = qc_caller_setxattr,
+	.getxattr     = qc_caller_getxattr,
+	.listxattr    = qc_caller_listxattr,
+	.removexattr  = qc_caller_removexattr,
 	.fallocate    = qc_ops_fallocate,
 };

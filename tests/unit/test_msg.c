@@ -309,6 +309,14 @@ static void cmp_msg(const struct qft_msg *e, const struct qft_msg *g)
 	CHECK(blob_same(e->data, g->data));
 	CHECK(attr_same(&e->attr, &g->attr));
 	CHECK(statfs_same(&e->st, &g->st));
+	if (e->flags & QFT_F_CRED) {
+		CHECK_EQ(g->cred.uid, e->cred.uid);
+		CHECK_EQ(g->cred.gid, e->cred.gid);
+		CHECK_EQ(g->cred.ngroups, e->cred.ngroups);
+		for (uint32_t i = 0; i < e->cred.ngroups &&
+		     i < QFT_MAX_GROUPS; i++)
+			CHECK_EQ(g->cred.groups[i], e->cred.groups[i]);
+	}
 }
 
 /*
@@ -904,11 +912,14 @@ static void test_header(void)
 		qbuf_free(&b);
 	}
 
-	/* Unknown frame flags. */
+	/* Unknown frame flags (CRED, valid on a request, has its own test:
+	 * test_cred_codec). */
 	for (int bit = 1; bit < 16; bit++) {
 		struct qft_msg req;
 		struct qbuf b;
 
+		if ((1u << bit) == QFT_F_CRED)
+			continue;
 		check_ctx("frame flag bit %d", bit);
 		fill(&req, &specs[QFT_OP_CLOSE - 1], false);
 		req.flags = (uint16_t)(1u << bit);
@@ -2650,6 +2661,232 @@ static void test_notify_codec(void)
 	check_ctx("%s", "");
 }
 
+/* A caller with `n` groups, all ids distinct and non-trivial. */
+static void set_cred(struct qft_msg *m, uint32_t n)
+{
+	m->flags |= QFT_F_CRED;
+	m->cred.uid = 0xfffffffeu;   /* the largest valid id */
+	m->cred.gid = 1000 + n;
+	m->cred.ngroups = n;
+	for (uint32_t i = 0; i < n && i < QFT_MAX_GROUPS; i++)
+		m->cred.groups[i] = 0x10000u * i + 7;
+}
+
+/* Decodes the frame in `w` from an exact heap copy, which lives (as
+ * *m's strings point into it) until the next call; NULL frees it. */
+static int decode_wr(const struct wr *w, struct qft_msg *m)
+{
+	static uint8_t *copy;
+
+	free(copy);
+	copy = NULL;
+	if (!w)
+		return 0;
+	copy = dup_exact(w->b, w->n);
+	return qft_msg_decode(m, copy, w->n);
+}
+
+/*
+ * QFT_F_CRED (QFT_FEAT_CRED): the caller's fsuid, fsgid and groups before
+ * a request's fields.  Every request carries it with 0, 1 and the most
+ * groups; the bytes are pinned; a count over the limit is malformed, an
+ * id of (uint32_t)-1 invalid, and the flag anywhere but on a request
+ * (replies, HELLO, RESUME, NOTIFY, PROGRESS) malformed.  Frames are kept
+ * for the truncation and garbage tests, so every cut inside the
+ * credential is checked too.
+ */
+static void test_cred_codec(void)
+{
+	static const uint32_t counts[] = { 0, 1, 2, QFT_MAX_GROUPS };
+	struct qft_msg m, got;
+	struct qbuf b;
+	struct wr w;
+	size_t len;
+
+	for (size_t i = 0; i < NSPECS; i++) {
+		const struct op_spec *sp = &specs[i];
+
+		if (sp->op == QFT_OP_HELLO)
+			continue;
+		for (size_t k = 0; k < NELEM(counts); k++) {
+			check_ctx("%s with %u groups", sp->name, counts[k]);
+			fill(&m, sp, false);
+			set_cred(&m, counts[k]);
+			CHECK_EQ(roundtrip(&m), 0);
+			if (k == 2 && (sp->op == QFT_OP_LSTAT ||
+				       sp->op == QFT_OP_CREATE ||
+				       sp->op == QFT_OP_CLOSE))
+				keep_frame(&m, "with cred");
+		}
+	}
+
+	/* The most groups and the largest WRITE still fit a frame. */
+	check_ctx("1 MiB WRITE with cred");
+	fill(&m, &specs[QFT_OP_WRITE - 1], false);
+	m.offset = 0;
+	m.data = (struct qft_blob){ pattern, QFT_MAX_DATA };
+	set_cred(&m, QFT_MAX_GROUPS);
+	CHECK_EQ(roundtrip(&m), 0);
+
+	check_ctx("golden LSTAT with cred");
+	qft_msg_init(&m, QFT_OP_LSTAT, 21);
+	m.path = S("a");
+	m.flags = QFT_F_CRED;
+	m.cred.uid = 1000;
+	m.cred.gid = 100;
+	m.cred.ngroups = 2;
+	m.cred.groups[0] = 4;
+	m.cred.groups[1] = 27;
+	whdr(&w, QFT_OP_LSTAT, QFT_F_CRED, 21);
+	wput(&w, 1000, 4);
+	wput(&w, 100, 4);
+	wput(&w, 2, 4);
+	wput(&w, 4, 4);
+	wput(&w, 27, 4);
+	wstr(&w, "a");
+	wdone(&w);
+	check_golden(&m, &w);
+	CHECK_EQ(decode_wr(&w, &got), 0);
+	CHECK_EQ(got.flags, QFT_F_CRED);
+	CHECK(got.cred.uid == 1000 && got.cred.gid == 100 &&
+	      got.cred.ngroups == 2 && got.cred.groups[0] == 4 &&
+	      got.cred.groups[1] == 27);
+	CHECK(str_same(got.path, S("a")));
+
+	/* Without the flag nothing is read or written for it. */
+	check_ctx("no cred");
+	m.flags = 0;
+	whdr(&w, QFT_OP_LSTAT, 0, 21);
+	wstr(&w, "a");
+	wdone(&w);
+	check_golden(&m, &w);
+
+	/* More groups than the limit: a length out of range, whatever
+	 * follows (and nothing is read for them). */
+	static const uint32_t over[] = { QFT_MAX_GROUPS + 1, 0x10000u,
+					 UINT32_MAX };
+	for (size_t k = 0; k < NELEM(over); k++) {
+		check_ctx("%u groups on the wire", over[k]);
+		whdr(&w, QFT_OP_LSTAT, QFT_F_CRED, 22);
+		wput(&w, 1, 4);
+		wput(&w, 1, 4);
+		wput(&w, over[k], 4);
+		for (int g = 0; g < 70; g++)
+			wput(&w, 5, 4);
+		wstr(&w, "");
+		wdone(&w);
+		CHECK_EQ(decode_wr(&w, &got), -EBADMSG);
+	}
+	/* Exactly the limit on the wire decodes. */
+	check_ctx("%u groups on the wire", QFT_MAX_GROUPS);
+	whdr(&w, QFT_OP_LSTAT, QFT_F_CRED, 22);
+	wput(&w, 1, 4);
+	wput(&w, 1, 4);
+	wput(&w, QFT_MAX_GROUPS, 4);
+	for (uint32_t g = 0; g < QFT_MAX_GROUPS; g++)
+		wput(&w, g, 4);
+	wstr(&w, "");
+	wdone(&w);
+	CHECK_EQ(decode_wr(&w, &got), 0);
+	CHECK_EQ(got.cred.groups[QFT_MAX_GROUPS - 1], QFT_MAX_GROUPS - 1);
+	/* The count says more groups than the frame holds. */
+	check_ctx("groups cut short");
+	whdr(&w, QFT_OP_PING, QFT_F_CRED, 23);
+	wput(&w, 1, 4);
+	wput(&w, 1, 4);
+	wput(&w, 3, 4);
+	wput(&w, 9, 4);
+	wput(&w, 9, 4);
+	wdone(&w);
+	CHECK_EQ(decode_wr(&w, &got), -EBADMSG);
+
+	/* (uint32_t)-1 is no id: invalid in every place, both ways. */
+	for (int where = 0; where < 3; where++) {
+		check_ctx("id -1 as %s", where == 0 ? "uid" :
+			  where == 1 ? "gid" : "a group");
+		fill(&m, &specs[QFT_OP_MKDIR - 1], false);
+		set_cred(&m, 3);
+		if (where == 0)
+			m.cred.uid = UINT32_MAX;
+		else if (where == 1)
+			m.cred.gid = UINT32_MAX;
+		else
+			m.cred.groups[2] = UINT32_MAX;
+		qbuf_init(&b, FRAME_LIMIT);
+		CHECK_EQ(qbuf_put_u8(&b, 0xaa), 0);
+		CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+		CHECK_EQ(b.len, 1);
+		qbuf_free(&b);
+		whdr(&w, QFT_OP_UNLINK, QFT_F_CRED, 24);
+		wput(&w, where == 0 ? UINT32_MAX : 0, 4);
+		wput(&w, where == 1 ? UINT32_MAX : 0, 4);
+		wput(&w, 1, 4);
+		wput(&w, where == 2 ? UINT32_MAX : 0, 4);
+		wstr(&w, "");
+		wstr(&w, "n");
+		wdone(&w);
+		CHECK_EQ(decode_wr(&w, &got), -EINVAL);
+	}
+	/* A count over the limit is refused by the encoder too. */
+	check_ctx("encode %u groups", QFT_MAX_GROUPS + 1);
+	fill(&m, &specs[QFT_OP_LSTAT - 1], false);
+	set_cred(&m, QFT_MAX_GROUPS);
+	m.cred.ngroups = QFT_MAX_GROUPS + 1;
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+	CHECK_EQ(b.len, 0);
+
+	/* Only requests carry one, and not the first frame. */
+	check_ctx("cred on a reply");
+	fill(&m, &specs[QFT_OP_LSTAT - 1], true);
+	set_cred(&m, 1);
+	CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+	CHECK_EQ(b.len, 0);
+	whdr(&w, QFT_OP_PING, QFT_F_REPLY | QFT_F_CRED, 25);
+	wput(&w, 1, 4);
+	wput(&w, 1, 4);
+	wput(&w, 0, 4);
+	wput(&w, 0, 4);
+	wdone(&w);
+	CHECK_EQ(decode_wr(&w, &got), -EBADMSG);
+	static const uint16_t first[] = { QFT_OP_HELLO, QFT_OP_RESUME };
+	for (size_t k = 0; k < NELEM(first); k++) {
+		check_ctx("cred on %s", qft_op_name(first[k]));
+		qft_msg_init(&m, first[k], 26);
+		m.magic = QFT_MAGIC;
+		m.version = QFT_VERSION;
+		set_cred(&m, 0);
+		len = b.len;
+		CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+		CHECK_EQ(b.len, len);
+		m.flags = 0;
+		CHECK_EQ(qft_msg_encode(&b, &m), 0);
+		qft_store16(b.data + 6, QFT_F_CRED);
+		{
+			struct qft_hdr h;
+			uint8_t *p = dup_exact(b.data, b.len);
+
+			CHECK_EQ(qft_hdr_decode(&h, p, b.len), -EBADMSG);
+			CHECK_EQ(qft_msg_decode(&got, p, b.len), -EBADMSG);
+			free(p);
+		}
+		qbuf_reset(&b);
+	}
+	check_ctx("cred on NOTIFY and PROGRESS");
+	qft_msg_init_notify(&m, 5, QFT_NOTIFY_CHANGED, "x", 1);
+	m.flags |= QFT_F_CRED;
+	CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+	whdr(&w, QFT_OP_PROGRESS, QFT_F_PROGRESS | QFT_F_CRED, 27);
+	wput(&w, 1, 4);
+	wput(&w, 1, 4);
+	wput(&w, 0, 4);
+	wdone(&w);
+	CHECK_EQ(decode_wr(&w, &got), -EBADMSG);
+	decode_wr(NULL, NULL);
+	qbuf_free(&b);
+	check_ctx("%s", "");
+}
+
 /* SYNCFS: no fields either way; any byte after the header is garbage. */
 static void test_syncfs_codec(void)
 {
@@ -3095,6 +3332,7 @@ int main(void)
 	test_resume_codec();
 	test_bootid_codec();
 	test_readdir_watch_flags();
+	test_cred_codec();
 	test_truncation();
 	test_header();
 	test_name_path_valid();

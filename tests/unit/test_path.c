@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit test of the inode numbers the server shows (server/path.c,
- * srv_path_ino): those of the root's device unchanged, those of other
+ * Unit test of server/path.c: the inode numbers the server shows
+ * (srv_path_ino): those of the root's device unchanged, those of other
  * devices told apart from it and from each other by their high half,
- * with the low half kept.
+ * with the low half kept; and the one rule both resolvers follow
+ * (openat2 and the component walk): no symlink is followed anywhere on a
+ * path, with ELOOP from either, and OPEN reaches only regular files and
+ * directories (srv_path_reopen).
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +34,110 @@ static int cmp_u64(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+static int make_tree(char *dir, size_t size)
+{
+	int fd;
+
+	snprintf(dir, size, "/tmp/qftfs-test-path-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (mkdirat(fd, "d", 0755) < 0 ||
+	    close(openat(fd, "d/x", O_CREAT | O_WRONLY | O_CLOEXEC, 0644)) < 0 ||
+	    symlinkat("d", fd, "ld") < 0 || symlinkat("d/x", fd, "lf") < 0 ||
+	    symlinkat("/", fd, "abs") < 0 || mkfifoat(fd, "fifo", 0666) < 0)
+		return -1;
+	return fd;
+}
+
+static void remove_tree(int fd, const char *dir)
+{
+	static const char *const names[] = { "d/x", "ld", "lf", "abs",
+					     "fifo" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unlinkat(fd, names[i], 0);
+	unlinkat(fd, "d", AT_REMOVEDIR);
+	close(fd);
+	rmdir(dir);
+}
+
+/* The file type of what `fd` is, closing it; or the negative errno. */
+static int type_of(int fd)
+{
+	struct stat st;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
+		st.st_mode = 0;
+	close(fd);
+	return (int)(st.st_mode & S_IFMT);
+}
+
+/* Both resolvers, one rule (issue 18, finding 8). */
+static void test_resolvers(void)
+{
+	char dir[64];
+	const char *name;
+	int fd = make_tree(dir, sizeof(dir));
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	for (int walk = 0; walk < 2; walk++) {
+		struct srv_root r;
+		int pfd;
+
+		srv_path_init(&r, fd, walk);
+		check_ctx("%s", walk ? "walk" : "openat2 (where there is one)");
+		CHECK_EQ(type_of(srv_path_open(&r, "d/x", O_RDONLY)), S_IFREG);
+		/* A symlink on the way, inside the root or out of it. */
+		CHECK_EQ(srv_path_open(&r, "ld/x", O_RDONLY), -ELOOP);
+		CHECK_EQ(srv_path_open(&r, "ld/x", O_PATH), -ELOOP);
+		CHECK_EQ(srv_path_open(&r, "abs/etc", O_PATH), -ELOOP);
+		pfd = srv_path_open_parent(&r, "ld/x/y", &name);
+		CHECK_EQ(pfd, -ELOOP);
+		if (pfd >= 0)
+			close(pfd);
+		/* As the last component of a directory's path, what
+		 * O_DIRECTORY | O_NOFOLLOW says of a symlink. */
+		CHECK_EQ(srv_path_open_dir(&r, "ld"), -ENOTDIR);
+		pfd = srv_path_open_parent(&r, "ld/x", &name);
+		CHECK_EQ(pfd, -ENOTDIR);
+		if (pfd >= 0)
+			close(pfd);
+		/* The final one: the link itself with O_PATH, else ELOOP. */
+		CHECK_EQ(type_of(srv_path_open(&r, "lf", O_PATH)), S_IFLNK);
+		CHECK_EQ(srv_path_open(&r, "lf", O_RDONLY), -ELOOP);
+		/* A file where a directory should be. */
+		CHECK_EQ(srv_path_open(&r, "d/x/y", O_RDONLY), -ENOTDIR);
+		/* OPEN's data opens: files and directories only. */
+		CHECK_EQ(type_of(srv_path_open_data(&r, "d/x", O_RDWR)),
+			 S_IFREG);
+		CHECK_EQ(type_of(srv_path_open_data(&r, "d",
+						    O_RDONLY | O_DIRECTORY)),
+			 S_IFDIR);
+		CHECK_EQ(srv_path_open_data(&r, "lf", O_RDONLY), -ELOOP);
+		CHECK_EQ(srv_path_open_data(&r, "fifo", O_RDONLY), -ENXIO);
+		CHECK_EQ(srv_path_open_data(&r, "fifo", O_WRONLY), -ENXIO);
+	}
+	/* Had the FIFO been opened for reading by any of the above, and
+	 * kept so, a writer would find a reader; it finds none. */
+	check_ctx("fifo never opened");
+	{
+		int w = openat(fd, "fifo", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+		CHECK(w < 0 && errno == ENXIO);
+		if (w >= 0)
+			close(w);
+	}
+	check_ctx("%s", "");
+	remove_tree(fd, dir);
 }
 
 int main(void)
@@ -89,5 +198,6 @@ int main(void)
 	CHECK_EQ(a.ino, srv_path_ino((uint64_t)st.st_dev, 4242));
 	CHECK(a.ino != 4242);
 	close(fd);
+	test_resolvers();
 	return check_exit("test_path");
 }
