@@ -148,6 +148,14 @@ def test_upload_across_server_kill(lab, mounter, tmp_path, served, home):
     new server, carries the session over, and cp exits 0 with every
     byte on the server."""
     m = mount_with(mounter, lab, home, served)
+    # Resumed once first: a resumed link still knows its host's boot.
+    with open(P(m.mnt, 'before'), 'wb') as f:
+        f.write(b'x')
+    lab.reset_tcp()
+    os.stat(P(m.mnt, 'before'))
+    with open(P(m.mnt, 'before'), 'rb') as f:
+        assert f.read() == b'x'
+    wait_for(lambda: 'session resumed' in m.log(), 30, 'the resume')
     t0 = time.monotonic()
     cp = upload_across_kill(m, tmp_path, served)
     assert cp.rc == 0, 'cp failed across a server kill: %s\n%s' % (

@@ -33,7 +33,8 @@ import util
 from util import MiB
 
 from netns import lab  # noqa: F401
-from test_faults import home, kill_servers, served  # noqa: F401
+from test_faults import (home, kill_servers, served,  # noqa: F401
+                         server_pids, wait_for)
 
 P = os.path.join
 
@@ -156,6 +157,11 @@ def test_soak_outages(lab, mounter, tmp_path, served, home):
             elif kind == 'reset':
                 lab.reset_tcp()
             else:
+                # The server the last kill's carry-over starts may not
+                # be up yet: the kill is of the next one.
+                wait_for(lambda: server_pids(served), 60,
+                         'a server to kill (the last one was killed)')
+                t0 = time.time()
                 kill_servers(served)
             faults.append((t0, time.time(), kind))
             assert m.proc.poll() is None, \

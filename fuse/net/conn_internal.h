@@ -180,7 +180,8 @@ struct link {
 	 * (resume.c).  Set by the handshake, before the readers start. */
 	bool resume;
 	/* The server host's boot id from the bulk HELLO reply ("" when it
-	 * told none): set by the handshake, then immutable. */
+	 * told none), or for a resumed link the session's: set by the
+	 * handshake, before the readers start, then immutable. */
 	char boot_id[QFT_MAX_BOOT_ID + 1];
 };
 

@@ -427,6 +427,10 @@ static int attempt(struct qc_conn *c, struct link **out, bool *lost_notify)
 		return r;
 	}
 	l->resume = true;
+	/* RESUME tells no boot: the server is the one whose HELLO did. */
+	pthread_mutex_lock(&c->lock);
+	memcpy(l->boot_id, c->rs.boot_id, sizeof(l->boot_id));
+	pthread_mutex_unlock(&c->lock);
 	*out = l;
 	return 0;
 }
