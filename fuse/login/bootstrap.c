@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* From host:dir to an authenticated data plane (see bootstrap.h). */
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -230,8 +231,7 @@ static char *build_command(const char *server, const char *dir, bool follow,
 	return cmd;
 }
 
-/* "QFTFS <version> <port>", nothing more, nothing less. */
-static int parse_greeting(const char *line, unsigned *version, unsigned *port)
+int qc_boot_parse_greeting(const char *line, unsigned *version, unsigned *port)
 {
 	const char *p = line;
 	unsigned long v[2];
@@ -252,7 +252,8 @@ static int parse_greeting(const char *line, unsigned *version, unsigned *port)
 		if (i == 0 && *p++ != ' ')
 			return -EPROTO;
 	}
-	if (*p || v[1] > 65535)
+	/* Ten digits may exceed an unsigned: refused, not wrapped. */
+	if (*p || v[0] > UINT_MAX || v[1] > 65535)
 		return -EPROTO;
 	*version = (unsigned)v[0];
 	*port = (unsigned)v[1];
@@ -497,7 +498,7 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 			qc_ssh_host(b->ssh), strerror(-r));
 		goto out_wipe;
 	}
-	if (r < 0 || parse_greeting(line, &version, &port) < 0)
+	if (r < 0 || qc_boot_parse_greeting(line, &version, &port) < 0)
 		goto out_bad_line;
 	if (version != QFT_VERSION) {
 		qft_err("qftfs-server on %s speaks protocol version %u, this "
