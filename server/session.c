@@ -97,7 +97,7 @@ static int hexval(char c)
  * Reads exactly the secret line and nothing after it: in the tunnel the
  * client's handshake follows on the same stream.
  */
-static int read_secret(int fd, uint8_t secret[QFT_SECRET_SIZE])
+int srv_session_read_secret(int fd, uint8_t secret[QFT_SECRET_SIZE])
 {
 	int64_t deadline = now_ms() + SECRET_TIMEOUT_MS;
 	char line[SECRET_LINE];
@@ -512,7 +512,7 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 		qft_warn("cannot make the process non-dumpable: %s",
 			 strerror(errno));
 
-	r = read_secret(in_fd, secret);
+	r = srv_session_read_secret(in_fd, secret);
 	if (r < 0)
 		return r;
 	session_listen(&lfd, &port);
