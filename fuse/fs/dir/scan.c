@@ -152,6 +152,17 @@ static int scan_reply(struct scan *sc, const struct qft_blob *data)
 	if (r >= 0)
 		r = scan_take(sc, data);
 	if (r < 0) {
+		/* Before install no directory has a node: what the others
+		 * took is freed here, or it would leak with every malformed
+		 * reply a server sends. */
+		for (size_t i = 1; i < sc->nd; i++) {
+			struct sdir *sd = &sc->d[i];
+
+			for (size_t j = 0; j < sd->n; j++)
+				free(sd->e[j].name);
+			free(sd->e);
+			free(sd->name);
+		}
 		sc->nd = sc->nd ? 1 : 0;
 		sc->d[0].complete = false;
 		return -EPROTO;
