@@ -26,6 +26,7 @@
 #include "io.h"
 #include "log.h"
 #include "ops.h"
+#include "procfs.h"
 #include "pulse.h"
 #include "scan.h"
 #include "watch.h"
@@ -257,6 +258,8 @@ static int chmod_at(int dfd, const char *name, bool follow, mode_t mode)
 	struct stat st;
 	int fd, ret = 0;
 
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
 	fd = openat(dfd, name, O_PATH | (follow ? 0 : O_NOFOLLOW) | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -1140,8 +1143,11 @@ static int op_fallocate(struct srv *s, const struct qft_msg *req,
 static int xattr_open(struct srv *s, const char *path,
 		      char proc[SRV_PROC_FD_MAX])
 {
-	int fd = srv_path_open_object(&s->root, path);
+	int fd;
 
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
+	fd = srv_path_open_object(&s->root, path);
 	if (fd >= 0)
 		srv_path_proc_fd(proc, fd);
 	return fd;
