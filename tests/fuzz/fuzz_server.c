@@ -77,6 +77,7 @@
 #include "loop.h"
 #include "msg.h"
 #include "path.h"
+#include "procfs.h"
 #include "protocol.h"
 #include "srv.h"
 
@@ -387,6 +388,10 @@ static void setup(void)
 	qft_log_init("fuzz_server", getenv("QFTFS_FUZZ_DEBUG") ?
 		     QFT_LOG_DEBUG : QFT_LOG_ERR);
 
+	/* Asked once per process, and the first asking decides: here,
+	 * before a server thread in follow mode (chrooted into the jail,
+	 * where /proc is not procfs) could. */
+	FUZZ_CHECK(srv_procfs_ok());
 	remove_stale_jails();
 	snprintf(g.jail, sizeof(g.jail), "/tmp/qftfs-fuzz-%ld-XXXXXX",
 		 (long)getpid());
