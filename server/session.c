@@ -629,10 +629,10 @@ static int accept_one(struct srv_session *ss, int lfd, int64_t deadline,
 		}
 		p[0].fd = w.notify[0];
 		p[0].events = POLLIN;
-		/* With every slot busy the listener's POLLHUP (stop) waits
-		 * for a handshake to end: 5 s at most. */
-		p[1].fd = srv_gate_room(&w.gate) ? lfd : -1;
-		p[1].events = POLLIN;
+		/* With every slot busy no connection is taken, but the
+		 * listener's POLLHUP (stop) still wakes us. */
+		p[1].fd = lfd;
+		p[1].events = srv_gate_room(&w.gate) ? POLLIN : 0;
 		if (poll(p, 2, (int)left) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -645,7 +645,7 @@ static int accept_one(struct srv_session *ss, int lfd, int64_t deadline,
 			r = -ECANCELED;         /* shut down by stop */
 			break;
 		}
-		if (p[1].revents)
+		if (p[1].revents & POLLIN)
 			hs_start(&w, lfd);
 	}
 	if (winner) {
