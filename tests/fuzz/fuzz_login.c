@@ -359,8 +359,12 @@ static void idmap(const uint8_t *data, size_t size)
 		s = piece(&p, end, &len);
 		if (!s || !(sel & (4 << i)))
 			continue;
-		opt[i] = strndup(s, len);
+		/* Not strndup: the piece may end where the input does, and
+		 * some sanitizers check one byte past `len` there. */
+		opt[i] = malloc(len + 1);
 		FUZZ_CHECK(opt[i] != NULL);
+		memcpy(opt[i], s, len);
+		opt[i][len] = '\0';
 	}
 	o.uid = opt[0];
 	o.gid = opt[1];
