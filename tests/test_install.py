@@ -353,35 +353,42 @@ def _chown_tree(top, uid):
             os.chown(P(d, f), uid, uid)
 
 
-def test_cache_of_another_user_not_trusted(remote, mounter, tmp_path):
+@pytest.mark.parametrize('via', ['XDG_CACHE_HOME', 'HOME'])
+def test_cache_of_another_user_not_trusted(remote, mounter, tmp_path, via):
     """Issue 18, finding 5: with the cache in a directory another user
     owns (HOME=/tmp, a shared service home) and no digest tool on the
     host, a same-size fake planted there by that user ran as the mounting
     user.  Now the directory is passed over with a note saying why, the
     server is installed into a temp directory of the user's own, and the
-    fake never runs."""
+    fake never runs.  The other user's directory is the cache's parent
+    ($XDG_CACHE_HOME) or the home above ~/.cache ($HOME)."""
     need_native()
     if os.geteuid() != 0:
         pytest.skip('planting files owned by another user needs root')
     other = 65534
     evil = tmp_path / 'evil-home'
+    cache = evil if via == 'XDG_CACHE_HOME' else evil / '.cache'
     size = os.path.getsize(own_server())
     marker = str(tmp_path / 'fake-ran')
-    fake = P(str(evil), 'qftfs', '%s-x86_64' % version(), 'qftfs-server')
+    fake = P(str(cache), 'qftfs', '%s-x86_64' % version(), 'qftfs-server')
     _plant_fake(fake, marker, size)
     _chown_tree(str(evil), other)
     os.chmod(str(evil), 0o755)
     tmp = tmp_path / 'tmp'
     tmp.mkdir()
-    s = remote({'XDG_CACHE_HOME': str(evil), 'TMPDIR': str(tmp)},
-               path=_size_only_path(tmp_path))
+    env = {'TMPDIR': str(tmp)}
+    if via == 'HOME':
+        env.update({'HOME': str(evil), 'XDG_CACHE_HOME': ''})
+    else:
+        env['XDG_CACHE_HOME'] = str(evil)
+    s = remote(env, path=_size_only_path(tmp_path))
     served = served_dir(tmp_path)
     m = mount(mounter, s, served)
     check_copy(m, served)
     stop(m, served)
     assert not os.path.exists(marker), 'the planted fake ran'
     log = m.log()
-    assert 'not using %s/qftfs for the server cache' % evil in log, log
+    assert 'not using %s/qftfs for the server cache' % cache in log, log
     assert 'belongs to uid %d' % other in log, log
     cached = P(str(tmp), 'qftfs-%d' % os.getuid(), '%s-x86_64' % version(),
                'qftfs-server')
