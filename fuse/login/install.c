@@ -119,6 +119,8 @@ static const char script[] =
 	"      y=\"$e is not writable\"\n"
 	"    fi\n"
 	"  fi\n"
+	"  [ \"$d\" = \"$c\" ] && [ -z \"$HOME$XDG_CACHE_HOME\" ] && "
+	"y=\"HOME is not set, and $y\"\n"
 	"  w=\"$w; $y\"\n"
 	"  [ \"$d\" = \"$c\" ] && say \"NOTE not using $c for the server cache: "
 	"$y\"\n"
