@@ -33,6 +33,7 @@
  *  - mode 3: a setup that succeeded maps every id through its tables
  *    both ways without failing other than with EPERM.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -75,7 +76,7 @@ static void put(const char *path, const void *p, size_t n)
 
 static void rm_rf(const char *path)
 {
-	char cmd[160];
+	char cmd[400];
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
 	(void)!system(cmd);
@@ -86,11 +87,38 @@ static void cleanup(void)
 	rm_rf(g.dir);
 }
 
+/*
+ * Removes the directories of fuzz_login processes that are gone: a crash
+ * ends them with abort(), and libFuzzer's -max_total_time with _Exit,
+ * neither of which runs atexit().  A live one's is never touched.
+ */
+static void remove_stale_dirs(void)
+{
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir("/tmp");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[300];
+		long pid;
+
+		if (sscanf(de->d_name, "qftfs-fuzzlogin-%ld-", &pid) != 1 ||
+		    pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "/tmp/%s", de->d_name);
+		rm_rf(path);
+	}
+	closedir(d);
+}
+
 static void setup(void)
 {
 	char path[192];
 
 	signal(SIGPIPE, SIG_IGN);
+	remove_stale_dirs();
 	qft_log_init("fuzz_login", getenv("QFTFS_FUZZ_DEBUG") ?
 		     QFT_LOG_DEBUG : QFT_LOG_ERR);
 	snprintf(g.dir, sizeof(g.dir), "/tmp/qftfs-fuzzlogin-%ld-XXXXXX",
