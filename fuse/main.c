@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 
 #include <fuse_lowlevel.h>
 
@@ -122,6 +123,12 @@ int main(int argc, char *argv[])
 	signal(SIGPIPE, SIG_IGN);
 	qc_usr1_block();
 	qft_log_init("qftfs", QFT_LOG_INFO);
+	/* The session secret and record keys will be in this process's
+	 * memory: no core file of it, and no ptrace or /proc/PID/mem by the
+	 * user's other processes (docs/security.md). */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		qft_warn("cannot make the process non-dumpable: %s",
+			 strerror(errno));
 	if (argc >= 2 && strcmp(argv[1], "--stats") == 0)
 		return qc_statcmd_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--sync") == 0)

@@ -29,6 +29,7 @@
 #include "io.h"
 #include "log.h"
 #include "ops.h"
+#include "procfs.h"
 #include "pulse.h"
 #include "scan.h"
 #include "watch.h"
@@ -319,6 +320,8 @@ static int chmod_pinned(int fd, uint32_t mode)
 	char proc[SRV_PROC_FD_MAX];
 	struct stat st;
 
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (S_ISLNK(st.st_mode))
@@ -346,6 +349,8 @@ static int truncate_pinned(int fd, uint64_t size)
 		return -EISDIR;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
 	srv_path_proc_fd(proc, fd);
 	return truncate(proc, (off_t)size) < 0 ? -errno : 0;
 }
@@ -446,6 +451,8 @@ static int setattr_at(int dfd, const char *name, bool follow,
 			/* The magic link would lead to the link's target. */
 			if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 				r = -errno;
+		} else if (!srv_procfs_ok()) {
+			r = -EOPNOTSUPP;
 		} else {
 			srv_path_proc_fd(proc, fd);
 			if (utimensat(AT_FDCWD, proc, ts, 0) < 0)
@@ -1324,8 +1331,11 @@ static int op_fallocate(struct srv *s, const struct qft_msg *req,
 static int xattr_open(struct srv *s, const char *path,
 		      char proc[SRV_PROC_FD_MAX])
 {
-	int fd = srv_path_open_object(&s->root, path);
+	int fd;
 
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
+	fd = srv_path_open_object(&s->root, path);
 	if (fd >= 0)
 		srv_path_proc_fd(proc, fd);
 	return fd;

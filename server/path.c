@@ -18,6 +18,7 @@
 #include "log.h"
 #include "msg.h"
 #include "path.h"
+#include "procfs.h"
 #include "protocol.h"
 
 /*
@@ -180,6 +181,9 @@ int srv_path_reopen(int fd, int flags)
 		return -ELOOP;
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 		return -ENXIO;
+	/* Nothing else reopens what an O_PATH descriptor pins. */
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
 	srv_path_proc_fd(proc, fd);
 	/* The magic link must be followed: no O_NOFOLLOW here. */
 	return do_openat(AT_FDCWD, proc, (flags & ~(O_CREAT | O_EXCL |
@@ -298,7 +302,8 @@ static int attr_of(int dfd, const char *name, int oflags, struct stat *st,
 		goto out_close_fd;
 	}
 	srv_path_attr_from_stat(a, st);
-	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
+	if ((S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
+	    srv_procfs_ok()) {
 		srv_path_proc_fd(proc, fd);
 		if (listxattr(proc, NULL, 0) == 0)
 			a->flags |= QFT_ATTR_NOXATTR;

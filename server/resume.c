@@ -47,8 +47,7 @@ void srv_resume_init(struct srv_resume *rs, unsigned grace_s,
 	rs->lfd = -1;
 	rs->afd = -1;
 	rs->wake[0] = rs->wake[1] = -1;
-	for (size_t i = 0; i < SRV_RESUME_PENDING; i++)
-		rs->hs_fd[i] = -1;
+	srv_gate_init(&rs->gate, "connection resuming the session");
 	for (size_t i = 0; i < SRV_LANES; i++)
 		rs->lane[i].fd = -1;
 	pthread_mutex_init(&rs->lock, NULL);
@@ -253,6 +252,7 @@ static const char *auth_reason(int r)
 	case -ETIMEDOUT: return "handshake not finished within 5 s";
 	case -EPIPE:     return "closed before the handshake";
 	case -EIO:       return "closed during the handshake";
+	case -ECONNABORTED: return "cut short to make room for another";
 	default:         return strerror(-r);
 	}
 }
@@ -276,17 +276,13 @@ static void *hs_main(void *arg)
 		r = -EPROTO;
 	}
 	if (r < 0) {
-		qft_warn("rejected a connection resuming the session: %s",
-			 auth_reason(r));
+		/* Logged by the gate; failures end nothing (gate.h). */
 		pthread_mutex_lock(&rs->lock);
-		if (++rs->failed == SRV_RESUME_FAILED) {
-			qft_err("%u failed attempts to resume the session; no "
-				"more", rs->failed);
-			(void)!write(rs->wake[1], "f", 1);
-		}
+		srv_gate_done(&rs->gate, (int)a->slot, r, auth_reason(r));
 		pthread_mutex_unlock(&rs->lock);
 		free(c);
-		goto out_close;
+		close(a->fd);
+		goto out;
 	}
 	c->fd = a->fd;
 	r = qft_seal_init(&c->tx, cipher, keys.s2c, true);
@@ -312,13 +308,13 @@ static void *hs_main(void *arg)
 out_close:
 	/* The slot keeps the descriptor from being shut down once closed. */
 	pthread_mutex_lock(&rs->lock);
-	rs->hs_fd[a->slot] = -1;
+	srv_gate_done(&rs->gate, (int)a->slot, 0, NULL);
 	pthread_mutex_unlock(&rs->lock);
 	close(a->fd);
 	goto out;
 out_slot:
 	pthread_mutex_lock(&rs->lock);
-	rs->hs_fd[a->slot] = -1;
+	srv_gate_done(&rs->gate, (int)a->slot, 0, NULL);
 	pthread_mutex_unlock(&rs->lock);
 out:
 	OPENSSL_cleanse(&keys, sizeof(keys));
@@ -338,13 +334,14 @@ out:
  */
 static void hs_start(struct srv_resume *rs, int lfd, bool tcp)
 {
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
 	struct hs_arg *a;
 	pthread_attr_t at;
 	pthread_t t;
-	size_t slot = SRV_RESUME_PENDING;
-	int fd, r;
+	int fd, r, slot = -1;
 
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	fd = accept4(lfd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	if (!tcp && !srv_attach_peer_ok(fd)) {
@@ -353,23 +350,19 @@ static void hs_start(struct srv_resume *rs, int lfd, bool tcp)
 	}
 	a = malloc(sizeof(*a));
 	pthread_mutex_lock(&rs->lock);
-	for (size_t i = 0; i < SRV_RESUME_PENDING; i++) {
-		if (rs->hs_fd[i] < 0) {
-			slot = i;
-			break;
-		}
-	}
-	if (!a || slot == SRV_RESUME_PENDING || rs->ending) {
+	if (a && !rs->ending)
+		slot = srv_gate_admit(&rs->gate, fd, (struct sockaddr *)&sa,
+				      len);
+	if (slot < 0) {
 		pthread_mutex_unlock(&rs->lock);
 		free(a);
 		close(fd);
 		return;
 	}
-	rs->hs_fd[slot] = fd;
 	rs->nhs++;
 	pthread_mutex_unlock(&rs->lock);
 	a->rs = rs;
-	a->slot = slot;
+	a->slot = (size_t)slot;
 	a->fd = fd;
 	a->tcp = tcp;
 	/* Detached: srv_resume_end waits for the count instead. */
@@ -380,7 +373,7 @@ static void hs_start(struct srv_resume *rs, int lfd, bool tcp)
 	if (r) {
 		qft_warn("cannot start a handshake: %s", strerror(r));
 		pthread_mutex_lock(&rs->lock);
-		rs->hs_fd[slot] = -1;
+		srv_gate_done(&rs->gate, slot, 0, NULL);
 		rs->nhs--;
 		pthread_mutex_unlock(&rs->lock);
 		free(a);
@@ -400,7 +393,7 @@ static void *acceptor_main(void *arg)
 		int lfd, afd;
 
 		pthread_mutex_lock(&rs->lock);
-		busy = rs->nhs >= SRV_RESUME_PENDING;
+		busy = !srv_gate_room(&rs->gate);
 		lfd = busy ? -1 : rs->lfd;
 		afd = busy ? -1 : rs->afd;
 		pthread_mutex_unlock(&rs->lock);
@@ -415,13 +408,7 @@ static void *acceptor_main(void *arg)
 		if (poll(p, 3, busy ? 200 : -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents) {
-			if (read(rs->wake[0], &why, 1) == 1 && why == 'f') {
-				/* Probed: nobody may even try any more. */
-				pthread_mutex_lock(&rs->lock);
-				listener_close(rs);
-				pthread_mutex_unlock(&rs->lock);
-				continue;
-			}
+			(void)!read(rs->wake[0], &why, 1);
 			break;
 		}
 		if (lfd >= 0 && p[1].revents)
@@ -432,9 +419,7 @@ static void *acceptor_main(void *arg)
 	pthread_mutex_lock(&rs->lock);
 	listener_close(rs);
 	/* Handshakes still running fail at once. */
-	for (size_t i = 0; i < SRV_RESUME_PENDING; i++)
-		if (rs->hs_fd[i] >= 0)
-			shutdown(rs->hs_fd[i], SHUT_RDWR);
+	srv_gate_shutdown_all(&rs->gate);
 	while (rs->nhs)
 		pthread_cond_wait(&rs->cond, &rs->lock);
 	pthread_mutex_unlock(&rs->lock);

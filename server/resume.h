@@ -10,9 +10,9 @@
  * The acceptor takes connections from the session's TCP listener and,
  * when the client can attach over ssh, from its attach socket (attach.h:
  * those only from the session's own user).  It authenticates each
- * connection with K_r (the handshake of
- * docs/security.md, at most SRV_RESUME_PENDING at once, 5 s each, and no
- * more listening after SRV_RESUME_FAILED failures), reads its first
+ * connection with K_r (the handshake of docs/security.md, 5 s each, with
+ * the limits of gate.h: failures end nothing, handshakes at once are
+ * bounded overall and per address), reads its first
  * frame, which must be a RESUME naming a lane that agreed on resuming,
  * and hands it to that lane.  The lane's own thread (bulk: the main
  * thread, meta: the meta thread) takes it up in srv_resume_wait(): it has
@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "gate.h"
 #include "seal.h"
 
 struct srv;
@@ -41,11 +42,6 @@ enum srv_lane {
 	SRV_LANE_META = 1,
 	SRV_LANES
 };
-
-/* Handshakes at once, and failed ones before the listener closes: the
- * limits the first connection has (session.c). */
-#define SRV_RESUME_PENDING 4
-#define SRV_RESUME_FAILED  16
 
 /* An authenticated connection whose first frame was a valid RESUME. */
 struct srv_resume_conn {
@@ -82,9 +78,8 @@ struct srv_resume {
 	int wake[2];             /* stops the acceptor */
 	bool running;            /* lock */
 	pthread_t acceptor;
-	int hs_fd[SRV_RESUME_PENDING];   /* lock: -1 = free slot */
+	struct srv_gate gate;    /* lock: the handshakes' slots */
 	unsigned nhs;            /* lock: handshakes running */
-	unsigned failed;         /* lock */
 };
 
 /* Sets the grace (0 = off) and the session; the rest comes later. */

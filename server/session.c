@@ -24,6 +24,7 @@
 #include "attach.h"
 #include "auth.h"
 #include "chan.h"
+#include "gate.h"
 #include "log.h"
 #include "thread.h"
 #include "protocol.h"
@@ -32,10 +33,6 @@
 
 #define SECRET_TIMEOUT_MS  30000
 #define CLIENT_TIMEOUT_MS  30000
-/* Handshakes running at once; more connections wait in the backlog. */
-#define MAX_PENDING        4
-/* Failed handshakes before the server decides it is being probed. */
-#define MAX_FAILED         16
 #define LISTEN_BACKLOG     8
 #define SECRET_LINE        (2 * QFT_SECRET_SIZE + 1)
 /*
@@ -53,14 +50,14 @@
 
 struct waiter;
 
-/* One TCP handshake running on its own thread. */
+/* One TCP handshake running on its own thread, in the gate's slot of the
+ * same index. */
 struct hs_slot {
-	bool used;                    /* main thread only */
+	bool used;                    /* the waiter's thread only */
 	int fd;
 	pthread_t thread;
-	char peer[NI_MAXHOST + NI_MAXSERV + 8];
 	struct waiter *w;
-	/* Written by the thread before `done`; read by the main thread
+	/* Written by the thread before `done`; read by the waiter's thread
 	 * after joining it. */
 	int result;
 	enum qft_cipher cipher;
@@ -68,11 +65,19 @@ struct hs_slot {
 	bool done;                    /* w->lock */
 };
 
+/*
+ * Handshakes on the listener, run in parallel on their own threads so
+ * that a slow or silent connection holds up no other, admitted and
+ * evicted by the gate (gate.h), and reaped by one thread: the one
+ * waiting for the client (session_wait) or for its meta connection
+ * (accept_one).
+ */
 struct waiter {
 	const uint8_t *secret;
 	int notify[2];                /* a byte per finished handshake */
 	pthread_mutex_t lock;
-	struct hs_slot slot[MAX_PENDING];
+	struct srv_gate gate;         /* the waiter's thread only */
+	struct hs_slot slot[SRV_GATE_SLOTS];
 };
 
 static int64_t now_ms(void)
@@ -98,7 +103,7 @@ static int hexval(char c)
  * Reads exactly the secret line and nothing after it: in the tunnel the
  * client's handshake follows on the same stream.
  */
-static int read_secret(int fd, uint8_t secret[QFT_SECRET_SIZE])
+int srv_session_read_secret(int fd, uint8_t secret[QFT_SECRET_SIZE])
 {
 	int64_t deadline = now_ms() + SECRET_TIMEOUT_MS;
 	char line[SECRET_LINE];
@@ -259,6 +264,7 @@ static const char *auth_reason(int r)
 	case -ETIMEDOUT: return "handshake not finished within 5 s";
 	case -EPIPE:     return "closed before the handshake";
 	case -EIO:       return "closed during the handshake";
+	case -ECONNABORTED: return "cut short to make room for another";
 	default:         return strerror(-r);
 	}
 }
@@ -278,51 +284,102 @@ static void *hs_main(void *arg)
 	return NULL;
 }
 
+static int waiter_init(struct waiter *w, const uint8_t *secret,
+		       const char *what)
+{
+	memset(w, 0, sizeof(*w));
+	w->secret = secret;
+	if (pipe2(w->notify, O_CLOEXEC | O_NONBLOCK) < 0) {
+		int r = -errno;
+
+		qft_err("cannot create a pipe: %s", strerror(-r));
+		return r;
+	}
+	pthread_mutex_init(&w->lock, NULL);
+	srv_gate_init(&w->gate, what);
+	for (size_t i = 0; i < SRV_GATE_SLOTS; i++)
+		w->slot[i].fd = -1;
+	return 0;
+}
+
+/* Accepts one connection and starts its handshake, if the gate has room
+ * for it. */
 static void hs_start(struct waiter *w, int lfd)
 {
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
-	char host[NI_MAXHOST], serv[NI_MAXSERV];
-	struct hs_slot *sl = NULL;
-	int fd, r;
+	struct hs_slot *sl;
+	int fd, i, r;
 
 	fd = accept4(lfd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;         /* gone already, or a spurious wakeup */
-	for (size_t i = 0; i < MAX_PENDING; i++) {
-		if (!w->slot[i].used) {
-			sl = &w->slot[i];
-			break;
-		}
-	}
-	if (!sl) {              /* the caller polls only with a free slot */
+	i = srv_gate_admit(&w->gate, fd, (struct sockaddr *)&sa, len);
+	if (i < 0) {            /* the caller polls only with a free slot */
 		close(fd);
 		return;
 	}
+	sl = &w->slot[i];
 	memset(sl, 0, sizeof(*sl));
 	sl->fd = fd;
 	sl->w = w;
-	if (getnameinfo((struct sockaddr *)&sa, len, host, sizeof(host), serv,
-			sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-		snprintf(sl->peer, sizeof(sl->peer), "%s port %s", host, serv);
-	else
-		snprintf(sl->peer, sizeof(sl->peer), "an unknown address");
 	r = pthread_create(&sl->thread, NULL, hs_main, sl);
 	if (r) {
 		qft_warn("cannot start a handshake: %s", strerror(r));
+		srv_gate_done(&w->gate, i, 0, NULL);
 		close(fd);
 		return;
 	}
 	sl->used = true;
 }
 
-/* Ends every handshake still running except `keep`. */
-static void hs_abort_all(struct waiter *w, struct hs_slot *keep)
+/*
+ * Joins the handshakes that finished: the slot of one that succeeded
+ * (with `want` as its cipher, unless `want` is QFT_CIPHER__COUNT), its
+ * descriptor and keys the caller's now; or NULL.  The failed ones are
+ * closed and logged by the gate.
+ */
+static struct hs_slot *hs_reap(struct waiter *w, enum qft_cipher want)
 {
-	for (size_t i = 0; i < MAX_PENDING; i++) {
+	char junk[16];
+
+	while (read(w->notify[0], junk, sizeof(junk)) > 0)
+		;
+	for (size_t i = 0; i < SRV_GATE_SLOTS; i++) {
+		struct hs_slot *sl = &w->slot[i];
+		bool done;
+		int r;
+
+		pthread_mutex_lock(&w->lock);
+		done = sl->used && sl->done;
+		pthread_mutex_unlock(&w->lock);
+		if (!done)
+			continue;
+		pthread_join(sl->thread, NULL);
+		sl->used = false;
+		r = sl->result;
+		/* Evicted after it finished: its socket is shut down. */
+		if (r == 0 && w->gate.slot[i].evicted)
+			r = -ECONNABORTED;
+		if (r == 0 && want != QFT_CIPHER__COUNT && sl->cipher != want)
+			r = -EPROTO;
+		srv_gate_done(&w->gate, (int)i, r, auth_reason(r));
+		if (r == 0)
+			return sl;
+		qft_session_keys_wipe(&sl->keys);
+		close(sl->fd);
+		sl->fd = -1;
+	}
+	return NULL;
+}
+
+/* Ends every handshake still running and frees the waiter. */
+static void waiter_free(struct waiter *w)
+{
+	for (size_t i = 0; i < SRV_GATE_SLOTS; i++) {
 		struct hs_slot *sl = &w->slot[i];
 
-		if (!sl->used || sl == keep)
+		if (!sl->used)
 			continue;
 		/* The handshake's poll wakes at once and fails. */
 		shutdown(sl->fd, SHUT_RDWR);
@@ -331,6 +388,9 @@ static void hs_abort_all(struct waiter *w, struct hs_slot *keep)
 		qft_session_keys_wipe(&sl->keys);
 		sl->used = false;
 	}
+	close(w->notify[0]);
+	close(w->notify[1]);
+	pthread_mutex_destroy(&w->lock);
 }
 
 static int session_keys(struct srv_session *ss, enum qft_cipher cipher,
@@ -354,6 +414,8 @@ static int session_keys(struct srv_session *ss, enum qft_cipher cipher,
 /*
  * Waits for the first client to prove it knows the secret, over TCP or
  * through the channel.  Returns 0 with the data plane set up in *ss.
+ * Failed handshakes on the listener end nothing (gate.h): the wait ends
+ * with the client, the channel's end, or the deadline.
  */
 static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 {
@@ -362,22 +424,14 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 	struct hs_slot *winner = NULL;
 	enum qft_cipher cipher;
 	struct waiter w;
-	int failed = 0, r = 0;
+	int r;
 
-	memset(&w, 0, sizeof(w));
-	w.secret = secret;
-	if (pipe2(w.notify, O_CLOEXEC | O_NONBLOCK) < 0) {
-		r = -errno;
-		qft_err("cannot create a pipe: %s", strerror(-r));
+	r = waiter_init(&w, secret, "data connection");
+	if (r < 0)
 		return r;
-	}
-	pthread_mutex_init(&w.lock, NULL);
-
 	while (!winner) {
 		struct pollfd p[3];
 		int64_t left = deadline - now_ms();
-		size_t busy = 0;
-		char junk[16];
 
 		if (left <= 0) {
 			qft_err("no client connected within %d s; exiting",
@@ -385,13 +439,11 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 			r = -ETIMEDOUT;
 			break;
 		}
-		for (size_t i = 0; i < MAX_PENDING; i++)
-			busy += w.slot[i].used;
 		p[0].fd = w.notify[0];
 		p[0].events = POLLIN;
 		p[1].fd = ss->in_fd;
 		p[1].events = POLLIN;
-		p[2].fd = lfd >= 0 && busy < MAX_PENDING ? lfd : -1;
+		p[2].fd = lfd >= 0 && srv_gate_room(&w.gate) ? lfd : -1;
 		p[2].events = POLLIN;
 		if (poll(p, 3, (int)left) < 0) {
 			if (errno == EINTR)
@@ -401,37 +453,8 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 			break;
 		}
 
-		if (p[0].revents) {
-			while (read(w.notify[0], junk, sizeof(junk)) > 0)
-				;
-			for (size_t i = 0; i < MAX_PENDING && !winner; i++) {
-				struct hs_slot *sl = &w.slot[i];
-				bool done;
-
-				pthread_mutex_lock(&w.lock);
-				done = sl->used && sl->done;
-				pthread_mutex_unlock(&w.lock);
-				if (!done)
-					continue;
-				pthread_join(sl->thread, NULL);
-				if (sl->result == 0) {
-					winner = sl;
-					break;
-				}
-				qft_warn("rejected a data connection from %s: %s",
-					 sl->peer, auth_reason(sl->result));
-				close(sl->fd);
-				sl->used = false;
-				if (++failed >= MAX_FAILED) {
-					qft_err("%d failed data connections; "
-						"giving up", failed);
-					r = -EACCES;
-					goto out_abort;
-				}
-			}
-			if (winner)
-				break;
-		}
+		if (p[0].revents && (winner = hs_reap(&w, QFT_CIPHER__COUNT)))
+			break;
 
 		if (p[1].revents) {
 			/* The client writes to the channel only to start the
@@ -467,12 +490,12 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 
 		ss->tunnel = false;
 		ss->data_fd = winner->fd;
-		winner->used = false;
+		winner->fd = -1;
 		/* Requests and replies are small and latency-bound. */
 		setsockopt(ss->data_fd, IPPROTO_TCP, TCP_NODELAY, &one,
 			   sizeof(one));
 		srv_session_set_liveness(ss->data_fd);
-		qft_debug("client authenticated from %s (%s)", winner->peer,
+		qft_debug("client authenticated (%s)",
 			  qft_cipher_name(winner->cipher));
 		r = session_keys(ss, winner->cipher, &winner->keys);
 		if (r < 0) {
@@ -480,11 +503,7 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 			ss->data_fd = -1;
 		}
 	}
-out_abort:
-	hs_abort_all(&w, NULL);
-	close(w.notify[0]);
-	close(w.notify[1]);
-	pthread_mutex_destroy(&w.lock);
+	waiter_free(&w);
 	OPENSSL_cleanse(&keys, sizeof(keys));
 	return r;
 }
@@ -541,7 +560,7 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 		qft_warn("cannot make the process non-dumpable: %s",
 			 strerror(errno));
 
-	r = read_secret(in_fd, secret);
+	r = srv_session_read_secret(in_fd, secret);
 	if (r < 0)
 		return r;
 	session_listen(&lfd, &port);
@@ -623,52 +642,70 @@ static void accept_end(struct srv_session *ss)
 	ss->have_secret = false;
 }
 
-/* One authenticated meta connection from the listener, or -errno. */
+/*
+ * One authenticated meta connection from the listener, with the
+ * session's cipher, or -errno: -ETIMEDOUT at the deadline, -ECANCELED
+ * when the session stops accepting.  Failed handshakes end nothing, as
+ * in session_wait.
+ */
 static int accept_one(struct srv_session *ss, int lfd, int64_t deadline,
 		      int *out, enum qft_cipher *cipher,
 		      struct qft_session_keys *keys)
 {
-	int failed = 0;
+	struct hs_slot *winner = NULL;
+	struct waiter w;
+	int r;
 
-	for (;;) {
-		struct pollfd p = { .fd = lfd, .events = POLLIN };
+	r = waiter_init(&w, ss->secret, "meta connection");
+	if (r < 0)
+		return r;
+	while (!winner) {
+		struct pollfd p[2];
 		int64_t left = deadline - now_ms();
 		bool stop;
-		int fd, r;
 
 		pthread_mutex_lock(&ss->lock);
 		stop = ss->accept_stop;
 		pthread_mutex_unlock(&ss->lock);
-		if (stop)
-			return -ECANCELED;
-		if (left <= 0)
-			return -ETIMEDOUT;
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
-		if (!p.revents)
-			continue;
-		if (p.revents & (POLLERR | POLLHUP))
-			return -ECANCELED;      /* shut down by stop */
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		r = qft_auth_server(fd, ss->secret, QFT_AUTH_TIMEOUT_MS,
-				    cipher, keys);
-		if (r == 0 && *cipher != ss->cipher) {
-			qft_session_keys_wipe(keys);
-			r = -EPROTO;
+		if (stop) {
+			r = -ECANCELED;
+			break;
 		}
-		if (r == 0) {
-			*out = fd;
-			return 0;
+		if (left <= 0) {
+			r = -ETIMEDOUT;
+			break;
 		}
-		close(fd);
-		qft_warn("rejected a meta connection: %s", auth_reason(r));
-		if (++failed >= MAX_FAILED) {
-			qft_err("%d failed meta connections; no more", failed);
-			return -EACCES;
+		p[0].fd = w.notify[0];
+		p[0].events = POLLIN;
+		/* With every slot busy no connection is taken, but the
+		 * listener's POLLHUP (stop) still wakes us. */
+		p[1].fd = lfd;
+		p[1].events = srv_gate_room(&w.gate) ? POLLIN : 0;
+		if (poll(p, 2, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
 		}
+		if (p[0].revents && (winner = hs_reap(&w, ss->cipher)))
+			break;
+		if (p[1].revents & (POLLERR | POLLHUP)) {
+			r = -ECANCELED;         /* shut down by stop */
+			break;
+		}
+		if (p[1].revents & POLLIN)
+			hs_start(&w, lfd);
 	}
+	if (winner) {
+		*out = winner->fd;
+		winner->fd = -1;
+		*cipher = winner->cipher;
+		*keys = winner->keys;
+		qft_session_keys_wipe(&winner->keys);
+		r = 0;
+	}
+	waiter_free(&w);
+	return r;
 }
 
 int srv_session_accept_meta(struct srv_session *ss, int *fd,

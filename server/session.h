@@ -148,4 +148,12 @@ bool srv_session_channel_closed(struct srv_session *ss);
  * channel does). */
 void srv_session_free(struct srv_session *ss);
 
+/*
+ * Step 1 alone: reads the secret line from `fd`, exactly its bytes, with
+ * the 30 s deadline.  0, or -EINVAL for a malformed line (after the
+ * message), or another negative errno; *secret is wiped on failure.
+ * srv_session_open calls it; exported for tests/fuzz/fuzz_auth.c.
+ */
+int srv_session_read_secret(int fd, uint8_t secret[QFT_SECRET_SIZE]);
+
 #endif /* SRV_SESSION_H */

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "msg.h"
 #include "path.h"
+#include "procfs.h"
 #include "protocol.h"
 #include "thread.h"
 #include "watch.h"
@@ -749,7 +750,8 @@ bool srv_watch_grant(struct srv_watch *w, struct qft_chan *chan, bool meta)
 	pthread_mutex_lock(&w->lock);
 	if (!w->tried) {
 		w->tried = true;
-		r = start(w);
+		/* Watches are added through /proc/self/fd (procfs.h). */
+		r = srv_procfs_ok() ? start(w) : -EOPNOTSUPP;
 		if (r < 0)
 			qft_info("change notification is not available "
 				 "(inotify: %s): not offered to the client",
@@ -872,7 +874,7 @@ int srv_watch_add(struct srv_watch *w, int fd, struct srv_watch_key *key)
 	struct stat st;
 	int wd, r = 0;
 
-	if (!w)
+	if (!w || !srv_procfs_ok())
 		return -EOPNOTSUPP;
 	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0)
 		return -errno;

@@ -14,6 +14,7 @@
 #include "errmap.h"
 #include "log.h"
 #include "ops.h"
+#include "procfs.h"
 #include "pulse.h"
 #include "xfer.h"
 
@@ -465,6 +466,8 @@ static void dio_open(struct srv_handle *h)
 	int fl;
 
 	h->dio_tried = true;
+	if (!srv_procfs_ok())
+		return;
 	if (statx(h->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
 	    !(stx.stx_mask & STATX_DIOALIGN) || !stx.stx_dio_mem_align ||
 	    !stx.stx_dio_offset_align || stx.stx_dio_mem_align > DIO_PAD ||

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The fuzz targets' checked-in corpora, replayed as ordinary tests.
 
-Each target of tests/fuzz/ (fuzz_frame, fuzz_server, fuzz_client) is built
+Each target of tests/fuzz/ (fuzz_frame, fuzz_server, fuzz_client,
+fuzz_auth, fuzz_login, fuzz_scan) is built
 in the normal trees with tests/fuzz/driver.c instead of libFuzzer; here
 each one runs once over every file of tests/fuzz/corpus/<target>/ in
 build/ and build-asan/ (QFTFS_BUILD, QFTFS_BUILD_ASAN), so an input that
@@ -20,7 +21,8 @@ import pytest
 
 import util
 
-TARGETS = ('fuzz_frame', 'fuzz_server', 'fuzz_client')
+TARGETS = ('fuzz_frame', 'fuzz_server', 'fuzz_client', 'fuzz_auth',
+           'fuzz_login', 'fuzz_scan')
 FUZZ_DIR = os.path.join(util.REPO, 'tests', 'fuzz')
 CORPUS = os.path.join(FUZZ_DIR, 'corpus')
 CORPUS_MAX_BYTES = 1 << 20

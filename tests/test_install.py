@@ -11,6 +11,10 @@ the remote user's PATH has no qftfs-server and the cache is the test's.
    qftfs-server in PATH of another protocol is passed over, one of ours is
    used as it is; two simultaneous first mounts both succeed and leave one
    whole binary; a read-only home falls back to $TMPDIR/qftfs-<uid>.
+   A cache directory anyone but the user (and root) could change is never
+   trusted (issue 18, finding 5): one owned by another user holding a
+   planted same-size fake, on a host without digest tools; one of the
+   user's own under a directory others may write to (the swap).
 2. -o install=no fails with a message that says what to do; a machine
    qftfs has no build for is named in the error.
 3. busybox: the script runs with busybox's sh and tools alone, checking
@@ -315,6 +319,140 @@ def test_foreign_tmp_dir_not_used(remote, mounter, tmp_path):
     assert 'no writable directory of your own for the cache' in r.stderr, \
         r.stderr
     assert os.listdir(str(base)) == []
+
+
+def _size_only_path(tmp_path):
+    """A PATH of busybox's tools without sha256sum or cksum: the script
+    can check a cached binary by its size alone, which is what made a
+    planted fake run (issue 18, finding 5)."""
+    bbdir = util.busybox_dir(str(tmp_path / 'bb'))
+    if not bbdir:
+        pytest.skip('busybox is missing (install busybox)')
+    for tool in ('sha256sum', 'cksum'):
+        if os.path.lexists(P(bbdir, tool)):
+            os.unlink(P(bbdir, tool))
+    return '%s:%s' % (tmp_path / 'fake', bbdir)
+
+
+def _plant_fake(path, marker, size):
+    """A shell script of exactly `size` bytes that leaves `marker` and
+    then runs the real server, so that a mount through it would work."""
+    head = '#!/bin/sh\ntouch %s\nexec %s "$@"\n#' % (marker, own_server())
+    body = head.encode() + b'#' * (size - len(head) - 1) + b'\n'
+    assert len(body) == size
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'wb') as f:
+        f.write(body)
+    os.chmod(path, 0o755)
+
+
+def _chown_tree(top, uid):
+    for d, dirs, files in os.walk(top):
+        os.chown(d, uid, uid)
+        for f in files:
+            os.chown(P(d, f), uid, uid)
+
+
+@pytest.mark.parametrize('via', ['XDG_CACHE_HOME', 'HOME'])
+def test_cache_of_another_user_not_trusted(remote, mounter, tmp_path, via):
+    """Issue 18, finding 5: with the cache in a directory another user
+    owns (HOME=/tmp, a shared service home) and no digest tool on the
+    host, a same-size fake planted there by that user ran as the mounting
+    user.  Now the directory is passed over with a note saying why, the
+    server is installed into a temp directory of the user's own, and the
+    fake never runs.  The other user's directory is the cache's parent
+    ($XDG_CACHE_HOME) or the home above ~/.cache ($HOME)."""
+    need_native()
+    if os.geteuid() != 0:
+        pytest.skip('planting files owned by another user needs root')
+    other = 65534
+    evil = tmp_path / 'evil-home'
+    cache = evil if via == 'XDG_CACHE_HOME' else evil / '.cache'
+    size = os.path.getsize(own_server())
+    marker = str(tmp_path / 'fake-ran')
+    fake = P(str(cache), 'qftfs', '%s-x86_64' % version(), 'qftfs-server')
+    _plant_fake(fake, marker, size)
+    _chown_tree(str(evil), other)
+    os.chmod(str(evil), 0o755)
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    env = {'TMPDIR': str(tmp)}
+    if via == 'HOME':
+        env.update({'HOME': str(evil), 'XDG_CACHE_HOME': ''})
+    else:
+        env['XDG_CACHE_HOME'] = str(evil)
+    s = remote(env, path=_size_only_path(tmp_path))
+    served = served_dir(tmp_path)
+    m = mount(mounter, s, served)
+    check_copy(m, served)
+    stop(m, served)
+    assert not os.path.exists(marker), 'the planted fake ran'
+    log = m.log()
+    assert 'not using %s/qftfs for the server cache' % cache in log, log
+    assert 'belongs to uid %d' % other in log, log
+    cached = P(str(tmp), 'qftfs-%d' % os.getuid(), '%s-x86_64' % version(),
+               'qftfs-server')
+    assert cached in installed_lines(log)[0], log
+    assert util.sha256_file(cached) == util.sha256_file(own_server())
+    # The other user's files are as they were.
+    assert os.stat(fake).st_uid == other
+    assert os.path.getsize(fake) == size
+
+
+def test_cache_under_writable_parent_not_trusted(remote, mounter, tmp_path):
+    """The swap: a cache that is the user's own but sits in a directory
+    others may write to (mode 777, not sticky) can be renamed away and
+    replaced by them between the digest check and the exec.  Such a cache
+    is not used even when it holds the right binary: the server is
+    installed into a directory nobody else can change, and runs from
+    there."""
+    need_native()
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    os.chmod(str(shared), 0o777)
+    good = P(str(shared), 'qftfs', '%s-x86_64' % version(), 'qftfs-server')
+    os.makedirs(os.path.dirname(good))
+    os.chmod(P(str(shared), 'qftfs'), 0o700)
+    shutil.copyfile(own_server(), good)
+    os.chmod(good, 0o755)
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    s = remote({'XDG_CACHE_HOME': str(shared), 'TMPDIR': str(tmp)})
+    served = served_dir(tmp_path)
+    m = mount(mounter, s, served)
+    check_copy(m, served)
+    stop(m, served)
+    log = m.log()
+    assert 'is writable by others' in log, log
+    cached = P(str(tmp), 'qftfs-%d' % os.getuid(), '%s-x86_64' % version(),
+               'qftfs-server')
+    lines = installed_lines(log)
+    assert len(lines) == 1 and cached in lines[0], log
+
+
+def test_no_trusted_cache_says_why(remote, tmp_path):
+    """Every candidate fails the check: the mount fails, and the message
+    names each directory and what is wrong with it."""
+    need_native()
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    os.chmod(str(shared), 0o777)
+    for d in ('/var/tmp', '/dev/shm'):
+        if os.path.exists(P(d, 'qftfs-%d' % os.getuid())):
+            pytest.skip('%s/qftfs-%d exists already' % (d, os.getuid()))
+    s = remote({'XDG_CACHE_HOME': str(shared), 'TMPDIR': str(shared)})
+    for d in ('/var/tmp', '/dev/shm'):
+        with open(P(d, 'qftfs-%d' % os.getuid()), 'w'):
+            pass
+    try:
+        r = run_client(s, served_dir(tmp_path), tmp_path)
+    finally:
+        for d in ('/var/tmp', '/dev/shm'):
+            os.unlink(P(d, 'qftfs-%d' % os.getuid()))
+    assert r.returncode != 0
+    assert 'no writable directory of your own for the cache' in r.stderr, \
+        r.stderr
+    assert '%s is writable by others' % shared in r.stderr, r.stderr
 
 
 # ---------------------------------------------------------------------------

@@ -566,30 +566,45 @@ def test_lost_notifications_are_told(session):
     assert c2.call('LSTAT', path='w/new').status == 0
 
 
-def test_failed_resume_handshakes_close_the_listener(session):
+def test_failed_resume_handshakes_keep_the_listener(session):
+    """Unauthenticated connections end nothing (issue 18, finding 6;
+    server/gate.h).  The listener stays open for the session's life, so
+    the 16 failures that used to close it for good would have let anyone
+    who can reach the port take resuming away: now 24 failed proofs leave
+    it open, and the client then resumes."""
     s = session()
-    for _ in range(16):
+    for _ in range(24):
         assert refused(s, key=os.urandom(32))
-    assert wait_log(s.srv, '16 failed attempts to resume the session')
-    assert port_closed(s.srv.port)
-    # The live connections are untouched.
-    assert s.bulk.call('PING').status == 0
+    assert 'failed attempts to resume' not in s.log()
+    assert not port_closed(s.srv.port, timeout=0.5)
+    # The live connections are untouched, and resuming still works.
     assert s.meta.call('PING').status == 0
+    s.bulk.reset()
+    assert wait_log(s.srv, 'bulk connection lost')
+    c, r = s.resume()
+    assert r.status == 0, r
+    assert c.call('PING').status == 0
 
 
 def test_resume_handshakes_at_once_are_bounded(session):
+    """Silent peers cannot hold the handshake slots: an address gets two
+    at once, and a new connection from an address over its share cuts
+    its oldest short.  (Before issue 18, four silent peers held every slot
+    for their 5 s deadline and the client waited in the backlog; the
+    bound is now per address, and the client's own handshake gets in.)"""
     s = session()
     idle = [socket.create_connection(('127.0.0.1', s.srv.port), timeout=10)
-            for _ in range(4)]
+            for _ in range(16)]
     time.sleep(0.3)
     s.bulk.reset()
     t0 = time.monotonic()
-    # Four silent peers hold every handshake slot until their 5 s
-    # deadline; the client's handshake waits in the backlog, then works.
     c, r = s.resume()
     took = time.monotonic() - t0
     assert r.status == 0, r
-    assert took > 3, took
+    # A generous bound: a silent peer's deadline is 5 s.
+    assert took < 4, took
+    assert 'cut short to make room' in s.log()
     for sock in idle:
+        assert wire.closed_by_peer(sock, timeout=15)
         sock.close()
-    assert s.log().count('handshake not finished within 5 s') == 4
+    assert c.call('PING').status == 0

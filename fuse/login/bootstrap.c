@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* From host:dir to an authenticated data plane (see bootstrap.h). */
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -243,9 +244,9 @@ static char *build_command(const char *server, const char *dir, bool follow,
 }
 
 /* "QFTFS <version> <port>", and " <id>" (QFT_ATTACH_ID_HEX lowercase hex
- * digits) when the server may be attached to; nothing else. */
-static int parse_greeting(const char *line, unsigned *version, unsigned *port,
-			  char id[QFT_ATTACH_ID_HEX + 1])
+ * digits) when the server may be attached to; nothing else (bootstrap.h). */
+int qc_boot_parse_greeting(const char *line, unsigned *version, unsigned *port,
+			   char id[QFT_ATTACH_ID_HEX + 1])
 {
 	const char *p = line;
 	unsigned long v[2];
@@ -276,7 +277,8 @@ static int parse_greeting(const char *line, unsigned *version, unsigned *port,
 		id[n] = '\0';
 		p += 1 + n;
 	}
-	if (*p || v[1] > 65535)
+	/* Ten digits may exceed an unsigned: refused, not wrapped. */
+	if (*p || v[0] > UINT_MAX || v[1] > 65535)
 		return -EPROTO;
 	*version = (unsigned)v[0];
 	*port = (unsigned)v[1];
@@ -522,7 +524,8 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 			qc_ssh_host(b->ssh), strerror(-r));
 		goto out_wipe;
 	}
-	if (r < 0 || parse_greeting(line, &version, &port, b->attach_id) < 0)
+	if (r < 0 ||
+	    qc_boot_parse_greeting(line, &version, &port, b->attach_id) < 0)
 		goto out_bad_line;
 	if (version != QFT_VERSION) {
 		qft_err("qftfs-server on %s speaks protocol version %u, this "

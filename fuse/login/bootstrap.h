@@ -123,6 +123,16 @@ int qc_boot_parse_cipher(const char *s, enum qft_cipher *out);
 /* "auto" (default), "direct", "ssh". */
 int qc_boot_parse_transport(const char *s, enum qc_transport_mode *out);
 
+/*
+ * The server's greeting line, without its newline: "QFTFS <version>
+ * <port>", and " <id>" (QFT_ATTACH_ID_HEX lowercase hex digits; "" in
+ * `id` when absent) when the session can be attached to over ssh;
+ * nothing more, nothing less.  0, or -EPROTO.  Exported for
+ * tests/fuzz/fuzz_login.c.
+ */
+int qc_boot_parse_greeting(const char *line, unsigned *version,
+			   unsigned *port, char id[QFT_ATTACH_ID_HEX + 1]);
+
 /* Steps 1-3 (with the install of install.h before step 2 when no
  * -o server= is given).  On failure everything is released. */
 int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o);

@@ -37,6 +37,8 @@
  * step is explained in install.h.
  */
 static const char script[] =
+	/* -f: words of ls output are never file name patterns. */
+	"set -f\n"
 	"p=$1 v=$2 r=$3 o=${4:+--follow-symlinks}\n"
 	"say() { echo \"QFTFS-$*\"; }\n"
 	"run() { say \"RUN $1\"; exec \"$1\" $o --session --root \"$r\"; }\n"
@@ -65,32 +67,66 @@ static const char script[] =
 	"}\n"
 	"u=$(id -u)\n"
 	"c=${XDG_CACHE_HOME:-$HOME/.cache}/qftfs\n"
-	/* The home cache is the user's by definition; a shared temp
-	 * directory only when nobody else made it or can write to it. */
-	"mine() {\n"
-	"  [ \"$1\" = \"$c\" ] && return 0\n"
-	"  set -- $(ls -ldn \"$1\" 2>/dev/null)\n"
-	"  [ \"$3\" = \"$u\" ] && case $1 in d[rwx-][rwx-][rwx-]------*) return 0;; esac\n"
-	"  return 1\n"
+	/* Nothing in the cache is trusted unless nobody but the user (or
+	 * root) can change it: the directory is the user's, and neither it
+	 * nor any directory above it is writable by anyone else (a parent
+	 * may be root's and sticky, as /tmp).  Then what is checked is what
+	 * runs: no one else can swap it in between.  why() says why a path
+	 * fails that, or nothing. */
+	"why() {\n"
+	"  set -- \"$1\" \"$2\" $(ls -ldn \"$1\" 2>/dev/null)\n"
+	"  [ -n \"$3\" ] || { echo \"$1 is missing\"; return; }\n"
+	"  case $3 in l*) echo \"$1 is a symlink\"; return;; *+) echo \"$1 has "
+	"an ACL\"; return;; esac\n"
+	"  [ \"$5\" = \"$u\" ] || { [ \"$2\" = up ] && [ \"$5\" = 0 ]; } || "
+	"{ echo \"$1 belongs to uid $5, not $u\"; return; }\n"
+	"  case $3 in ?????w*|????????w*) [ \"$2\" = up ] && [ \"$5\" = 0 ] && "
+	"case $3 in ?????????[tT]*) return;; esac; "
+	"echo \"$1 is writable by others ($3)\";; esac\n"
+	"}\n"
+	/* The physical path of $1 in $q when it and every directory above
+	 * it pass why(); else the reason in $y. */
+	"trusted() {\n"
+	"  q=$(cd \"$1\" 2>/dev/null && pwd -P) || { y=\"$1 is missing and "
+	"cannot be made\"; return 1; }\n"
+	"  y=$(why \"$q\" own); [ -z \"$y\" ] || return 1\n"
+	"  k=$q\n"
+	"  while [ -n \"$k\" ] && [ \"$k\" != / ]; do\n"
+	"    k=${k%/*}; y=$(why \"${k:-/}\" up); [ -z \"$y\" ] || return 1\n"
+	"  done\n"
 	"}\n"
 	"set -- \"$c\" \"${TMPDIR:-/tmp}/qftfs-$u\" \"/var/tmp/qftfs-$u\" "
 	"\"/dev/shm/qftfs-$u\"\n"
+	/* A cached copy where one of them has it already. */
 	"for d; do\n"
-	"  f=$d/$v-$a/" SERVER_NAME "\n"
-	"  if [ -x \"$f\" ] && mine \"$d\" && [ \"$(sum \"$f\")\" = \"$x\" ]; "
-	"then run \"$f\"; fi\n"
+	"  [ -d \"$d\" ] && trusted \"$d\" || continue\n"
+	"  f=$q/$v-$a/" SERVER_NAME "\n"
+	"  if [ -z \"$(why \"${f%/*}\" own)\" ] && [ -f \"$f\" ] && "
+	"[ -z \"$(why \"$f\" own)\" ] && [ -x \"$f\" ] && "
+	"[ \"$(sum \"$f\")\" = \"$x\" ]; then run \"$f\"; fi\n"
 	"done\n"
-	"t=\n"
+	/* Else the first that can be made trusted takes the upload. */
+	"t= w=\n"
 	"for d; do\n"
 	"  mkdir -p -m 700 \"$d\" 2>/dev/null\n"
-	"  mine \"$d\" || continue\n"
-	"  mkdir -p \"$d/$v-$a\" 2>/dev/null || continue\n"
-	"  t=$d/$v-$a/." SERVER_NAME ".$$\n"
-	"  if : 2>/dev/null > \"$t\"; then break; fi\n"
-	"  t=\n"
+	"  if trusted \"$d\"; then\n"
+	"    e=$q/$v-$a\n"
+	"    mkdir -m 700 \"$e\" 2>/dev/null\n"
+	"    y=$(why \"$e\" own)\n"
+	"    if [ -z \"$y\" ]; then\n"
+	"      : 2>/dev/null > \"$e/." SERVER_NAME ".$$\" && "
+	"{ t=$e/." SERVER_NAME ".$$; break; }\n"
+	"      y=\"$e is not writable\"\n"
+	"    fi\n"
+	"  fi\n"
+	"  [ \"$d\" = \"$c\" ] && [ -z \"$HOME$XDG_CACHE_HOME\" ] && "
+	"y=\"HOME is not set, and $y\"\n"
+	"  w=\"$w; $y\"\n"
+	"  [ \"$d\" = \"$c\" ] && say \"NOTE not using $c for the server cache: "
+	"$y\"\n"
 	"done\n"
 	"[ -n \"$t\" ] || { say \"FAIL no writable directory of your own for "
-	"the cache (tried $*)\"; exit 4; }\n"
+	"the cache (tried $*$w)\"; exit 4; }\n"
 	"say \"SEND ${t%/*}\"\n"
 	/* dd reads at most bs bytes: never past the file, into what the
 	 * server must read next. */
@@ -396,10 +432,18 @@ static const char *tagged(const char *line, const char *tag)
 	return line + 7 + n;
 }
 
+/* NOTE lines (what the script wants the user to know) before the next
+ * line that matters: more than this is not the script talking. */
+#define NOTES_MAX 8
+
 static int next_line(int fd, const char *host, char *line, size_t size,
 		     int timeout_ms)
 {
-	int r = qc_line_read(fd, line, size, timeout_ms);
+	const char *note;
+	int r, notes = 0;
+
+again:
+	r = qc_line_read(fd, line, size, timeout_ms);
 
 	if (r == -EPIPE && !line[0])
 		return -EPIPE;
@@ -419,6 +463,12 @@ static int next_line(int fd, const char *host, char *line, size_t size,
 			"qftfs-server: '%s' (does a login script print to "
 			"stdout?)", host, line);
 		return -EPROTO;
+	}
+	if ((note = tagged(line, "NOTE")) && notes++ < NOTES_MAX) {
+		sanitize(line);
+		qft_warn("%s: %s", host, note);
+		line[0] = '\0';
+		goto again;
 	}
 	return 0;
 }

@@ -20,6 +20,8 @@
  *   QFTFS-SEND <dir>                  ←   exactly <size> bytes
  *   QFTFS-INSTALLED <path>                (checked, renamed into place)
  *   QFTFS-FAIL <reason>                   (anywhere: the script exits)
+ *   QFTFS-NOTE <text>                     (before RUN or SEND: shown as a
+ *                                          warning; the exchange goes on)
  *
  * <e_flags> is the hex of bytes 36..39 of /bin/sh (an ARM ELF's float
  * ABI), <ld> which ARM dynamic linker exists ("hf", "el" or "-"), <hash>
@@ -30,13 +32,23 @@
  * for length and form before use.
  *
  * The cache is ~/.cache/qftfs/<version>-<arch>/qftfs-server
- * ($XDG_CACHE_HOME), else, with a read-only home, $TMPDIR/qftfs-<uid>,
- * /var/tmp/qftfs-<uid> or /dev/shm/qftfs-<uid>, each used only when it is
- * the user's own and closed to others (mode 700).  A cached binary runs
- * only when its digest is the one of the binary the client would send;
- * anything else there (corrupt, another build) is replaced.  Uploads go to
- * a temp name and are renamed into place, so concurrent first mounts of
- * one board each install a whole binary and run it.
+ * ($XDG_CACHE_HOME), else $TMPDIR/qftfs-<uid>, /var/tmp/qftfs-<uid> or
+ * /dev/shm/qftfs-<uid>.  A cache directory is trusted only when nobody
+ * but the user and root can change what is in it (issue 18, finding 5):
+ * it is the user's, and neither it, nor its <version>-<arch>
+ * subdirectory, nor any directory above it up to / is writable by group
+ * or others, or has an ACL (a directory above may be root's and sticky,
+ * as /tmp), checked on its physical path (no symlink on the way); the
+ * binary is the user's regular file, writable by nobody else.  What is
+ * checked is then what runs, by that path: no one else can swap it in
+ * between.  A home cache that fails (HOME owned by someone else, an
+ * unset HOME making it /.cache, a group-writable home) is passed over
+ * with a NOTE saying why, and the temp directories are tried; with none
+ * trusted the script fails with every reason.  A cached binary runs only
+ * when its digest is the one of the binary the client would send;
+ * anything else there (corrupt, another build) is replaced.  Uploads go
+ * to a temp name and are renamed into place, so concurrent first mounts
+ * of one board each install a whole binary and run it.
  *
  * Error convention: 0 or a negative errno, with the reason already on
  * stderr ("qftfs: ...").

@@ -14,7 +14,12 @@
  *              accepts it, so compressed replies are allowed; bit 2, the
  *              client asks for change notification (want_notify), and
  *              the harness's HELLO reply grants it, so NOTIFY frames are
- *              allowed
+ *              allowed; bit 3, the harness's HELLO reply grants
+ *              PROGRESS frames (QFT_FEAT_PROGRESS, which the client always
+ *              asks for), so frames with QFT_F_PROGRESS restart the
+ *              deadlines of the requests they name; bit 4, the call
+ *              selectors also reach SCAN and SYNCFS (calls[] below; the
+ *              other inputs keep their meaning)
  *   byte 1     number of calls, modulo MAX_CALLS + 1
  *   bytes 2..  one byte per call choosing its request (calls[] below)
  *   the rest   the server's byte stream
@@ -33,7 +38,9 @@
  * callback has a known kind, a NUL-terminated name that is empty or a
  * valid name (empty for GONE and ALL), inode 0 exactly for ALL; none comes
  * where the client did not ask, and where the harness granted them the
- * link's end delivers ALL last.
+ * link's end delivers ALL last; a PROGRESS frame completes no call (each
+ * completes once, with its own reply), and one that was not granted ends
+ * the link like any stray frame.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -51,6 +58,8 @@
 #define OPT_HELLO_IN_INPUT 0x01
 #define OPT_LZ4            0x02
 #define OPT_NOTIFY         0x04
+#define OPT_PROGRESS       0x08
+#define OPT_MORE_CALLS     0x10
 #define MAX_CALLS          16
 
 struct call {
@@ -88,12 +97,12 @@ static void notify_cb(void *ctx, uint64_t ino, uint32_t kind,
 }
 
 /* The request that selector `sel` stands for. */
-static void make_call(struct call *k, uint8_t sel)
+static void make_call(struct call *k, uint8_t sel, bool more)
 {
 	struct qft_msg *m = &k->req;
 
 	memset(k, 0, sizeof(*k));
-	switch (sel % 22) {
+	switch (more ? sel % 24 : sel % 22) {
 	case 0:
 		qft_msg_init(m, QFT_OP_LSTAT, 0);
 		m->path.s = "a";
@@ -201,7 +210,16 @@ static void make_call(struct call *k, uint8_t sel)
 		m->handle = 1;
 		k->noreply = true;
 		break;
-	default:
+	case 22:
+		qft_msg_init(m, QFT_OP_SCAN, 0);
+		m->handle = 4;
+		m->length = QFT_MAX_SCAN;
+		m->opflags = QFT_SCAN_WATCH;
+		break;
+	case 23:
+		qft_msg_init(m, QFT_OP_SYNCFS, 0);
+		break;
+	case 21:
 		qft_msg_init(m, QFT_OP_UNLINK, 0);
 		m->path.s = "";
 		m->name.s = "a";
@@ -295,7 +313,7 @@ static size_t first_frame(const uint8_t *p, size_t n)
 	return n - QFT_HDR_SIZE < len ? n : QFT_HDR_SIZE + len;
 }
 
-static void hello_reply(int fd, bool lz4, bool notify)
+static void hello_reply(int fd, bool lz4, bool notify, bool progress)
 {
 	struct qft_msg m;
 	struct qbuf b;
@@ -305,7 +323,8 @@ static void hello_reply(int fd, bool lz4, bool notify)
 	m.magic = QFT_MAGIC;
 	m.version = QFT_VERSION;
 	m.features = (lz4 ? QFT_FEAT_LZ4 : 0) |
-		     (notify ? QFT_FEAT_NOTIFY : 0);
+		     (notify ? QFT_FEAT_NOTIFY : 0) |
+		     (progress ? QFT_FEAT_PROGRESS : 0);
 	qbuf_init(&b, 256);
 	FUZZ_CHECK(qft_msg_encode(&b, &m) == 0);
 	send_all(fd, b.data, b.len);
@@ -342,7 +361,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < ncalls)
 		return 0;
 	for (size_t i = 0; i < ncalls; i++)
-		make_call(&calls[i], data[i]);
+		make_call(&calls[i], data[i], opts & OPT_MORE_CALLS);
 	data += ncalls;
 	size -= ncalls;
 
@@ -371,7 +390,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (size == 0)
 			shutdown(sv[1], SHUT_WR);
 	} else {
-		hello_reply(sv[1], opts & OPT_LZ4, opts & OPT_NOTIFY);
+		hello_reply(sv[1], opts & OPT_LZ4, opts & OPT_NOTIFY,
+			    opts & OPT_PROGRESS);
 	}
 	if (qc_conn_hello(c, 5, msg, sizeof(msg)) < 0) {
 		qc_conn_free(c);

@@ -11,16 +11,31 @@
  *   bit 3  that HELLO asks for lz4 (QFT_FEAT_LZ4): the stream may then
  *          carry QFT_F_LZ4 frames, and large replies come compressed
  *   bit 4  ... with the auto policy (QFT_FEAT_LZ4_AUTO)
+ *   bit 5  follow mode (--follow-symlinks): every symlink is followed,
+ *          wherever it leads.  Only as root with the private tmpfs: the
+ *          server's thread then has the jail as its root directory
+ *          (unshare(CLONE_FS) and chroot, that thread alone), so "/"
+ *          and "../.." lead into the jail and nowhere else; the jail is
+ *          rebuilt after such an input.  Otherwise the bit is ignored.
+ *   bit 6  the session has change notification (a struct srv_watch, as
+ *          main.c makes), and the harness's HELLO asks for NOTIFY,
+ *          PROGRESS and LAZY (and FOLLOW in follow mode): READDIR_WATCH,
+ *          SCAN_WATCH, UNWATCH, lazy opens and the syncs' PROGRESS
+ *          frames are reachable without the input's own HELLO
+ *   bit 7  the connection is the meta one (is_meta, lane META)
  * Each input gets a fresh `struct srv` on a socketpair; one peer thread
  * writes the stream, another reads every reply until the server closes,
- * and srv_loop_run runs on this thread until the stream ends, as main.c
- * runs it.
+ * and srv_loop_run runs on a thread of its own until the stream ends, as
+ * main.c runs it.
  *
  * Oracles besides the sanitizers:
  *  - every reply decodes and answers a whole request frame of the stream
  *    (same opcode and id) that no other reply answered: nothing made up,
  *    nothing answered twice; a SCAN reply's records pass qft_scan_check;
- *  - nothing outside the served root changes: the jail holds a canary
+ *    a NOTIFY frame decodes, has id 0 and comes only where HELLO granted
+ *    notification; a PROGRESS frame names a request of the stream;
+ *  - nothing outside the served root changes (but in follow mode, where
+ *    the jail as a whole may): the jail holds a canary
  *    directory beside the root that symlinks in the root point at; its
  *    attributes and its file's are compared after every input;
  *  - no descriptor outlives an input (srv_handle_destroy closes them all);
@@ -62,6 +77,7 @@
 #include "loop.h"
 #include "msg.h"
 #include "path.h"
+#include "procfs.h"
 #include "protocol.h"
 #include "srv.h"
 
@@ -70,6 +86,9 @@
 #define OPT_URING    0x04
 #define OPT_LZ4      0x08
 #define OPT_LZ4_AUTO 0x10
+#define OPT_FOLLOW   0x20
+#define OPT_NOTIFY   0x40
+#define OPT_META     0x80
 
 #define FILE_SIZE_CAP ((rlim_t)4 << 20)
 #define CANARY_TEXT   "the server must never touch this\n"
@@ -323,11 +342,42 @@ static bool mount_tmpfs(const char *dir)
 		     "size=32m,nr_inodes=4096,mode=0700") == 0;
 }
 
+/* The served root and the canary beside it, in an empty jail. */
+static void make_jail(void)
+{
+	char path[160];
+	int fd;
+
+	FUZZ_CHECK(mkdir(g.root, 0755) == 0);
+	FUZZ_CHECK(mkdir(g.outside, 0755) == 0);
+	snprintf(path, sizeof(path), "%s/secret", g.outside);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	FUZZ_CHECK(fd >= 0);
+	FUZZ_CHECK(write(fd, CANARY_TEXT, strlen(CANARY_TEXT)) ==
+		   (ssize_t)strlen(CANARY_TEXT));
+	close(fd);
+	FUZZ_CHECK(lstat(g.outside, &g.canary_dir) == 0);
+	FUZZ_CHECK(lstat(path, &g.canary_file) == 0);
+}
+
+/* After an input in follow mode, which may have changed anything in the
+ * jail (the jail itself included): everything anew. */
+static void rebuild_jail(void)
+{
+	int fd;
+
+	FUZZ_CHECK(chmod(g.jail, 0700) == 0);
+	remove_xattrs(g.jail);
+	fd = open(g.jail, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	FUZZ_CHECK(fd >= 0);
+	empty_dir(fd);
+	close(fd);
+	make_jail();
+}
+
 static void setup(void)
 {
 	struct rlimit rl;
-	char path[160];
-	int fd;
 
 	/* As qftfs-server's main() does. */
 	signal(SIGPIPE, SIG_IGN);
@@ -338,6 +388,10 @@ static void setup(void)
 	qft_log_init("fuzz_server", getenv("QFTFS_FUZZ_DEBUG") ?
 		     QFT_LOG_DEBUG : QFT_LOG_ERR);
 
+	/* Asked once per process, and the first asking decides: here,
+	 * before a server thread in follow mode (chrooted into the jail,
+	 * where /proc is not procfs) could. */
+	FUZZ_CHECK(srv_procfs_ok());
 	remove_stale_jails();
 	snprintf(g.jail, sizeof(g.jail), "/tmp/qftfs-fuzz-%ld-XXXXXX",
 		 (long)getpid());
@@ -359,16 +413,7 @@ static void setup(void)
 
 	snprintf(g.root, sizeof(g.root), "%s/root", g.jail);
 	snprintf(g.outside, sizeof(g.outside), "%s/outside", g.jail);
-	FUZZ_CHECK(mkdir(g.root, 0755) == 0);
-	FUZZ_CHECK(mkdir(g.outside, 0755) == 0);
-	snprintf(path, sizeof(path), "%s/secret", g.outside);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	FUZZ_CHECK(fd >= 0);
-	FUZZ_CHECK(write(fd, CANARY_TEXT, strlen(CANARY_TEXT)) ==
-		   (ssize_t)strlen(CANARY_TEXT));
-	close(fd);
-	FUZZ_CHECK(lstat(g.outside, &g.canary_dir) == 0);
-	FUZZ_CHECK(lstat(path, &g.canary_file) == 0);
+	make_jail();
 	g.ready = true;
 }
 
@@ -385,6 +430,7 @@ struct peer {
 		bool answered;
 	} *reqs;
 	size_t nreqs;
+	bool notify;         /* the session may send NOTIFY frames */
 };
 
 /* Lists the whole frames of the stream by their header's length alone. */
@@ -446,6 +492,17 @@ static void check_reply(struct peer *p, const struct qft_msg *m)
 	p->reqs[i].answered = true;
 }
 
+/* A PROGRESS frame names a whole request of the stream. */
+static void check_progress(struct peer *p, const struct qft_msg *m)
+{
+	size_t i;
+
+	for (i = 0; i < p->nreqs; i++)
+		if (p->reqs[i].id == m->id)
+			break;
+	FUZZ_CHECK(m->id != 0 && i < p->nreqs);
+}
+
 /*
  * Reads replies the way the client does (a channel, which expands
  * compressed frames once HELLO agreed on them) until the server closes.
@@ -465,6 +522,16 @@ static void *reader_main(void *arg)
 	qbuf_init(&in, QFT_CHAN_RECV_LIMIT);
 	while ((r = qft_chan_recv(&c, &in, &h)) == 0) {
 		FUZZ_CHECK(qft_msg_decode(&m, in.data, in.len) == 0);
+		if (h.flags & QFT_F_NOTIFY) {
+			FUZZ_CHECK(p->notify && m.op == QFT_OP_NOTIFY &&
+				   m.id == 0);
+			continue;
+		}
+		if (h.flags & QFT_F_PROGRESS) {
+			FUZZ_CHECK(m.op == QFT_OP_PROGRESS);
+			check_progress(p, &m);
+			continue;
+		}
 		check_reply(p, &m);
 		/* The server's scan records are what a client accepts. */
 		if (m.op == QFT_OP_SCAN && m.status == QFT_OK)
@@ -492,21 +559,45 @@ static void srv_teardown(struct srv *s)
 	qft_chan_destroy(&s->chan);
 }
 
+/* The server's own thread: in follow mode its root is the jail. */
+struct serve {
+	struct srv *s;
+	bool chroot;
+};
+
+static void *serve_main(void *arg)
+{
+	struct serve *sv = arg;
+
+	if (sv->chroot) {
+		/* This thread's root directory and cwd only, and those of
+		 * the threads it starts (the I/O engine's workers). */
+		FUZZ_CHECK(unshare(CLONE_FS) == 0);
+		FUZZ_CHECK(chroot(g.jail) == 0 && chdir("/") == 0);
+	}
+	(void)srv_loop_run(sv->s);
+	return NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct srv s;  /* large: off the stack, as in main.c */
 	struct peer peer;
 	struct qbuf stream;
 	struct qft_msg hello;
-	pthread_t writer, reader;
+	struct serve sv;
+	pthread_t writer, reader, server;
+	bool follow;
 	uint8_t opts;
-	int sv[2], root_fd, nfds;
+	int sp[2], root_fd, nfds;
 
 	if (size < 1)
 		return 0;
 	if (!g.ready)
 		setup();
 	opts = data[0];
+	/* Following symlinks is safe here only inside the jail's tmpfs. */
+	follow = (opts & OPT_FOLLOW) && g.tmpfs;
 	populate();
 
 	/* The stream the client sends: HELLO if asked, then the input. */
@@ -519,6 +610,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			hello.features = QFT_FEAT_LZ4;
 		if (opts & OPT_LZ4_AUTO)
 			hello.features |= QFT_FEAT_LZ4 | QFT_FEAT_LZ4_AUTO;
+		if (opts & OPT_NOTIFY)
+			hello.features |= QFT_FEAT_NOTIFY | QFT_FEAT_PROGRESS |
+					  QFT_FEAT_LAZY;
+		if (follow && (opts & OPT_NOTIFY))
+			hello.features |= QFT_FEAT_FOLLOW;
 		FUZZ_CHECK(qft_msg_encode(&stream, &hello) == 0);
 	}
 	FUZZ_CHECK(qbuf_put_bytes(&stream, data + 1, size - 1) == 0);
@@ -528,33 +624,52 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	root_fd = open(g.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	FUZZ_CHECK(root_fd >= 0);
 	srv_path_init(&s.root, root_fd, opts & OPT_WALK);
+	s.root.follow = follow;
+	if (opts & OPT_META) {
+		s.is_meta = true;
+		s.lane = SRV_LANE_META;
+	}
+	if (opts & OPT_NOTIFY)
+		FUZZ_CHECK(srv_watch_new(&s.watch, 64, false) == 0);
 	FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
-			      sv) == 0);
-	FUZZ_CHECK(qft_chan_init(&s.chan, sv[0], sv[0]) == 0);
+			      sp) == 0);
+	FUZZ_CHECK(qft_chan_init(&s.chan, sp[0], sp[0]) == 0);
 	srv_handle_init(&s.handles);
 	qbuf_init(&s.out, QFT_HDR_SIZE + QFT_MAX_PAYLOAD);
 	qbuf_init(&s.dirents, QFT_MAX_READDIR);
 
 	memset(&peer, 0, sizeof(peer));
-	peer.fd = sv[1];
+	peer.fd = sp[1];
 	peer.out = stream.data;
 	peer.out_len = stream.len;
+	peer.notify = opts & OPT_NOTIFY;
 	list_requests(&peer);
 	FUZZ_CHECK(pthread_create(&writer, NULL, writer_main, &peer) == 0);
 	FUZZ_CHECK(pthread_create(&reader, NULL, reader_main, &peer) == 0);
 
-	(void)srv_loop_run(&s);
+	sv.s = &s;
+	sv.chroot = follow;
+	FUZZ_CHECK(pthread_create(&server, NULL, serve_main, &sv) == 0);
+	FUZZ_CHECK(pthread_join(server, NULL) == 0);
+	/* As main.c ends a session: no more notifications on this
+	 * connection, then the watches go before the channel does. */
+	srv_watch_detach(s.watch, &s.chan);
+	srv_watch_free(s.watch);
+	s.watch = NULL;
 	/* Closing the server's end is what ends the reader. */
 	srv_teardown(&s);
 	FUZZ_CHECK(pthread_join(writer, NULL) == 0);
 	FUZZ_CHECK(pthread_join(reader, NULL) == 0);
 
-	close(sv[1]);
+	close(sp[1]);
 	close(root_fd);
 	free(peer.reqs);
 	qbuf_free(&stream);
 
-	check_canary();
+	if (follow)
+		rebuild_jail();
+	else
+		check_canary();
 	nfds = count_fds(false);
 	if (g.nfds < 0)
 		g.nfds = nfds;

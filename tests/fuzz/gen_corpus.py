@@ -304,6 +304,7 @@ def frame_seeds():
 #   dangling->nowhere  loop->loop  fifo
 
 HELLO, WALK, URING, LZ4, LZ4_AUTO = 0x02, 0x01, 0x04, 0x08, 0x10
+FOLLOW, NOTIFY, META = 0x20, 0x40, 0x80
 
 
 class Stream:
@@ -550,6 +551,50 @@ def server_seeds():
         req('READDIR', 4, handle=1, offset=0, length=4096, opflags=0x3))
     add('notify-to-server', HELLO, notify(5, CHANGED, b'f') +
         req('LSTAT', 1, path='a'))
+
+    # Follow mode (bit 5): symlinks out of the root, to "/" and up, are
+    # followed -- inside the jail, the server thread's root.
+    t = (Stream()('LSTAT', path='up')('LSTAT', path='updir')
+         ('LSTAT', path='absdir')('READLINK', path='abs')
+         ('OPEN', handle=1, path='up', opflags=wire.O_RDWR)
+         ('WRITE', handle=1, offset=0, data=b'followed')
+         ('CLOSE', handle=1)
+         ('SYMLINK', path='', name='top', target='/')
+         ('OPENDIR', handle=2, path='top')
+         ('READDIR', handle=2, offset=0, length=4096, opflags=READDIR_PLUS)
+         ('SCAN', handle=2, length=4096, opflags=0)('CLOSE', handle=2)
+         ('LSTAT', path='top/outside/secret')
+         ('SETATTR', handle=0, path='up', valid=wire.SET_MODE, mode=0o600)
+         ('SETXATTR', path='up', xname='user.f', opflags=0, data=b'v')
+         ('MKDIR', path='updir', name='made', mode=0o755)
+         ('UNLINK', path='top/outside', name='secret')
+         ('LSTAT', path='dangling')('LSTAT', path='loop')
+         ('OPEN', handle=3, path='dl/f', opflags=wire.O_RDONLY, length=64))
+    add('follow', HELLO | FOLLOW, t)
+    add('follow-walk', HELLO | FOLLOW | WALK, t)
+    add('follow-notify', HELLO | FOLLOW | NOTIFY, t)
+
+    # Notification (bit 6): watched listings and scans, changes the
+    # client makes (its own, not told), UNWATCH, syncs with PROGRESS,
+    # lazy opens -- all granted by the harness's HELLO.
+    t = (Stream()('OPENDIR', handle=1, path='d')
+         ('READDIR', handle=1, offset=0, length=4096, opflags=0x3)
+         ('OPENDIR', handle=2, path='')
+         ('SCAN', handle=2, length=MAX_DATA, opflags=SCAN_WATCH)
+         ('CREATE', handle=3, path='d', name='n',
+          opflags=wire.O_WRONLY | O_LAZY, mode=0o644)
+         ('WRITE', handle=3, offset=0, data=b'lazy')
+         ('FSYNC', handle=3, opflags=0)('CLOSE', handle=3)
+         ('MKDIR', path='d', name='m', mode=0o755)
+         ('RENAME', path='d', name='m', path2='', name2='m2', opflags=0)
+         ('UNLINK', path='d', name='f')('SYNCFS')
+         .raw(wire.frame(OP_UNWATCH, struct.pack('>Q', 5), 0, 15))
+         ('READDIR', handle=1, offset=0, length=4096, opflags=0x2)
+         ('CLOSE', handle=1)('CLOSE', handle=2))
+    add('notify', HELLO | NOTIFY, t)
+    add('notify-walk-uring', HELLO | NOTIFY | WALK | URING, t)
+    add('notify-meta', HELLO | NOTIFY | META, t)
+    add('meta', HELLO | META, t)
     return s
 
 
@@ -561,8 +606,10 @@ C = {'LSTAT': 0, 'FSTAT': 1, 'READDIR': 2, 'READDIRPLUS': 3, 'READ': 4,
      'READBIG': 5, 'WRITE': 6, 'READLINK': 7, 'GETXATTR0': 8,
      'GETXATTR': 9, 'LISTXATTR': 10, 'OPEN': 11, 'CREATE': 12,
      'STATFS': 13, 'SYMLINK': 14, 'OPENDIR': 15, 'SETATTR': 16,
-     'MKDIR': 17, 'FLUSH': 18, 'PING': 19, 'CLOSE': 20, 'UNLINK': 21}
+     'MKDIR': 17, 'FLUSH': 18, 'PING': 19, 'CLOSE': 20, 'UNLINK': 21,
+     'SCAN': 22, 'SYNCFS': 23}
 C_HELLO_IN_INPUT, C_LZ4, C_NOTIFY = 0x01, 0x02, 0x04
+C_PROGRESS, C_MORE = 0x08, 0x10
 
 
 def client(opts, calls, stream):
@@ -698,6 +745,162 @@ def client_seeds():
                                    features=FEAT_NOTIFY) +
                                notify(7, CHANGED, b'n') +
                                rep('LSTAT', 2, attr=attr()))
+    # PROGRESS frames (granted with bit 3) between replies, for waiting
+    # requests, finished ones and unknown ids; SCAN and SYNCFS (bit 4).
+    progress = [wire.frame(OP_PROGRESS, b'', F_PROGRESS, i)
+                for i in (2, 3, 9, 2)]
+    s['progress'] = client(C_PROGRESS, ['LSTAT', 'FLUSH'],
+                           progress[0] + progress[1] +
+                           rep('LSTAT', 2, attr=attr()) + progress[3] +
+                           progress[2] + rep('FLUSH', 3, attr=attr()))
+    s['progress-unagreed'] = client(0, ['LSTAT'], progress[0] +
+                                    rep('LSTAT', 2, attr=attr()))
+    s['progress-bad'] = client(C_PROGRESS, ['LSTAT', 'LSTAT'],
+                               wire.frame(OP_PROGRESS, b'', F_PROGRESS, 0) +
+                               wire.frame(OP_PROGRESS, b'\0', F_PROGRESS,
+                                          2) +
+                               wire.frame(28, b'', F_PROGRESS, 3))
+    s['scan-syncfs'] = client(C_MORE | C_PROGRESS, ['SCAN', 'SCAN', 'SYNCFS'],
+                              rep('SCAN', 2, opflags=0, data=scan_blob()) +
+                              wire.frame(OP_PROGRESS, b'', F_PROGRESS, 4) +
+                              rep('SCAN', 3, opflags=SCAN_EOF,
+                                  data=scan_blob(base=4)) +
+                              rep('SYNCFS', 4))
+    s['scan-bad'] = client(C_MORE, ['SCAN', 'SCAN'],
+                           rep('SCAN', 2, opflags=0, data=b'\0\0') +
+                           rep('SCAN', 3, status=38, errmsg=b''))
+    return s
+
+
+# ---------------------------------------------------------------------------
+# fuzz_auth: mode byte, then the peer's bytes (tests/fuzz/fuzz_auth.c)
+
+AUTH_MAGIC = 0x51465444
+
+
+def auth_msg1(cipher=1, magic=AUTH_MAGIC, version=1, reserved=0):
+    return struct.pack('>IIII', magic, version, cipher, reserved) + \
+        bytes(range(32))
+
+
+def auth_seeds():
+    s = {}
+    msg2 = struct.pack('>II', AUTH_MAGIC, 1) + bytes(range(32, 64)) + \
+        b'\xaa' * 32
+    s['server-msg1-msg3'] = b'\x00' + auth_msg1() + b'\x55' * 32
+    s['server-msg1-only'] = b'\x00' + auth_msg1(cipher=2)
+    s['server-bad-magic'] = b'\x00' + auth_msg1(magic=0x51465458)
+    s['server-bad-version'] = b'\x00' + auth_msg1(version=2)
+    s['server-bad-cipher'] = b'\x00' + auth_msg1(cipher=7)
+    s['server-reserved'] = b'\x00' + auth_msg1(reserved=1)
+    s['server-short'] = b'\x00' + auth_msg1()[:20]
+    s['server-http'] = b'\x00' + b'GET / HTTP/1.0\r\n\r\n' * 4
+    s['client-msg2'] = b'\x01\x01' + msg2
+    s['client-msg2-more'] = b'\x01\x00' + msg2 + b'\0' * 40
+    s['client-bad-magic'] = b'\x01\x02' + b'QFTX' + msg2[4:]
+    s['client-short'] = b'\x01\x01' + msg2[:50]
+    for c in range(3):
+        s['pair-clean-%d' % c] = bytes([2, c])
+    s['pair-cipher'] = b'\x02\x01' + bytes([8 + 3, 0x01])   # cipher field
+    s['pair-nonce'] = b'\x02\x02' + bytes([20, 0x80])
+    s['pair-msg2'] = b'\x02\x00' + bytes([48 + 50, 0x01])
+    s['pair-msg3'] = b'\x02\x01' + bytes([48 + 72 + 5, 0x10])
+    s['pair-noop-mask'] = b'\x02\x01' + bytes([10, 0x00])
+    s['pair-twice'] = b'\x02\x00' + bytes([10, 0x0f, 10, 0x0f])
+    line = bytes(range(32)).hex().encode()
+    s['secret-ok'] = b'\x03' + line + b'\n'
+    s['secret-upper'] = b'\x03' + line.upper() + b'\n'
+    s['secret-and-more'] = b'\x03' + line + b'\n' + auth_msg1()
+    s['secret-short'] = b'\x03' + line[:20] + b'\n'
+    s['secret-no-newline'] = b'\x03' + line
+    s['secret-not-hex'] = b'\x03' + b'g' + line[1:] + b'\n'
+    s['secret-crlf'] = b'\x03' + line + b'\r\n'
+    s['secret-empty'] = b'\x03'
+    return s
+
+
+# ---------------------------------------------------------------------------
+# fuzz_login: mode byte, then the subject (tests/fuzz/fuzz_login.c)
+
+def login_seeds():
+    s = {}
+    sha = 'ab' * 32
+    s['install-run'] = b'\x00QFTFS-RUN /usr/bin/qftfs-server\n'
+    s['install-send'] = (b'\x00QFTFS-ARCH x86_64 7f454c46 - sha256\n'
+                         b'QFTFS-SEND /home/u/.cache/qftfs/3-x86_64\n'
+                         b'QFTFS-INSTALLED /home/u/.cache/qftfs/3-x86_64/'
+                         b'qftfs-server\n')
+    s['install-cached'] = (b'\x00QFTFS-ARCH aarch64 - - cksum\n'
+                           b'QFTFS-RUN /tmp/qftfs-1000/3-aarch64/'
+                           b'qftfs-server\n')
+    s['install-armhf'] = (b'\x00QFTFS-ARCH armv7l 00040005 hf none\n'
+                          b'QFTFS-SEND /dev/shm/qftfs-1000/3-armhf\n'
+                          b'QFTFS-FAIL the upload arrived damaged\n')
+    s['install-armv6'] = (b'\x00QFTFS-ARCH armv6l 00020005 el sha256\n'
+                          b'QFTFS-FAIL no writable directory\n')
+    s['install-unknown-arch'] = b'\x00QFTFS-ARCH mips - - sha256\n'
+    s['install-motd'] = b'\x00Welcome to the board!\nQFTFS-RUN /x\n'
+    s['install-long'] = b'\x00QFTFS-ARCH ' + b'x' * 2000 + b'\n'
+    s['install-ctl'] = b'\x00QFTFS-FAIL \x1b[31mred\x07\n'
+    s['install-bad-arch'] = b'\x00QFTFS-ARCH x86_64\n'
+    s['install-cut'] = b'\x00QFTFS-ARCH x86_64 - - ' + sha[:3].encode()
+    s['greeting'] = b'\x01QFTFS 3 40000'
+    s['greeting-wrap'] = b'\x01QFTFS 4294967299 22'
+    s['greeting-port'] = b'\x01QFTFS 3 65536'
+    s['greeting-sign'] = b'\x01QFTFS +3 -1'
+    s['greeting-zeros'] = b'\x01QFTFS 0003 0022'
+    s['greeting-tail'] = b'\x01QFTFS 3 22 '
+    s['sshconf'] = (b'\x02\x00# comment\nHost board b?ard *.example\n'
+                    b'  HostName 192.0.2.7\n  User pi\n  Port 2222\n'
+                    b'  IdentityFile ~/.ssh/id_%r@%h\n'
+                    b'  UserKnownHostsFile ~/.ssh/kh %d/kh2\n'
+                    b'  StrictHostKeyChecking accept-new\n'
+                    b'Host !board *\n  User other\n'
+                    b'Match host a.example\n  ProxyJump jump\n'
+                    b'Match exec "true"\n  User never\n')
+    s['sshconf-include'] = (b'\x02\x01Include inc2 ~/.ssh/inc*\n'
+                            b'Host a.*\n  ProxyCommand ssh -W %h:%p j\n'
+                            b'  CertificateFile %d/c\n'
+                            b'  IdentitiesOnly yes\n')
+    s['sshconf-equals'] = (b'\x02\x02Host=10.0.0.*\nPort=22\n'
+                           b'HostName="quoted name"\nUser %%u\n')
+    s['sshconf-bad'] = (b'\x02\x00Host\nPort 99999\nUser "open\n'
+                        b'IdentityFile %z\nInclude /nonexistent/*\n')
+    s['sshconf-self'] = b'\x02\x00Include /cfg\n'
+    s['idmap'] = (b'\x03\x1froot:0\nnobody:65534\n\0root:0\n\0'
+                  b'1000\0' b'0\0' b'022')
+    s['idmap-user'] = b'\x03\x9c\0\0' b'1\0' b'2\0' b'077'
+    s['idmap-bad'] = (b'\x03\x23nosuchuser:5\nroot\n:7\nroot:x\n\0'
+                      b'\0' b'-1\0' b'4294967296\0' b'888')
+    s['idmap-ignore'] = b'\x03\x21root:4294967295\n# c\n\nroot:1\n'
+    return s
+
+
+# ---------------------------------------------------------------------------
+# fuzz_scan: the cap byte, then [u16 length][SCAN data] per reply
+
+def scan_seeds():
+    s = {}
+
+    def replies(*blobs):
+        return b''.join(struct.pack('>H', len(b)) + b for b in blobs)
+
+    s['one'] = b'\x40' + replies(scan_blob())
+    s['two'] = b'\x40' + replies(scan_blob(), scan_blob(base=4))
+    s['watched'] = b'\x40' + replies(wire.enc_scan(1, [
+        ('watched', 0), ('entry', 0, 'sub', attr(wire.S_IFDIR | 0o755)),
+        ('watched', 1), ('end', 1, 0), ('end', 0, 0)]))
+    s['cap'] = b'\x00' + replies(scan_blob(), scan_blob(base=4))
+    s['gap'] = b'\x40' + replies(scan_blob(), scan_blob(base=9))
+    s['bad-index'] = b'\x40' + replies(wire.enc_scan(1, [
+        ('entry', 3, 'x', attr())]))
+    s['bad-name'] = b'\x40' + replies(scan_blob(), wire.enc_scan(4, [
+        ('entry', 0, '..', attr())]))
+    s['bad-tail'] = b'\x40' + replies(scan_blob() + b'\x02\0')
+    s['bad-after-dirs'] = b'\x40' + replies(scan_blob(), b'\0\0\0\4\x07')
+    s['empty'] = b'\x40' + replies(b'\0\0\0\1')
+    s['dir-end-fail'] = b'\x40' + replies(wire.enc_scan(1, [
+        ('entry', 0, 'a', attr()), ('end', 0, 13)]))
     return s
 
 
@@ -720,7 +923,10 @@ def main():
                                                                 'corpus')
     for target, seeds in (('fuzz_frame', frame_seeds()),
                           ('fuzz_server', server_seeds()),
-                          ('fuzz_client', client_seeds())):
+                          ('fuzz_client', client_seeds()),
+                          ('fuzz_auth', auth_seeds()),
+                          ('fuzz_login', login_seeds()),
+                          ('fuzz_scan', scan_seeds())):
         n, size = write(outdir, target, seeds)
         print('%s: %d seeds, %d bytes' % (target, n, size))
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "check.h"
@@ -137,10 +138,45 @@ static void test_parse(void)
 	CHECK(strchr(qc_install_script(), '\'') == NULL);
 }
 
+/* qc_install_run against `remote`, the script's whole output. */
+static int exchange(const char *remote)
+{
+	struct qc_install_opts o = { .enabled = true };
+	char ran[256];
+	int sv[2], r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	if (write(sv[1], remote, strlen(remote)) != (ssize_t)strlen(remote))
+		return -EIO;
+	shutdown(sv[1], SHUT_WR);
+	r = qc_install_run(sv[0], "board", &o, ran, sizeof(ran));
+	close(sv[0]);
+	close(sv[1]);
+	return r;
+}
+
+/* NOTE lines (a home cache passed over, and why) are shown and skipped;
+ * a flood of them is not the script. */
+static void test_notes(void)
+{
+	char many[1024] = "";
+
+	CHECK_EQ(exchange("QFTFS-NOTE not using /h/.cache/qftfs for the "
+			  "server cache: /h belongs to uid 7, not 1000\n"
+			  "QFTFS-RUN /tmp/qftfs-1000/x/qftfs-server\n"), 0);
+	for (int i = 0; i < 9; i++)
+		strcat(many, "QFTFS-NOTE again\n");
+	strcat(many, "QFTFS-RUN /x\n");
+	CHECK_EQ(exchange(many), -EPROTO);
+	CHECK_EQ(exchange("QFTFS-NOTE\n"), -EPROTO);
+}
+
 int main(void)
 {
 	test_pick();
 	test_find();
 	test_parse();
+	test_notes();
 	return check_exit("install");
 }

@@ -319,5 +319,14 @@ void qc_dir_fetch_listing(struct qc_fs *fs, struct qn_node *dir);
 /* scan.c: when `dir`'s parent was listed moments ago (a tree walk), its
  * subtree is fetched with SCAN.  No lock held; waits for the server. */
 void qc_dir_maybe_scan(struct qc_fs *fs, struct qn_node *dir);
+/*
+ * What a scan takes from `n` SCAN replies' data, as scan() does, without
+ * installing anything: the directories announced, the entries taken and
+ * how many directories are complete.  0, or -EPROTO when a reply is
+ * malformed (then only the top directory is left, incomplete).  For
+ * tests/fuzz/fuzz_scan.c.
+ */
+int qc_dir_scan_parse(const struct qft_blob *replies, size_t n, size_t limit,
+		      size_t *dirs, size_t *entries, size_t *complete);
 
 #endif /* QC_DIR_INTERNAL_H */

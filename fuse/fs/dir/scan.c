@@ -143,6 +143,54 @@ static int scan_take(struct scan *sc, const struct qft_blob *data)
 	return 0;
 }
 
+/* One SCAN reply's records, checked and taken; when malformed, nothing
+ * of the scan is trusted and -EPROTO. */
+static int scan_reply(struct scan *sc, const struct qft_blob *data)
+{
+	int r = qft_scan_check(data);
+
+	if (r >= 0)
+		r = scan_take(sc, data);
+	if (r < 0) {
+		/* Before install no directory has a node: what the others
+		 * took is freed here, or it would leak with every malformed
+		 * reply a server sends. */
+		for (size_t i = 1; i < sc->nd; i++) {
+			struct sdir *sd = &sc->d[i];
+
+			for (size_t j = 0; j < sd->n; j++)
+				free(sd->e[j].name);
+			free(sd->e);
+			free(sd->name);
+		}
+		sc->nd = sc->nd ? 1 : 0;
+		sc->d[0].complete = false;
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int qc_dir_scan_parse(const struct qft_blob *replies, size_t n, size_t limit,
+		      size_t *dirs, size_t *entries, size_t *complete)
+{
+	struct scan sc = { 0 };
+	int r = 0;
+
+	sc.limit = limit ? limit : 1;
+	if (scan_announce(&sc, 0, NULL, NULL) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !sc.stop && r == 0; i++)
+		r = scan_reply(&sc, &replies[i]);
+	*dirs = sc.nd;
+	*entries = sc.entries;
+	*complete = 0;
+	for (size_t i = 0; i < sc.nd; i++)
+		*complete += sc.d[i].complete;
+	/* No node was made: nothing to release in the node table. */
+	scan_free(NULL, &sc);
+	return r;
+}
+
 /* The node of announced directory i (listing lock held: the table lock
  * nests inside it). */
 static struct qn_node *scan_node(struct qc_fs *fs, struct scan *sc,
@@ -281,16 +329,11 @@ static void scan(struct qc_fs *fs, struct qn_node *top)
 				  strerror(-r));
 			break;
 		}
-		r = qft_scan_check(&rep.msg.data);
-		if (r >= 0)
-			r = scan_take(&sc, &rep.msg.data);
+		r = scan_reply(&sc, &rep.msg.data);
 		eof = rep.msg.opflags & QFT_SCAN_EOF;
 		qc_reply_free(&rep);
 		if (r < 0) {
 			qft_warn("malformed SCAN reply for '%s'", path);
-			/* Nothing of a scan that went wrong is trusted. */
-			sc.nd = sc.nd ? 1 : 0;
-			sc.d[0].complete = false;
 			break;
 		}
 	}
