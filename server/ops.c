@@ -832,7 +832,7 @@ static int open_existing(const struct srv *s, int dfd, const char *name,
 			return create_through_link(dfd, name, flags, mode);
 		return r;
 	}
-	fd = srv_path_reopen(pin, flags);
+	fd = srv_path_reopen_at(pin, flags, dfd, name, s->root.follow);
 	close(pin);
 	return fd;
 }

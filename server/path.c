@@ -181,7 +181,8 @@ int srv_path_reopen(int fd, int flags)
 		return -ELOOP;
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 		return -ENXIO;
-	/* Nothing else reopens what an O_PATH descriptor pins. */
+	/* Nothing else reopens what an O_PATH descriptor pins (without
+	 * procfs: srv_path_reopen_at). */
 	if (!srv_procfs_ok())
 		return -EOPNOTSUPP;
 	srv_path_proc_fd(proc, fd);
@@ -191,14 +192,65 @@ int srv_path_reopen(int fd, int flags)
 			 O_NOCTTY | O_CLOEXEC);
 }
 
+int srv_path_reopen_at(int fd, int flags, int dfd, const char *name,
+		       bool follow)
+{
+	struct stat pin, st;
+	int r, nfd;
+
+	if (srv_procfs_ok())
+		return srv_path_reopen(fd, flags);
+	if (fstat(fd, &pin) < 0)
+		return -errno;
+	if (S_ISLNK(pin.st_mode))
+		return -ELOOP;
+	if (!S_ISREG(pin.st_mode) && !S_ISDIR(pin.st_mode))
+		return -ENXIO;
+	nfd = do_openat(dfd, name, (flags & ~(O_CREAT | O_EXCL | O_PATH)) |
+			(follow ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_NOCTTY |
+			O_CLOEXEC);
+	if (nfd < 0)
+		return nfd == -ELOOP || nfd == -ENOENT ? -ESTALE : nfd;
+	if (fstat(nfd, &st) < 0) {
+		r = -errno;
+		goto out_close;
+	}
+	if (st.st_dev != pin.st_dev || st.st_ino != pin.st_ino) {
+		r = -ESTALE;
+		goto out_close;
+	}
+	if (!(flags & O_NONBLOCK) &&
+	    fcntl(nfd, F_SETFL, fcntl(nfd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		r = -errno;
+		goto out_close;
+	}
+	return nfd;
+
+out_close:
+	close(nfd);
+	return r;
+}
+
 int srv_path_open_data(const struct srv_root *r, const char *path, int flags)
 {
-	int pin, fd;
+	const char *name;
+	int pin, fd, dfd;
 
 	pin = srv_path_open(r, path, O_PATH);
 	if (pin < 0)
 		return pin;
-	fd = srv_path_reopen(pin, flags);
+	if (srv_procfs_ok()) {
+		fd = srv_path_reopen(pin, flags);
+		close(pin);
+		return fd;
+	}
+	dfd = srv_path_open_parent(r, path, &name);
+	if (dfd < 0) {
+		close(pin);
+		return dfd;
+	}
+	fd = srv_path_reopen_at(pin, flags, dfd, name, r->follow);
+	close(dfd);
 	close(pin);
 	return fd;
 }

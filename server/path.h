@@ -86,6 +86,18 @@ int srv_path_open_object(const struct srv_root *r, const char *path);
  */
 int srv_path_reopen(int fd, int flags);
 
+/*
+ * srv_path_reopen where /proc may not be procfs (a chroot without it):
+ * then `name` in `dfd` (not followed unless `follow`) is opened instead,
+ * non-blocking, and kept only when it is the object `fd` pins -- a name
+ * swapped meanwhile gives -ESTALE, never another object's data.  (What
+ * cannot be avoided without /proc: a swapped-in FIFO or device node is
+ * opened before it is told apart; only root can make one on the server,
+ * and this server makes none unless --allow-devices.)
+ */
+int srv_path_reopen_at(int fd, int flags, int dfd, const char *name,
+		       bool follow);
+
 /* srv_path_open(r, path, O_PATH) then srv_path_reopen(): OPEN. */
 int srv_path_open_data(const struct srv_root *r, const char *path, int flags);
 

@@ -91,8 +91,17 @@ static bool rebind_one(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	st.size_bound = f->dir ? 0 : qc_step_size_bound(f);
 	pthread_mutex_unlock(&f->lock);
 
+	/*
+	 * Not attached to a node: opening (its OPEN, unanswered or not yet
+	 * sent, binds it on the new server; an OPEN answered just before
+	 * the server died and not attached yet is the one case that then
+	 * meets an unbound handle, EBADF) or released (its CLOSE is all
+	 * that is left of it, and finds nothing to close).
+	 */
 	n = qn_file_node(&fs->nodes, &f->nf);
-	if (!n || qn_path(&fs->nodes, n, NULL, path) < 0) {
+	if (!n)
+		return true;
+	if (qn_path(&fs->nodes, n, NULL, path) < 0) {
 		qc_carry_drop(cy, st.handle);
 		fail(fs, f, "(a removed file)", st.dirty ? -EIO : -ESTALE,
 		     "it has no name to open it by on the new server");
