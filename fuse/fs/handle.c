@@ -24,6 +24,8 @@ void qc_file_init(struct qc_file *f, struct qc_fs *fs, bool dir, int oflags,
 	f->fs = fs;
 	f->dir = dir;
 	f->oflags = oflags;
+	f->nf.rdonly = (oflags & O_ACCMODE) == O_RDONLY &&
+		       !(oflags & (O_TRUNC | O_CREAT));
 	f->hooks = hooks;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);

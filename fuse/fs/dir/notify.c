@@ -164,6 +164,12 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		/* Its own mtime changed: its entry in its parent's listing
 		 * is asked for again. */
 		qn_touch(&fs->nodes, l->dir);
+		/* What a node holds of the name (qn_note_fetched) must not
+		 * answer the getattr the kernel makes again. */
+		if (kind == QFT_NOTIFY_CHANGED && namelen)
+			qn_child_attr_stale(&fs->nodes, l->dir, name);
+		else if (kind == QFT_NOTIFY_CHANGED)
+			qn_names_changed(&fs->nodes);
 		if (kind == QFT_NOTIFY_CHANGED && namelen) {
 			qc_dir_work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
 			(void)qc_dir_mark_stale(fs, l, name);
