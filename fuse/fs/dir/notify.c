@@ -74,8 +74,13 @@ static void work_do(struct qc_fs *fs, struct work *w)
 	case WORK_UNWATCH:
 		qft_msg_init(&m, QFT_OP_UNWATCH, 0);
 		m.ino = w->ino;
-		/* No link: its watches went with it. */
-		(void)qc_send_noreply(fs->conn, qc_conn_gen(fs->conn), &m);
+		/* No link: its watches went with it.  One being resumed
+		 * keeps them, but a send would wait for it, holding up this
+		 * thread and the unmount that stops it: the watch is left
+		 * to end with the session. */
+		if (!qc_conn_lost(fs->conn))
+			(void)qc_send_noreply(fs->conn,
+					      qc_conn_gen(fs->conn), &m);
 		unwatched(fs, w->ino);
 		break;
 	}
