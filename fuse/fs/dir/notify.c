@@ -152,11 +152,24 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 	atomic_fetch_add(&dc->notices, 1);
 	pthread_mutex_lock(&dc->lock);
 	if (kind == QFT_NOTIFY_ALL) {
-		/* The link died or the server lost track: no lease holds. */
+		/*
+		 * The link died (there is no live one now), or the server
+		 * lost track of changes.  No lease holds either way, and
+		 * the listings go.  The kernel forgets the names it was
+		 * given from them only in the second case: what the
+		 * client told it while the lease held was true then, and
+		 * stays valid for as long as it was told (-o
+		 * entry_timeout, attr_timeout), as any answer without a
+		 * lease does; so names and attributes held keep answering
+		 * with the link down, also once the session is given up.
+		 */
+		bool lost_track = qc_dir_link_gen(fs) != 0;
+
 		qc_dir_record(dc, NULL, 0, true);
 		for (l = dc->lru.next; l != &dc->lru; l = next) {
 			next = l->next;
-			qc_dir_work_add_names(fs, l);
+			if (lost_track)
+				qc_dir_work_add_names(fs, l);
 			qc_dir_listing_drop(fs, l);
 		}
 		goto out_unlock;
