@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "net/conn.h"
 #include "fs/dircache.h"
@@ -19,6 +20,10 @@
 #include "protocol.h"
 
 /* ---- leases: notifications, the worker ---- */
+
+/* How often the worker looks for a new link while it holds invalidations
+ * back (qc_dir_work_add_names). */
+#define HELD_TICK_MS 250
 
 /*
  * After an UNWATCH of `ino` was sent: a READDIR WATCH sent before it may
@@ -86,6 +91,18 @@ static void work_do(struct qc_fs *fs, struct work *w)
 	}
 }
 
+/* Sleeps HELD_TICK_MS at most (listing lock held). */
+static void held_wait(struct qc_dircache *dc)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += HELD_TICK_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	(void)pthread_cond_timedwait(&dc->work_cond, &dc->lock, &ts);
+}
+
 /*
  * The worker: invalidates the kernel's caches and gives watches back.
  * fuse_lowlevel_notify_inval_* may wait for the kernel, which may be
@@ -100,8 +117,22 @@ void *qc_dir_worker_main(void *arg)
 
 	pthread_mutex_lock(&dc->lock);
 	for (;;) {
-		while (!dc->work_head && !dc->work_stop)
-			pthread_cond_wait(&dc->work_cond, &dc->lock);
+		while (!dc->work_head && !dc->work_stop) {
+			if (!dc->held_head) {
+				pthread_cond_wait(&dc->work_cond, &dc->lock);
+				continue;
+			}
+			/* Put off until a new link is up: no hook says so,
+			 * so it is looked at now and then. */
+			if (qc_dir_link_gen(fs)) {
+				dc->work_head = dc->held_head;
+				dc->work_tail = dc->held_tail;
+				dc->held_head = NULL;
+				dc->held_tail = &dc->held_head;
+				continue;
+			}
+			held_wait(dc);
+		}
 		if (dc->work_stop)
 			break;
 		w = dc->work_head;
@@ -121,21 +152,30 @@ void *qc_dir_worker_main(void *arg)
 	return NULL;
 }
 
-/* Drops the work left (worker stopped or never started). */
-void qc_dir_work_clear(struct qc_fs *fs)
+static void work_free_all(struct qc_fs *fs, struct work *w)
 {
-	struct qc_dircache *dc = qc_dir_of(fs);
-	struct work *w;
+	while (w) {
+		struct work *next = w->next;
 
-	pthread_mutex_lock(&dc->lock);
-	while ((w = dc->work_head)) {
-		dc->work_head = w->next;
 		if (w->dir)
 			qn_unref(&fs->nodes, w->dir);
 		free(w->names);
 		free(w);
+		w = next;
 	}
+}
+
+/* Drops the work left (worker stopped or never started). */
+void qc_dir_work_clear(struct qc_fs *fs)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+
+	pthread_mutex_lock(&dc->lock);
+	work_free_all(fs, dc->work_head);
+	work_free_all(fs, dc->held_head);
+	dc->work_head = dc->held_head = NULL;
 	dc->work_tail = &dc->work_head;
+	dc->held_tail = &dc->held_head;
 	dc->nwork = 0;
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -153,23 +193,16 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 	pthread_mutex_lock(&dc->lock);
 	if (kind == QFT_NOTIFY_ALL) {
 		/*
-		 * The link died (there is no live one now), or the server
-		 * lost track of changes.  No lease holds either way, and
-		 * the listings go.  The kernel forgets the names it was
-		 * given from them only in the second case: what the
-		 * client told it while the lease held was true then, and
-		 * stays valid for as long as it was told (-o
-		 * entry_timeout, attr_timeout), as any answer without a
-		 * lease does; so names and attributes held keep answering
-		 * with the link down, also once the session is given up.
+		 * The link died, or the server lost track of changes: no
+		 * lease holds, and the listings go.  The kernel forgets the
+		 * names it was given from them (qc_dir_work_add_names): at
+		 * once when the server lost track, once a new link is up
+		 * when the link died.
 		 */
-		bool lost_track = qc_dir_link_gen(fs) != 0;
-
 		qc_dir_record(dc, NULL, 0, true);
 		for (l = dc->lru.next; l != &dc->lru; l = next) {
 			next = l->next;
-			if (lost_track)
-				qc_dir_work_add_names(fs, l);
+			qc_dir_work_add_names(fs, l);
 			qc_dir_listing_drop(fs, l);
 		}
 		goto out_unlock;
