@@ -237,8 +237,13 @@ bool qc_commit_release(struct qc_fs *fs, struct qc_file *f)
 {
 	struct qc_commit *cm = &fs->commit;
 	bool defer = false, queue = false;
-	/* Before the file's lock: the connection's is never taken inside
-	 * it. */
+	/*
+	 * Before the file's lock: the connection's is never taken inside
+	 * it.  A link that dies between this look and the CLOSE holds this
+	 * thread until the resume or its grace ends: a window of a lock's
+	 * length, which a CLOSE the connection queued without a link would
+	 * close (net/ cannot do that yet).
+	 */
 	bool down = cm->started && qc_conn_lost(fs->conn);
 
 	pthread_mutex_lock(&f->lock);
