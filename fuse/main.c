@@ -336,6 +336,9 @@ out_stop_server:
 		fflush(stderr);
 		_exit(ret);
 	}
+	/* Releases left to it while the link was down fail at once now,
+	 * and it uses the connection. */
+	qc_commit_stop(&fs);
 	qc_conn_free(fs.conn);
 out_destroy_session:
 	fuse_session_destroy(se);

@@ -235,19 +235,39 @@ out_unqueue:
 
 bool qc_commit_release(struct qc_fs *fs, struct qc_file *f)
 {
-	bool defer;
+	struct qc_commit *cm = &fs->commit;
+	bool defer = false, queue = false;
+	/*
+	 * Before the file's lock: the connection's is never taken inside
+	 * it.  A link that dies between this look and the CLOSE holds this
+	 * thread until the resume or its grace ends: a window of a lock's
+	 * length, which a CLOSE the connection queued without a link would
+	 * close (net/ cannot do that yet).
+	 */
+	bool down = cm->started && qc_conn_lost(fs->conn);
 
-	if (!fs->commit.on)
-		return false;
 	pthread_mutex_lock(&f->lock);
-	defer = qc_step_flushes(f) > 0;
-	if (defer)
+	if (cm->on && qc_step_flushes(f) > 0) {
+		defer = true;
 		f->cm.deferred = true;
+	} else if (down) {
+		/* The closer thread's reference until it has released f. */
+		queue = true;
+		qc_file_hold(f);
+	}
 	pthread_mutex_unlock(&f->lock);
-	return defer;
+	if (queue) {
+		pthread_mutex_lock(&cm->lock);
+		f->cm.next = cm->queue;
+		cm->queue = f;
+		pthread_cond_broadcast(&cm->cond);
+		pthread_mutex_unlock(&cm->lock);
+	}
+	return defer || queue;
 }
 
-/* Sends the CLOSEs the reader thread may not send itself. */
+/* Sends the CLOSEs the reader thread, and the kernel's release while the
+ * link is down, may not send themselves. */
 static void *closer_main(void *arg)
 {
 	struct qc_fs *fs = arg;
@@ -279,8 +299,7 @@ int qc_commit_start(struct qc_fs *fs)
 	struct qc_commit *cm = &fs->commit;
 	int r;
 
-	if (!cm->on)
-		return 0;
+	/* With commit=close too: releases while the link is down. */
 	r = qft_thread_start(&cm->closer, closer_main, fs);
 	if (r < 0)
 		return r;

@@ -23,6 +23,12 @@
  * the files' data, and ahead of any request on the meta stream sent
  * after them (qc_call_ordered); a failure is reported like a close's.
  *
+ * The closer thread has a second job, in either commit mode: the CLOSE of
+ * a file the kernel releases while the link is down (qc_commit_release).
+ * A CLOSE sent then waits for the link -- for as long as the grace of a
+ * session being resumed (conn.h) -- and the kernel's release must not:
+ * it holds one of the FUSE threads, and the unmount waits for those.
+ *
  * The backlog is bounded: at most QC_COMMIT_MAX_FILES closed files and
  * path requests with work in flight; one beyond that waits for room, so
  * memory and the server's queue stay bounded whatever the writer does.
@@ -70,7 +76,8 @@ struct qc_commit {
 				  * and path requests (qc_commit_path_op) */
 	struct qc_file *queue;   /* lock: files to CLOSE (through cm.next) */
 	bool stop;               /* lock: the closer thread is to end */
-	bool started;            /* owner only */
+	bool started;            /* written by the owner only, before and
+				  * after the FUSE threads run */
 	pthread_t closer;        /* owner only */
 	uint64_t errors;         /* lock: failures not reported yet */
 	uint64_t errors_total;   /* lock: failures since the mount */
@@ -83,7 +90,8 @@ void qc_commit_destroy(struct qc_commit *cm);
 
 /* Starts the closer thread (after fuse_daemonize, like the connection's). */
 int qc_commit_start(struct qc_fs *fs);
-/* Ends it, after qc_commit_sync: closes what is still queued first. */
+/* Ends it, after qc_commit_sync: closes what is still queued first,
+ * which waits for the link unless the connection is shut down. */
 void qc_commit_stop(struct qc_fs *fs);
 
 /*
@@ -95,8 +103,9 @@ int qc_commit_close(struct qc_fs *fs, struct qc_file *f);
 
 /*
  * The kernel released f: true when its CLOSE is deferred until its
- * FLUSH is answered (the closer thread then releases it), false when
- * the caller releases it now.
+ * FLUSH is answered, or to the closer thread because the link is down
+ * (the closer thread then releases it), false when the caller releases
+ * it now.
  */
 bool qc_commit_release(struct qc_fs *fs, struct qc_file *f);
 

@@ -278,6 +278,9 @@ void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n);
  * name (or the whole listing) of the directory with that inode, GONE drops
  * its listing, ALL every listing; the kernel's caches of what changed are
  * invalidated by a worker thread, never by the caller (the reader thread).
+ * An ALL that comes with the link's death leaves the kernel's caches
+ * alone until a new link is up: while there is no server to ask, what it
+ * was told holds for as long as it was told.
  */
 void qc_dir_notify(void *fs, uint64_t dir_ino, uint32_t kind,
 		   const char *name, size_t namelen);

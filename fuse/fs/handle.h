@@ -191,7 +191,7 @@ struct qc_file_mark {
 	uint64_t mods;          /* data changes counted so far */
 	int err;                /* the sticky error */
 	int failed;             /* f failed for good (or 0) */
-	bool written;           /* data not covered by a FLUSH yet */
+	bool written;           /* data not covered by a FLUSH or FSYNC yet */
 	bool pending;           /* changes not answered yet */
 };
 /* Takes the lock; with `flush`, f counts as not written since. */

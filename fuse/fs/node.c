@@ -27,12 +27,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* An open or release of a file: writes through it change its attributes
- * behind every cached copy.  Directories' opens change nothing. */
-void qn_stamp_open(struct qn_node *n)
+/* Read-only opens change an atime at most, which the kernel asks for
+ * again after a read; answering it from a copy still valid is what
+ * attr_timeout allows. */
+void qn_stamp_open(struct qn_node *n, const struct qn_file *f)
 {
-	if (n->rtype != QFT_S_IFDIR)
+	if (n->rtype != QFT_S_IFDIR && !f->rdonly)
 		n->changed_ns = now_ns();
+}
+
+bool qn_has_writer(const struct qn_node *n)
+{
+	for (const struct qn_file *f = n->files; f; f = f->next)
+		if (!f->rdonly)
+			return true;
+	return false;
 }
 
 static size_t hash_of(const struct qn_node *parent, const char *name)
@@ -562,7 +571,7 @@ bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
 	n = find(t, parent, name);
 	/* An open directory changes nothing by being open. */
 	if (n)
-		ok = (n->rtype == QFT_S_IFDIR || !n->files) &&
+		ok = (n->rtype == QFT_S_IFDIR || !qn_has_writer(n)) &&
 		     n->changed_ns < since;
 	else
 		ok = parent->child_changed_ns < since;
@@ -785,17 +794,54 @@ void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
 	pthread_mutex_unlock(&t->lock);
 }
 
+static void attr_stale_locked(struct qn_node *n)
+{
+	n->attr_gen++;
+	n->attr_until = 0;
+}
+
+void qn_child_attr_stale(struct qn_table *t, struct qn_node *parent,
+			 const char *name)
+{
+	struct qn_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	if (n)
+		attr_stale_locked(n);
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_child_attr_gen(struct qn_table *t, struct qn_node *parent,
+			   const char *name)
+{
+	struct qn_node *n;
+	uint64_t gen;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, parent, name);
+	gen = n ? n->attr_gen : 0;
+	pthread_mutex_unlock(&t->lock);
+	return gen;
+}
+
+void qn_note_fetched(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a, uint64_t gen, uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	/* A file with other names is written through nodes other than
+	 * this one (nodes are names): only the server knows its size. */
+	if ((a->mode & QFT_S_IFMT) != QFT_S_IFDIR && a->nlink <= 1 &&
+	    !qn_has_writer(n))
+		note_fresh_locked(t, n, a, gen, until);
+	pthread_mutex_unlock(&t->lock);
+}
+
 void qn_names_changed(struct qn_table *t)
 {
 	pthread_mutex_lock(&t->lock);
 	t->ns_gen++;
 	pthread_mutex_unlock(&t->lock);
-}
-
-static void attr_stale_locked(struct qn_node *n)
-{
-	n->attr_gen++;
-	n->attr_until = 0;
 }
 
 void qn_attr_stale(struct qn_table *t, struct qn_node *n)

@@ -44,6 +44,10 @@ struct qn_file {
 	struct qn_file *next;   /* table lock: node's list of open files */
 	unsigned refs;          /* table lock: 1 for the kernel + borrowers */
 	bool listed;            /* table lock: on node's list */
+	/* set before qn_file_attach: opened read-only, neither creating
+	 * nor truncating, so nothing through it changes the file's
+	 * attributes */
+	bool rdonly;
 	uint64_t handle;        /* set on attach; later only by its owner,
 				 * under its own lock (re-opening after a
 				 * reconnect) */
@@ -246,8 +250,9 @@ uint64_t qn_rino(struct qn_table *t, struct qn_node *n);
 /*
  * Whether attributes of `name` in `parent` fetched at `since`
  * (CLOCK_MONOTONIC ns, when the request was sent) can still be trusted as
- * far as this client knows: no open file of it now (but a directory may
- * be open), and no change stamped (qn_node.changed_ns) since.
+ * far as this client knows: no file of it open for writing now (read-only
+ * ones and directories may be open), and no change stamped
+ * (qn_node.changed_ns) since.
  */
 bool qn_attr_trusted(struct qn_table *t, struct qn_node *parent,
 		     const char *name, uint64_t since);
@@ -277,6 +282,27 @@ void qn_attr_stale(struct qn_table *t, struct qn_node *n);
 void qn_file_attr_stale(struct qn_table *t, struct qn_file *f);
 /* A name was linked, unlinked or renamed: no attributes are fresh. */
 void qn_names_changed(struct qn_table *t);
+/* The server told of a change of `name` in `parent`: its node's
+ * attributes are not fresh any more (qn_note_fetched). */
+void qn_child_attr_stale(struct qn_table *t, struct qn_node *parent,
+			 const char *name);
+/* qn_attr_gen of `name` in `parent`, or 0 (a new node's) when it has no
+ * node yet: taken before a LOOKUP of it, for qn_note_fetched. */
+uint64_t qn_child_attr_gen(struct qn_table *t, struct qn_node *parent,
+			   const char *name);
+/*
+ * The server's answer to a LOOKUP or GETATTR of `n` sent when its
+ * attr_gen was `gen`: what the kernel was told it may keep until `until`
+ * (attr_timeout) also answers the getattr it asks again meanwhile (after
+ * a read, which drops only its atime), so that an answer the client holds
+ * needs no server -- nor waits for one while the link is down.  For a
+ * node other than a directory (a directory's times change with what is
+ * made in it), with one name (a write through another would not show),
+ * not open for writing (writes change it behind the answer); for any
+ * other, nothing is noted.
+ */
+void qn_note_fetched(struct qn_table *t, struct qn_node *n,
+		     const struct qft_attr *a, uint64_t gen, uint64_t until);
 /* The attributes of `n` if still trusted at `now`, with the seconds left. */
 bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
 		   struct qft_attr *out, double *left);

@@ -20,7 +20,7 @@ void qn_file_attach(struct qn_table *t, struct qn_node *n, struct qn_file *f,
 	f->next = n->files;
 	n->files = f;
 	n->refs++;
-	qn_stamp_open(n);
+	qn_stamp_open(n, f);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -60,7 +60,7 @@ static bool file_unref(struct qn_table *t, struct qn_file *f)
 	if (--f->refs > 0)
 		return false;
 	unlist(f);
-	qn_stamp_open(n);
+	qn_stamp_open(n, f);
 	n->refs--;
 	qn_maybe_free(t, n);
 	f->node = NULL;

@@ -67,25 +67,39 @@ static int64_t mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* One PING on the live link, timed: the round trip as the user's next
- * request would see it (behind what is queued already). */
-static void probe_rtt(struct qc_stats *st, struct qc_conn *conn)
+static void probe_done(void *ctx, int err, struct qc_reply *rep)
 {
-	struct qc_reply rep;
-	struct qft_msg m;
-	int64_t t0;
+	struct qc_stats *st = ctx;
+	uint64_t sent = atomic_exchange(&st->probe_sent_us, 0);
+	uint64_t us;
 
-	if (qc_conn_lost(conn))
+	(void)rep;
+	if (err < 0 || sent == 0)
 		return;
-	qft_msg_init(&m, QFT_OP_PING, 0);
-	t0 = mono_us();
-	if (qc_call(conn, &m, &rep) == 0) {
-		uint64_t us = (uint64_t)(mono_us() - t0);
+	us = (uint64_t)mono_us() - sent;
+	atomic_store(&st->rtt_us, us ? us : 1);
+}
 
-		qc_reply_free(&rep);
-		atomic_store(&st->rtt_us, us ? us : 1);
-	}
+void qc_stats_probe(struct qc_stats *st, struct qc_conn *conn)
+{
+	uint64_t gen, idle = 0;
+	struct qft_msg m;
+
+	/*
+	 * Sending on a link that is being resumed waits for it (conn.h):
+	 * none goes out while the connection knows it is down.  One that
+	 * dies between this look and the send holds this caller until the
+	 * resume or its grace ends -- a window of a lock's length.
+	 */
+	gen = conn ? qc_conn_gen(conn) : 0;
+	if (!gen || qc_conn_lost(conn) ||
+	    !atomic_compare_exchange_strong(&st->probe_sent_us, &idle,
+					    (uint64_t)mono_us()))
+		return;
 	atomic_fetch_add(&st->probes, 1);
+	qft_msg_init(&m, QFT_OP_PING, 0);
+	/* A failure to send has run the callback, which cleared it. */
+	(void)qc_call_async(conn, gen, &m, probe_done, st);
 }
 
 size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
@@ -96,21 +110,13 @@ size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
 	uint64_t probes, errors = 0;
 	struct out o = { .buf = buf, .size = size };
 
-	/*
-	 * The round trip is measured when the length is asked for (size 0),
-	 * the getxattr's first step, so that the text then written has the
-	 * length announced.
-	 */
-	if (conn && !size)
-		probe_rtt(st, conn);
 	probes = atomic_load(&st->probes);
 
 	if (conn)
 		qc_conn_counts(conn, &cc);
-	/* Our own earlier probes were not the application's. */
-	put(&o, "requests_waited",
-	    cc.waited > probes ? cc.waited - probes : 0);
-	put(&o, "requests_async", cc.async);
+	put(&o, "requests_waited", cc.waited);
+	/* Our own probes were not the application's. */
+	put(&o, "requests_async", cc.async > probes ? cc.async - probes : 0);
 	put(&o, "requests_noreply", cc.noreply);
 	for (int i = 0; i < QC_STAT__COUNT; i++)
 		put(&o, stat_names[i],

@@ -74,11 +74,15 @@ struct qc_stats {
 	/* Error answers by errno (not the expected ones: ENOENT of a
 	 * lookup, ENODATA of an xattr). */
 	atomic_uint_fast64_t err[QC_STATS_ERRNO_MAX + 1];
-	/* Round trip of the last probe, microseconds; 0: none yet. */
+	/* Round trip of the last probe answered, microseconds; 0: none
+	 * yet. */
 	atomic_uint_fast64_t rtt_us;
 	/* Probes sent by the stats themselves: not the application's
-	 * round trips, so requests_waited leaves them out. */
+	 * requests, so requests_async leaves them out. */
 	atomic_uint_fast64_t probes;
+	/* When the probe in flight was sent (CLOCK_MONOTONIC us), 0 when
+	 * none is: one at a time. */
+	atomic_uint_fast64_t probe_sent_us;
 	/* Set once before the session starts; NULL: no live values. */
 	void (*live)(struct qc_stats_live *out);
 	/* Async backlog (commit=async): files queued (commit.h), read
@@ -110,10 +114,19 @@ static inline void qc_stat_error(struct qc_stats *st, int err)
  * Writes every counter, the connection's first, as "name value\n" lines
  * into buf and returns the length written (whole lines, at most `size`
  * bytes, no NUL).  With size 0 nothing is written and the full length is
- * returned, after measuring the round trip with one PING (not when the
- * link is down).
+ * returned.  Never waits for the server: the round trip shown is the
+ * last probe's (qc_stats_probe).
  */
 size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
 		       char *buf, size_t size);
+
+/*
+ * Measures the round trip for the next reading of the counters: one PING
+ * on the live link, not waited for, and at most one at a time; none while
+ * the link is known to be down.  A probe waited for would hold `qftfs
+ * --stats` (and --watch) for a whole deadline when the link has just gone
+ * and nobody knows it yet, and for the grace of a resume after that.
+ */
+void qc_stats_probe(struct qc_stats *st, struct qc_conn *conn);
 
 #endif /* QC_STATS_H */

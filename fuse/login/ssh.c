@@ -25,6 +25,8 @@
 /* Each blocking libssh2 call during login (not the user's typing). */
 #define SSH_SETUP_TIMEOUT_MS   30000
 #define SSH_CLOSE_TIMEOUT_MS   2000
+/* ... while the remote command has not ended: see qc_ssh_free. */
+#define SSH_ABANDON_TIMEOUT_MS 250
 /* TCP keepalive on the ssh connection: a peer gone for good is noticed
  * after idle + interval * count seconds. */
 #define SSH_KEEPIDLE_S         15
@@ -332,12 +334,25 @@ static bool ssh_wait_socket(struct qc_ssh *s, int64_t deadline)
 
 void qc_ssh_free(struct qc_ssh *s)
 {
-	int64_t deadline = qc_ssh_now_ms() + SSH_CLOSE_TIMEOUT_MS;
+	int64_t deadline, budget = SSH_CLOSE_TIMEOUT_MS;
 	int r;
 
 	if (!s)
 		return;
 	qc_ssh_pump_pause(s);
+	/*
+	 * The remote command has not ended (no exit status, no close of
+	 * the channel seen): it is still running, and the disconnect ends
+	 * it as a closed channel would; or the link is gone, and the
+	 * peer's half of the closing handshake never comes.  Either way a
+	 * long wait for it would only hold up the caller -- an unmount on
+	 * a link cut a moment ago.
+	 */
+	pthread_mutex_lock(&s->lock);
+	if (!s->finished)
+		budget = SSH_ABANDON_TIMEOUT_MS;
+	pthread_mutex_unlock(&s->lock);
+	deadline = qc_ssh_now_ms() + budget;
 	qc_sshproc_free(s->proc);
 	qc_sshproc_args_free(&s->pargs);
 	if (s->session) {
@@ -350,7 +365,7 @@ void qc_ssh_free(struct qc_ssh *s)
 			if (r == 0)
 				s->channel = NULL;
 		}
-		deadline = qc_ssh_now_ms() + SSH_CLOSE_TIMEOUT_MS / 2;
+		deadline = qc_ssh_now_ms() + budget / 2;
 		while (libssh2_session_disconnect(s->session, "qftfs done") ==
 		       LIBSSH2_ERROR_EAGAIN && ssh_wait_socket(s, deadline))
 			;

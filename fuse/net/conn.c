@@ -35,8 +35,14 @@
  */
 #define RPOOL_KEEP      16u
 #define RPOOL_MAX       (2048u + 256u)
-/* While shutting down, how long a silent server is given to close. */
-#define SHUTDOWN_SILENCE_MS 2000
+/*
+ * While shutting down, how long a silent server is given to close.  By
+ * then the requests that do work were answered (a close() waits for its
+ * FLUSH, the unmount for commit=async's SYNCFS), so a server that is
+ * there closes within a round trip; on a link cut a moment ago, not yet
+ * noticed, the unmount waits this long for nothing.
+ */
+#define SHUTDOWN_SILENCE_MS 1000
 /* How long an unmount waits for a reconnect attempt in progress. */
 #define ATTEMPT_WAIT_MS 2000
 
@@ -227,7 +233,9 @@ static void link_drain(struct qc_conn *c, struct link *l, int64_t until)
 	 * is not reading, and waiting for it is pointless.
 	 */
 	clock_gettime(CLOCK_REALTIME, &rt);
-	rt.tv_sec += SHUTDOWN_SILENCE_MS / 1000;
+	rt.tv_nsec += (long)SHUTDOWN_SILENCE_MS * 1000000L;
+	rt.tv_sec += rt.tv_nsec / 1000000000L;
+	rt.tv_nsec %= 1000000000L;
 	for (unsigned i = 0; i < l->nlanes; i++) {
 		struct qft_chan *ch = &l->lane[i].chan;
 

@@ -299,7 +299,7 @@ int qc_conn_start(struct qc_conn *c);
  * Ends the connection: stops reconnecting, sends nothing more, lets the
  * server see end of stream and waits for it to close its side (which it
  * does after answering everything) for at most `timeout_ms` -- and at most
- * 2 s past the last frame received, so a stopped server or a dead link
+ * 1 s past the last frame received, so a stopped server or a dead link
  * cannot hold an unmount.  Wakes all waiters and closes the transport
  * (waiting at most `reap_ms` for the server to go).  Returns 0 when the
  * server closed cleanly, -ETIMEDOUT when it had to be cut off, -EIO when

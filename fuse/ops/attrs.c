@@ -105,7 +105,7 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
-	uint64_t xgen;
+	uint64_t xgen, agen;
 	struct qft_attr a;
 	double left;
 
@@ -154,6 +154,7 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 		}
 	}
 	xgen = qc_hint_xattr_gen(fs);
+	agen = qn_attr_gen(&fs->nodes, qc_fs_node(fs, ino));
 	if (fi || borrowed)
 		r = qc_file_call(fs, fi ? file_of(fi) : borrowed, &m, &rep);
 	else
@@ -172,6 +173,11 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 			r = qc_call(fs->conn, &m, &rep);
 		}
 	}
+	if (r == 0 && !fi && !borrowed && fs->attr_timeout > 0 &&
+	    !qn_replaced(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr,
+			 false))
+		qn_note_fetched(&fs->nodes, qc_fs_node(fs, ino),
+				&rep.msg.attr, agen, qc_fs_attr_until(fs));
 	qc_file_put(fs, borrowed);
 	if (r < 0)
 		goto out_err;

@@ -22,10 +22,11 @@
 
 /* Answers a request that created or found `name` in `parent`. */
 /* `passing`: an answer true only for this request (make_entry), which
- * the kernel and the node must not keep. */
+ * the kernel and the node must not keep.  `agen`: for a LOOKUP's answer,
+ * the node's attr_gen before it was sent (qn_note_fetched), else NULL. */
 static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 			const char *name, const struct qft_attr *a,
-			uint64_t xgen, bool passing)
+			uint64_t xgen, bool passing, const uint64_t *agen)
 {
 	struct fuse_entry_param e;
 	struct qft_attr fresh;
@@ -37,6 +38,8 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 		return;
 	}
 	qc_hint_noxattr_note(fs, n, a, xgen);
+	if (agen && fs->attr_timeout > 0)
+		qn_note_fetched(&fs->nodes, n, a, *agen, qc_fs_attr_until(fs));
 	qc_entry_fill(fs, &e, n,
 		      qc_file_attr_behind_writes(fs, n, a, &fresh) ?
 		      &fresh : a);
@@ -59,6 +62,7 @@ void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct qc_reply rep;
 	struct qft_msg m;
 	bool sent = false;
+	uint64_t agen;
 	int r;
 
 	r = qc_ops_node_path(fs, parent, name, path);
@@ -76,13 +80,15 @@ void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 */
 	qc_dir_fetch_begin(fs, &fb);
 	qc_step_settle(fs);
+	agen = qn_child_attr_gen(&fs->nodes, qc_fs_node(fs, parent), name);
 	sent = true;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
 		goto out_err;
 	qc_dir_note_fetched(fs, qc_fs_node(fs, parent), name, &rep.msg.attr,
 			    &fb);
-	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, false);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, false,
+		    &agen);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -164,7 +170,8 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		qc_dir_note_mkdir(fs, dir, name, &rep.msg.attr, &fb);
 	else
 		qc_dir_note_entry(fs, dir, name, &rep.msg.attr);
-	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, passing);
+	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, passing,
+		    NULL);
 	qc_reply_free(&rep);
 	return;
 out_err:
@@ -481,7 +488,8 @@ void qc_ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qn_names_changed(&fs->nodes);
 	if (fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen, false);
+	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen, false,
+		    NULL);
 	qc_reply_free(&rep);
 	return;
 out_err:

@@ -726,4 +726,6 @@ void qc_reqlog_log_stats(void)
 		*p = (p[1] ? ',' : '\0');
 	qft_info("stats: %s", buf);
 	free(buf);
+	/* The round trip for the next time. */
+	qc_stats_probe(&R.fs->stats, R.fs->conn);
 }

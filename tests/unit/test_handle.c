@@ -261,9 +261,27 @@ static void test_changes(void)
 	CHECK(!mk.written);
 	CHECK(!mk.pending);
 
+	/* Written, then made durable by an FSYNC (which leaves the file
+	 * written since its last FLUSH): a close has nothing to commit. */
+	pthread_mutex_lock(&f->lock);
+	CHECK_EQ(qc_file_change_begin(f, true), 0);
+	qc_file_change_done(f, 0);
+	f->async--;
+	CHECK(f->written);
+	qc_file_note_durable(f, f->mods);
+	pthread_mutex_unlock(&f->lock);
+	qc_file_mark(f, false, &mk);
+	CHECK(!mk.written);
+	CHECK(!mk.pending);
+
+	pthread_mutex_lock(&f->lock);
+	f->written = false;
+	pthread_mutex_unlock(&f->lock);
 	qc_file_changed(f, false);
-	CHECK_EQ(f->mods, 2);
+	CHECK_EQ(f->mods, 3);
 	CHECK(!f->written);
+	qc_file_mark(f, false, &mk);
+	CHECK(mk.written);
 	qc_file_changed(f, true);
 	CHECK(f->written);
 	qc_file_free(f);

@@ -139,9 +139,13 @@ struct qc_dircache {
 	uint64_t next_id;       /* of listings */
 	/* The worker's queue. */
 	struct work *work_head, **work_tail;
-	unsigned nwork;
+	/* Invalidations put off while there is no link (qc_dir_work_add
+	 * _names), which the worker queues once a new one is up. */
+	struct work *held_head, **held_tail;
+	unsigned nwork;         /* in both */
 	bool work_stop;
-	pthread_cond_t work_cond;  /* with the lock: work queued, or stop */
+	/* with the lock (CLOCK_MONOTONIC): work queued, or stop */
+	pthread_cond_t work_cond;
 	pthread_cond_t lease_cond; /* with the lock: a new directory's lease
 				    * was answered */
 	/* No lock: only the threads that start and stop the worker
@@ -246,7 +250,8 @@ void qc_dir_touch(struct qc_dircache *dc, struct listing *l);
 struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
 			     struct qn_node *dir, uint64_t ino,
 			     const char *name);
-/* Queues the invalidation of every name of leased `l`. */
+/* Queues the invalidation of every name of leased `l`; while there is
+ * no link, for when a new one is up. */
 void qc_dir_work_add_names(struct qc_fs *fs, const struct listing *l);
 /* Takes `l` out and frees it; its lease, if any, is left to the caller. */
 void qc_dir_listing_drop(struct qc_fs *fs, struct listing *l);

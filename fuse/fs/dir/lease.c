@@ -423,9 +423,10 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	double entry_to, attr_to;
 	struct qft_attr a;
 	struct qn_node *n;
-	uint64_t xgen;
+	uint64_t xgen, agen;
 	int r;
 
+	agen = qn_child_attr_gen(&fs->nodes, dir, name);
 	r = answer(fs, dir, name, true, &a, &entry_to, &attr_to, &xgen);
 	if (r == -EAGAIN && qc_dir_cache_on(fs) && qc_dir_busy(fs, dir)) {
 		qc_dir_fetch_listing(fs, dir);
@@ -447,6 +448,11 @@ bool qc_dir_reply_lookup(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	if (!n)
 		return false;
 	qc_hint_noxattr_note(fs, n, &a, xgen);
+	/* What the kernel may keep, the node may answer it again with
+	 * (qn_note_fetched): also once the listing is gone with its link. */
+	if (attr_to > 0)
+		qn_note_fetched(&fs->nodes, n, &a, agen,
+				qc_now_ns() + (uint64_t)(attr_to * 1e9));
 	qc_entry_fill(fs, &e, n, &a);
 	e.entry_timeout = entry_to;
 	e.attr_timeout = attr_to;

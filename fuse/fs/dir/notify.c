@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "net/conn.h"
 #include "fs/dircache.h"
@@ -19,6 +20,10 @@
 #include "protocol.h"
 
 /* ---- leases: notifications, the worker ---- */
+
+/* How often the worker looks for a new link while it holds invalidations
+ * back (qc_dir_work_add_names). */
+#define HELD_TICK_MS 250
 
 /*
  * After an UNWATCH of `ino` was sent: a READDIR WATCH sent before it may
@@ -74,11 +79,28 @@ static void work_do(struct qc_fs *fs, struct work *w)
 	case WORK_UNWATCH:
 		qft_msg_init(&m, QFT_OP_UNWATCH, 0);
 		m.ino = w->ino;
-		/* No link: its watches went with it. */
-		(void)qc_send_noreply(fs->conn, qc_conn_gen(fs->conn), &m);
+		/* No link: its watches went with it.  One being resumed
+		 * keeps them, but a send would wait for it, holding up this
+		 * thread and the unmount that stops it: the watch is left
+		 * to end with the session. */
+		if (!qc_conn_lost(fs->conn))
+			(void)qc_send_noreply(fs->conn,
+					      qc_conn_gen(fs->conn), &m);
 		unwatched(fs, w->ino);
 		break;
 	}
+}
+
+/* Sleeps HELD_TICK_MS at most (listing lock held). */
+static void held_wait(struct qc_dircache *dc)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += HELD_TICK_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	(void)pthread_cond_timedwait(&dc->work_cond, &dc->lock, &ts);
 }
 
 /*
@@ -95,8 +117,22 @@ void *qc_dir_worker_main(void *arg)
 
 	pthread_mutex_lock(&dc->lock);
 	for (;;) {
-		while (!dc->work_head && !dc->work_stop)
-			pthread_cond_wait(&dc->work_cond, &dc->lock);
+		while (!dc->work_head && !dc->work_stop) {
+			if (!dc->held_head) {
+				pthread_cond_wait(&dc->work_cond, &dc->lock);
+				continue;
+			}
+			/* Put off until a new link is up: no hook says so,
+			 * so it is looked at now and then. */
+			if (qc_dir_link_gen(fs)) {
+				dc->work_head = dc->held_head;
+				dc->work_tail = dc->held_tail;
+				dc->held_head = NULL;
+				dc->held_tail = &dc->held_head;
+				continue;
+			}
+			held_wait(dc);
+		}
 		if (dc->work_stop)
 			break;
 		w = dc->work_head;
@@ -116,21 +152,30 @@ void *qc_dir_worker_main(void *arg)
 	return NULL;
 }
 
-/* Drops the work left (worker stopped or never started). */
-void qc_dir_work_clear(struct qc_fs *fs)
+static void work_free_all(struct qc_fs *fs, struct work *w)
 {
-	struct qc_dircache *dc = qc_dir_of(fs);
-	struct work *w;
+	while (w) {
+		struct work *next = w->next;
 
-	pthread_mutex_lock(&dc->lock);
-	while ((w = dc->work_head)) {
-		dc->work_head = w->next;
 		if (w->dir)
 			qn_unref(&fs->nodes, w->dir);
 		free(w->names);
 		free(w);
+		w = next;
 	}
+}
+
+/* Drops the work left (worker stopped or never started). */
+void qc_dir_work_clear(struct qc_fs *fs)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+
+	pthread_mutex_lock(&dc->lock);
+	work_free_all(fs, dc->work_head);
+	work_free_all(fs, dc->held_head);
+	dc->work_head = dc->held_head = NULL;
 	dc->work_tail = &dc->work_head;
+	dc->held_tail = &dc->held_head;
 	dc->nwork = 0;
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -147,7 +192,13 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 	atomic_fetch_add(&dc->notices, 1);
 	pthread_mutex_lock(&dc->lock);
 	if (kind == QFT_NOTIFY_ALL) {
-		/* The link died or the server lost track: no lease holds. */
+		/*
+		 * The link died, or the server lost track of changes: no
+		 * lease holds, and the listings go.  The kernel forgets the
+		 * names it was given from them (qc_dir_work_add_names): at
+		 * once when the server lost track, once a new link is up
+		 * when the link died.
+		 */
 		qc_dir_record(dc, NULL, 0, true);
 		for (l = dc->lru.next; l != &dc->lru; l = next) {
 			next = l->next;
@@ -164,6 +215,12 @@ void qc_dir_notify(void *ctx, uint64_t dir_ino, uint32_t kind,
 		/* Its own mtime changed: its entry in its parent's listing
 		 * is asked for again. */
 		qn_touch(&fs->nodes, l->dir);
+		/* What a node holds of the name (qn_note_fetched) must not
+		 * answer the getattr the kernel makes again. */
+		if (kind == QFT_NOTIFY_CHANGED && namelen)
+			qn_child_attr_stale(&fs->nodes, l->dir, name);
+		else if (kind == QFT_NOTIFY_CHANGED)
+			qn_names_changed(&fs->nodes);
 		if (kind == QFT_NOTIFY_CHANGED && namelen) {
 			qc_dir_work_add(fs, WORK_INVAL_ENTRY, l->dir, 0, name);
 			(void)qc_dir_mark_stale(fs, l, name);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/dircache.h"
 #include "fs/dir/internal.h"
@@ -38,6 +39,7 @@ int qc_dir_parse_max(const char *s, size_t *out)
 int qc_dir_init(struct qc_fs *fs, size_t max_entries)
 {
 	struct qc_dircache *dc;
+	pthread_condattr_t ca;
 	size_t nb = 256;
 
 	fs->dirs = NULL;
@@ -60,8 +62,14 @@ int qc_dir_init(struct qc_fs *fs, size_t max_entries)
 	dc->max_entries = max_entries;
 	dc->lru.next = dc->lru.prev = &dc->lru;
 	dc->work_tail = &dc->work_head;
+	dc->held_tail = &dc->held_head;
 	pthread_mutex_init(&dc->lock, NULL);
-	pthread_cond_init(&dc->work_cond, NULL);
+	/* The worker looks at the link now and then while invalidations
+	 * are put off (notify.c): on a clock the wall clock cannot move. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&dc->work_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&dc->lease_cond, NULL);
 	fs->dirs = dc;
 	return 0;

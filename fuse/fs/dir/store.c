@@ -308,11 +308,12 @@ static void ino_link(struct qc_dircache *dc, struct listing *l)
 }
 
 /*
- * Queues work for the worker (listing lock held) and returns it.  Past
- * WORK_MAX it is dropped (NULL): the kernel's caches then expire by their
- * timeouts, and a watch not given back ends when the server evicts it.
+ * Work for the worker, counted but not queued yet (listing lock held).
+ * Past WORK_MAX it is dropped (NULL): the kernel's caches then expire by
+ * their timeouts, and a watch not given back ends when the server evicts
+ * it.
  */
-struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
+static struct work *work_new(struct qc_fs *fs, enum work_kind kind,
 			     struct qn_node *dir, uint64_t ino,
 			     const char *name)
 {
@@ -335,9 +336,22 @@ struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
 	memcpy(w->name, name ? name : "", len + 1);
 	if (dir)
 		qn_ref(&fs->nodes, dir);
+	dc->nwork++;
+	return w;
+}
+
+/* Queues work for the worker (listing lock held) and returns it. */
+struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
+			     struct qn_node *dir, uint64_t ino,
+			     const char *name)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct work *w = work_new(fs, kind, dir, ino, name);
+
+	if (!w)
+		return NULL;
 	*dc->work_tail = w;
 	dc->work_tail = &w->next;
-	dc->nwork++;
 	pthread_cond_signal(&dc->work_cond);
 	return w;
 }
@@ -346,10 +360,15 @@ struct work *qc_dir_work_add(struct qc_fs *fs, enum work_kind kind,
  * A leased listing goes without the client knowing what changed (its
  * watch ended, the server lost track, the link died): the kernel was told
  * it may keep those names for entry_timeout, so they are invalidated, all
- * of them, by the worker.  Listing lock held.
+ * of them, by the worker.  When the link died, not before a new one is
+ * up: until then what the kernel was told was true when the lease held,
+ * nothing better can be asked for, and it answers as long as it was told
+ * (docs/reliability.md, "With the link down"); once there is a server to
+ * ask, a change made meanwhile must be seen.  Listing lock held.
  */
 void qc_dir_work_add_names(struct qc_fs *fs, const struct listing *l)
 {
+	struct qc_dircache *dc = qc_dir_of(fs);
 	size_t size = 0, pos = 0;
 	struct work *w;
 	char *names;
@@ -371,14 +390,22 @@ void qc_dir_work_add_names(struct qc_fs *fs, const struct listing *l)
 		memcpy(names + pos, l->slots[i]->name, len);
 		pos += len;
 	}
-	/* The worker takes the lock before it looks at a new item. */
-	w = qc_dir_work_add(fs, WORK_INVAL_NAMES, l->dir, 0, NULL);
+	w = work_new(fs, WORK_INVAL_NAMES, l->dir, 0, NULL);
 	if (!w) {
 		free(names);
 		return;
 	}
 	w->names = names;
 	w->nnames = l->live;
+	if (qc_dir_link_gen(fs)) {
+		/* The worker takes the lock before it looks at a new item. */
+		*dc->work_tail = w;
+		dc->work_tail = &w->next;
+	} else {
+		*dc->held_tail = w;
+		dc->held_tail = &w->next;
+	}
+	pthread_cond_signal(&dc->work_cond);
 }
 
 /* Frees a listing's contents (not the node reference). */
