@@ -79,8 +79,14 @@ int srv_gate_admit(struct srv_gate *g, int fd, const struct sockaddr *sa,
 	}
 	if (!sl)
 		return -1;
-	if (getnameinfo(sa, len, addr, sizeof(addr), serv, sizeof(serv),
-			NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+	if (sa->sa_family == AF_UNIX) {
+		/* The attach socket: its peers were checked to be the
+		 * session's own user, and share one share between them. */
+		snprintf(addr, sizeof(addr), "the attach socket");
+		serv[0] = '\0';
+	} else if (getnameinfo(sa, len, addr, sizeof(addr), serv,
+			       sizeof(serv),
+			       NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
 		snprintf(addr, sizeof(addr), "?");
 		snprintf(serv, sizeof(serv), "?");
 	}
@@ -111,7 +117,10 @@ int srv_gate_admit(struct srv_gate *g, int fd, const struct sockaddr *sa,
 	sl->fd = fd;
 	sl->seq = ++g->seq;
 	snprintf(sl->addr, sizeof(sl->addr), "%s", addr);
-	snprintf(sl->peer, sizeof(sl->peer), "%s port %s", addr, serv);
+	if (serv[0])
+		snprintf(sl->peer, sizeof(sl->peer), "%s port %s", addr, serv);
+	else
+		snprintf(sl->peer, sizeof(sl->peer), "%s", addr);
 	return (int)(sl - g->slot);
 }
 

@@ -667,8 +667,9 @@ def test_attach_by_stranger_or_wrong_proof_refused(link, mounter, served,
         p.wait()
     # The server said why (its stderr reaches the client's log).
     wait_for(lambda: 'refused an attach from uid 65534' in m.log() and
-             'rejected a connection resuming the session: wrong proof'
-             in m.log(), 10, 'the server to log both refusals')
+             'rejected a connection resuming the session from the attach '
+             'socket: wrong proof' in m.log(), 10,
+             'the server to log both refusals')
     # Nothing changed.
     with open(P(m.mnt, 'before'), 'rb') as f:
         assert f.read() == b'b' * 1000
