@@ -41,14 +41,13 @@ static void fail(struct qc_fs *fs, struct qc_file *f, const char *path,
 }
 
 /* Whether OPEN's attributes `a` show the file f had open (rebind.h). */
-static bool same_file(struct qc_fs *fs, struct qc_file *f,
+static bool same_file(struct qc_fs *fs, struct qn_node *n,
 		      const struct state *st, const struct qft_attr *a)
 {
-	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
 	struct qft_attr known;
 	bool same = true;
 
-	if (!n || qn_replaced(&fs->nodes, n, a, true))
+	if (qn_replaced(&fs->nodes, n, a, true))
 		return false;
 	if (st->dirty) {
 		/* Its unanswered WRITEs may or may not have landed, but
@@ -136,7 +135,7 @@ static bool rebind_one(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 		return true;
 	}
 	/* OPENDIR answers no attributes: a directory just opens again. */
-	if (!st.dir && !same_file(fs, f, &st, &rep.msg.attr)) {
+	if (!st.dir && !same_file(fs, n, &st, &rep.msg.attr)) {
 		qc_reply_free(&rep);
 		qc_carry_drop(cy, st.handle);
 		fail(fs, f, path, st.dirty ? -EIO : -ESTALE,

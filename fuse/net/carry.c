@@ -28,17 +28,14 @@
 #include "net/conn_internal.h"
 #include "protocol.h"
 
-/* The request id's place in the frame header (docs/protocol.md). */
-#define HDR_ID_OFF      8u
 /* How often a rebind's wait looks whether its link died. */
 #define POLL_MS         100
 
 /* What the carry knows of a handle number (qc_carry.hs). */
 enum hstate {
 	H_FREE = 0,     /* no unanswered request binds or closes it */
-	H_KEPT_OPEN,    /* an unanswered OPEN or OPENDIR binds it again */
-	H_KEPT_CREATE,  /* an unanswered CREATE bound it: fate unknown */
-	H_CLOSING,      /* its last unanswered request is its CLOSE */
+	H_KEPT,         /* an unanswered OPEN, OPENDIR, CREATE or CLOSE does:
+			 * left to that request */
 	H_BOUND,        /* bound on the new server */
 	H_DROPPED,      /* not carried over: its requests fail */
 };
@@ -97,14 +94,11 @@ static void scan_history(struct qc_carry *cy)
 		for (struct pending *p = cy->old[i].head; p; p = p->rnext) {
 			uint64_t h = kept_handle(p);
 
-			if (!h)
-				continue;
-			if (p->op == QFT_OP_OPEN || p->op == QFT_OP_OPENDIR)
-				cy->hs[h] = H_KEPT_OPEN;
-			else if (p->op == QFT_OP_CREATE)
-				cy->hs[h] = H_KEPT_CREATE;
-			else if (p->op == QFT_OP_CLOSE)
-				cy->hs[h] = H_CLOSING;
+			if (h && (p->op == QFT_OP_OPEN ||
+				  p->op == QFT_OP_OPENDIR ||
+				  p->op == QFT_OP_CREATE ||
+				  p->op == QFT_OP_CLOSE))
+				cy->hs[h] = H_KEPT;
 		}
 }
 
@@ -200,29 +194,6 @@ static void table_put(struct qc_conn *c, struct pending *p)
 	c->pending[p->id % PENDING_BUCKETS] = p;
 }
 
-/* Appends p to lane i's list under the next id of the new server's
- * session; conn lock held. */
-static void renumber(struct qc_conn *c, struct link *l, unsigned i,
-		     struct pending *p)
-{
-	struct qc_rlane *rl = &c->rl[i];
-	uint64_t seq = rl->next++;
-
-	p->seq = seq;
-	p->lane = i;
-	p->id = QC_RKEY(i, seq);
-	p->sent_ns = 0;
-	qft_store64(p->kept + HDR_ID_OFF, seq);
-	p->rnext = NULL;
-	p->rprev = rl->tail;
-	if (rl->tail)
-		rl->tail->rnext = p;
-	else
-		rl->head = p;
-	rl->tail = p;
-	qc_pending_add(c, l, p);
-}
-
 /*
  * Takes the old server's unanswered requests out of the table and the
  * lanes' lists into cy->old, and starts the new server's numbering at 1.
@@ -301,8 +272,6 @@ static int carry_call(struct qc_carry *cy, unsigned lane, struct qft_msg *m,
 	struct link *l = cy->l;
 	pthread_condattr_t ca;
 	struct pending p;
-	struct qft_blob tail;
-	struct qbuf head;
 	struct iovec iov;
 	int64_t until;
 	uint8_t *frame;
@@ -318,22 +287,9 @@ static int carry_call(struct qc_carry *cy, unsigned lane, struct qft_msg *m,
 	 * on callers, and nowhere else. */
 	m->flags &= l->lane[lane].cred ? QFT_F_CRED : 0;
 	m->id = 0;
-	qbuf_init(&head, FRAME_LIMIT);
-	r = qft_msg_encode_head(&head, m, &tail);
-	if (r < 0) {
-		qbuf_free(&head);
-		return -EIO;
-	}
-	len = head.len + tail.len;
-	frame = malloc(len);
-	if (!frame) {
-		qbuf_free(&head);
-		return -ENOMEM;
-	}
-	memcpy(frame, head.data, head.len);
-	if (tail.len)
-		memcpy(frame + head.len, tail.p, tail.len);
-	qbuf_free(&head);
+	r = qc_resume_frame(m, &frame, &len);
+	if (r < 0)
+		return r;
 
 	memset(&p, 0, sizeof(p));
 	p.op = m->op;
@@ -354,7 +310,7 @@ static int carry_call(struct qc_carry *cy, unsigned lane, struct qft_msg *m,
 	}
 	c->kept_n++;
 	c->kept_bytes += len;
-	renumber(c, l, lane, &p);
+	qc_resume_number(c, l, lane, &p);
 	pthread_mutex_unlock(&c->lock);
 
 	/* The reply cannot free the copy before the server has it all. */
@@ -486,14 +442,8 @@ static const char *not_carriable(struct qc_conn *c, struct link *l)
  */
 static int install(struct qc_conn *c, struct link *l)
 {
-	int r = 0;
+	int r = qc_resume_resend_all(c, l);
 
-	l->npending = qc_resume_count_pending(c);
-	l->busy_since = now_ns();
-	pthread_mutex_unlock(&c->lock);
-	for (unsigned i = 0; r == 0 && i < l->nlanes; i++)
-		r = qc_resume_resend(c, l, i);
-	pthread_mutex_lock(&c->lock);
 	c->attempt = NULL;
 	/* From now on the session is the new server's. */
 	c->rs.ep = l->ep;
@@ -504,22 +454,10 @@ static int install(struct qc_conn *c, struct link *l)
 		c->rs.features[i] = l->lane[i].features;
 	memcpy(c->rs.boot_id, l->boot_id, sizeof(c->rs.boot_id));
 	c->restarting = false;
-	if (r == 0 && (l->dead || c->closing))
-		r = -EIO;
 	if (r < 0)
 		return r;
-	c->rs.held = false;
-	c->cur = l;
-	c->lost = false;
-	c->resuming = false;
-	c->expired = false;
 	c->restarts++;
-	c->srv_uid = l->srv_uid;
-	c->srv_gid = l->srv_gid;
-	atomic_store(&c->live_gen, l->gen);
-	atomic_store(&l->last_rx, now_ns());
-	pthread_cond_broadcast(&c->cond);
-	pthread_cond_broadcast(&c->rcond);
+	qc_resume_go_live(c, l);
 	return 0;
 }
 
@@ -538,8 +476,9 @@ static void replay(struct qc_conn *c, struct qc_carry *cy,
 			int err;
 
 			if (replayable(cy, p, &err)) {
-				renumber(c, cy->l, i < cy->l->nlanes ? i :
-					 LANE_BULK, p);
+				p->sent_ns = 0;
+				qc_resume_number(c, cy->l, i < cy->l->nlanes ?
+						 i : LANE_BULK, p);
 				(*sent)++;
 			} else {
 				c->kept_n--;

@@ -379,8 +379,19 @@ void qc_resume_run(struct qc_conn *c);
 void qc_resume_end(struct qc_conn *c);
 void qc_resume_bye(struct qc_conn *c, struct link *l);
 void qc_resume_abandon(struct qc_conn *c, const char *why);
-int qc_resume_resend(struct qc_conn *c, struct link *l, unsigned i);
-unsigned qc_resume_count_pending(struct qc_conn *c);
+/* A request as it is kept: `req` encoded into a heap copy (*frame, *len;
+ * id 0 until numbered).  0, or -EIO (logged). */
+int qc_resume_frame(const struct qft_msg *req, uint8_t **frame, size_t *len);
+/* Conn lock held: p (its copy in p->kept) gets lane `lane`'s next id,
+ * written into the copy, joins the lane's list and the table for l. */
+void qc_resume_number(struct qc_conn *c, struct link *l, unsigned lane,
+		      struct pending *p);
+/* Conn lock held (dropped while sending), send locks held: every kept
+ * request sent again on l, reading already, which carries them all
+ * from now on.  0, or -errno when l failed or the connection closes. */
+int qc_resume_resend_all(struct qc_conn *c, struct link *l);
+/* Conn lock held: l becomes the session's live link. */
+void qc_resume_go_live(struct qc_conn *c, struct link *l);
 
 /* carry.c */
 int qc_carry_run(struct qc_conn *c, struct link *l);

@@ -54,6 +54,54 @@ static bool window_full(struct qc_conn *c, unsigned lane)
 	       c->kept_bytes > KEPT_MAX;
 }
 
+int qc_resume_frame(const struct qft_msg *req, uint8_t **frame, size_t *len)
+{
+	struct qft_blob tail;
+	struct qbuf head;
+	int r;
+
+	qbuf_init(&head, FRAME_LIMIT);
+	r = qft_msg_encode_head(&head, req, &tail);
+	if (r < 0) {
+		qft_err("cannot encode a %s request: %s",
+			qft_op_name(req->op), strerror(-r));
+		qbuf_free(&head);
+		return -EIO;
+	}
+	*len = head.len + tail.len;
+	*frame = malloc(*len);
+	if (!*frame) {
+		qbuf_free(&head);
+		return -EIO;
+	}
+	memcpy(*frame, head.data, head.len);
+	if (tail.len)
+		memcpy(*frame + head.len, tail.p, tail.len);
+	qbuf_free(&head);
+	return 0;
+}
+
+void qc_resume_number(struct qc_conn *c, struct link *l, unsigned lane,
+		      struct pending *p)
+{
+	struct qc_rlane *rl = &c->rl[lane];
+	uint64_t seq = rl->next++;
+
+	qc_conn_assert_locked(c);
+	p->seq = seq;
+	p->lane = lane;
+	p->id = QC_RKEY(lane, seq);
+	qft_store64(p->kept + HDR_ID_OFF, seq);
+	p->rnext = NULL;
+	p->rprev = rl->tail;
+	if (rl->tail)
+		rl->tail->rnext = p;
+	else
+		rl->head = p;
+	rl->tail = p;
+	qc_pending_add(c, l, p);
+}
+
 /*
  * Sends `req` (with its pending entry p, never NULL) on lane `lane` of
  * the resumable link l, whose user reference it drops: encoded first,
@@ -67,11 +115,9 @@ static bool window_full(struct qc_conn *c, unsigned lane)
 int qc_resume_send(struct qc_conn *c, struct link *l, unsigned lane,
 		   struct qft_msg *req, struct pending *p)
 {
-	struct qbuf head;
-	struct qft_blob tail;
 	struct iovec iov;
 	uint8_t *frame;
-	uint64_t seq, key;
+	uint64_t key;
 	bool queued = false;
 	size_t len;
 	int r;
@@ -79,26 +125,9 @@ int qc_resume_send(struct qc_conn *c, struct link *l, unsigned lane,
 	/* Encoded with id 0, numbered once the lane's lock is held: a
 	 * frame that cannot be encoded must not leave a gap in the ids. */
 	req->id = 0;
-	qbuf_init(&head, FRAME_LIMIT);
-	r = qft_msg_encode_head(&head, req, &tail);
-	if (r < 0) {
-		qft_err("cannot encode a %s request: %s",
-			qft_op_name(req->op), strerror(-r));
-		qbuf_free(&head);
-		r = -EIO;
+	r = qc_resume_frame(req, &frame, &len);
+	if (r < 0)
 		goto out_put;
-	}
-	len = head.len + tail.len;
-	frame = malloc(len);
-	if (!frame) {
-		qbuf_free(&head);
-		r = -EIO;
-		goto out_put;
-	}
-	memcpy(frame, head.data, head.len);
-	if (tail.len)
-		memcpy(frame + head.len, tail.p, tail.len);
-	qbuf_free(&head);
 
 	pthread_mutex_lock(&c->slock[lane]);
 	pthread_mutex_lock(&c->lock);
@@ -120,24 +149,12 @@ int qc_resume_send(struct qc_conn *c, struct link *l, unsigned lane,
 		pthread_cond_wait(&c->rcond, &c->lock);
 		c->rwaiters--;
 	}
-	seq = c->rl[lane].next++;
-	key = QC_RKEY(lane, seq);
-	qft_store64(frame + HDR_ID_OFF, seq);
-	p->id = key;
-	p->seq = seq;
-	p->lane = lane;
 	p->kept = frame;
 	p->kept_len = len;
-	p->rnext = NULL;
-	p->rprev = c->rl[lane].tail;
-	if (p->rprev)
-		p->rprev->rnext = p;
-	else
-		c->rl[lane].head = p;
-	c->rl[lane].tail = p;
+	qc_resume_number(c, l, lane, p);
+	key = p->id;
 	c->kept_n++;
 	c->kept_bytes += len;
-	qc_pending_add(c, l, p);
 	pthread_mutex_unlock(&c->lock);
 
 	r = 0;
@@ -441,7 +458,7 @@ static int attempt(struct qc_conn *c, struct link **out, bool *lost_notify)
  * while it is sent, so that a reply meanwhile cannot free it, and put
  * back unless it was answered.  Send lock of the lane held.
  */
-int qc_resume_resend(struct qc_conn *c, struct link *l, unsigned i)
+static int resend(struct qc_conn *c, struct link *l, unsigned i)
 {
 	uint64_t last = 0;
 	int r = 0;
@@ -504,7 +521,7 @@ int qc_resume_resend(struct qc_conn *c, struct link *l, unsigned i)
 
 /* Counts the session's requests in the table, which the new link now
  * carries; conn lock held. */
-unsigned qc_resume_count_pending(struct qc_conn *c)
+static unsigned count_pending(struct qc_conn *c)
 {
 	unsigned n = 0;
 
@@ -512,6 +529,38 @@ unsigned qc_resume_count_pending(struct qc_conn *c)
 		for (struct pending *p = c->pending[b]; p; p = p->next)
 			n++;
 	return n;
+}
+
+int qc_resume_resend_all(struct qc_conn *c, struct link *l)
+{
+	int r = 0;
+
+	qc_conn_assert_locked(c);
+	l->npending = count_pending(c);
+	l->busy_since = now_ns();
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; r == 0 && i < l->nlanes; i++)
+		r = resend(c, l, i);
+	pthread_mutex_lock(&c->lock);
+	if (r == 0 && (l->dead || c->closing))
+		r = -EIO;
+	return r;
+}
+
+void qc_resume_go_live(struct qc_conn *c, struct link *l)
+{
+	qc_conn_assert_locked(c);
+	c->rs.held = false;
+	c->cur = l;
+	c->lost = false;
+	c->resuming = false;
+	c->expired = false;
+	c->srv_uid = l->srv_uid;
+	c->srv_gid = l->srv_gid;
+	atomic_store(&c->live_gen, l->gen);
+	atomic_store(&l->last_rx, now_ns());
+	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&c->rcond);
 }
 
 /*
@@ -532,33 +581,15 @@ static int resume_install(struct qc_conn *c, struct link *l, int64_t start)
 	/* Cut short, not waited for, by an unmount meanwhile. */
 	c->attempt = l;
 	l->gen = c->rs.gen;
-	l->npending = qc_resume_count_pending(c);
-	l->busy_since = now_ns();
 	r = c->closing ? -ECANCELED : qc_reader_start(l);
-	pthread_mutex_unlock(&c->lock);
-	for (unsigned i = 0; r == 0 && i < nlanes; i++)
-		r = qc_resume_resend(c, l, i);
-	pthread_mutex_lock(&c->lock);
+	if (r == 0)
+		r = qc_resume_resend_all(c, l);
 	c->attempt = NULL;
-	if (r == 0 && (l->dead || c->closing))
-		r = -EIO;
 	if (r == 0) {
-		struct qc_endpoint ep = c->rs.ep;
-
 		/* The transport's state goes on with the new link. */
-		l->ep.priv = ep.priv;
-		c->rs.held = false;
-		c->cur = l;
-		c->lost = false;
-		c->resuming = false;
-		c->expired = false;
+		l->ep.priv = c->rs.ep.priv;
 		c->resumes++;
-		c->srv_uid = l->srv_uid;
-		c->srv_gid = l->srv_gid;
-		atomic_store(&c->live_gen, l->gen);
-		atomic_store(&l->last_rx, now_ns());
-		pthread_cond_broadcast(&c->cond);
-		pthread_cond_broadcast(&c->rcond);
+		qc_resume_go_live(c, l);
 	}
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = nlanes; i-- > 0;)

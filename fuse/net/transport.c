@@ -114,12 +114,8 @@ static char *default_server(void)
 static void __attribute__((noreturn)) exec_server(int sock, int meta,
 						  int errfd, char **argv)
 {
-	sigset_t none;
-
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* An ignored SIGPIPE would survive exec; the server expects default
-	 * dispositions. */
+	 * dispositions (and qc_exec an empty signal mask). */
 	signal(SIGPIPE, SIG_DFL);
 	/*
 	 * The server's life is tied to the connection, not to a terminal: a
