@@ -187,6 +187,23 @@ static void quote_word(FILE *m, const char *w, size_t n)
 	fputc('\'', m);
 }
 
+/* Each blank-separated word of `s` (a -o server= command), quoted, after
+ * a space. */
+static void put_words(FILE *m, const char *s)
+{
+	while (*s) {
+		size_t w;
+
+		s += strspn(s, " \t");
+		w = strcspn(s, " \t");
+		if (!w)
+			break;
+		fputc(' ', m);
+		quote_word(m, s, w);
+		s += w;
+	}
+}
+
 /*
  * The remote command.  With a server: exec <server words> --session
  * --root <dir> (exec, so no shell stays behind the server).  Without
@@ -219,17 +236,7 @@ static char *build_command(const char *server, const char *dir, bool follow,
 		fprintf(m, " qftfs %u %s ", QFT_VERSION, QFT_VERSION_STRING);
 	} else {
 		fputs("exec", m);
-		for (const char *p = server; *p;) {
-			size_t w;
-
-			p += strspn(p, " \t");
-			w = strcspn(p, " \t");
-			if (!w)
-				break;
-			fputc(' ', m);
-			quote_word(m, p, w);
-			p += w;
-		}
+		put_words(m, server);
 		fputs(follow ? " --follow-symlinks --session --root " :
 		      " --session --root ", m);
 	}
@@ -677,17 +684,8 @@ static char *attach_command(const struct qc_boot *b,
 		fputc(' ', m);
 		quote_word(m, b->server_path, strlen(b->server_path));
 	}
-	for (const char *p = server; p && *p;) {
-		size_t w;
-
-		p += strspn(p, " \t");
-		w = strcspn(p, " \t");
-		if (!w)
-			break;
-		fputc(' ', m);
-		quote_word(m, p, w);
-		p += w;
-	}
+	if (server)
+		put_words(m, server);
 	fprintf(m, " --attach %s", b->attach_id);
 	if (fclose(m) != 0) {
 		free(cmd);
