@@ -319,14 +319,14 @@ static int chmod_pinned(int fd, uint32_t mode)
 {
 	char proc[SRV_PROC_FD_MAX];
 	struct stat st;
+	int r;
 
-	if (!srv_procfs_ok())
-		return -EOPNOTSUPP;
+	if ((r = srv_path_proc_fd(proc, fd)) < 0)
+		return r;
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (S_ISLNK(st.st_mode))
 		return -EOPNOTSUPP;
-	srv_path_proc_fd(proc, fd);
 	if (chmod(proc, (mode_t)(mode & 07777)) == 0)
 		return 0;
 	if (errno == EPERM && srv_cred_unprivileged() &&
@@ -342,6 +342,7 @@ static int truncate_pinned(int fd, uint64_t size)
 {
 	char proc[SRV_PROC_FD_MAX];
 	struct stat st;
+	int r;
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
@@ -349,9 +350,8 @@ static int truncate_pinned(int fd, uint64_t size)
 		return -EISDIR;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	if (!srv_procfs_ok())
-		return -EOPNOTSUPP;
-	srv_path_proc_fd(proc, fd);
+	if ((r = srv_path_proc_fd(proc, fd)) < 0)
+		return r;
 	return truncate(proc, (off_t)size) < 0 ? -errno : 0;
 }
 
@@ -451,12 +451,9 @@ static int setattr_at(int dfd, const char *name, bool follow,
 			/* The magic link would lead to the link's target. */
 			if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 				r = -errno;
-		} else if (!srv_procfs_ok()) {
-			r = -EOPNOTSUPP;
-		} else {
-			srv_path_proc_fd(proc, fd);
-			if (utimensat(AT_FDCWD, proc, ts, 0) < 0)
-				r = -errno;
+		} else if ((r = srv_path_proc_fd(proc, fd)) == 0 &&
+			   utimensat(AT_FDCWD, proc, ts, 0) < 0) {
+			r = -errno;
 		}
 		if (r < 0)
 			goto out_close_fd;
@@ -1333,11 +1330,12 @@ static int xattr_open(struct srv *s, const char *path,
 {
 	int fd;
 
+	/* Checked before anything is opened. */
 	if (!srv_procfs_ok())
 		return -EOPNOTSUPP;
 	fd = srv_path_open_object(&s->root, path);
 	if (fd >= 0)
-		srv_path_proc_fd(proc, fd);
+		(void)srv_path_proc_fd(proc, fd);
 	return fd;
 }
 

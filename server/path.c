@@ -170,22 +170,31 @@ int srv_path_open(const struct srv_root *r, const char *path, int flags)
 	return resolve(r, path, strlen(path), flags);
 }
 
+/* What may be opened for data of the object `fd` pins (path.h): a
+ * regular file or a directory, its attributes in *st. */
+static int pinned_openable(int fd, struct stat *st)
+{
+	if (fstat(fd, st) < 0)
+		return -errno;
+	if (S_ISLNK(st->st_mode))
+		return -ELOOP;
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+		return -ENXIO;
+	return 0;
+}
+
 int srv_path_reopen(int fd, int flags)
 {
 	char proc[SRV_PROC_FD_MAX];
 	struct stat st;
+	int r;
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISLNK(st.st_mode))
-		return -ELOOP;
-	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		return -ENXIO;
+	if ((r = pinned_openable(fd, &st)) < 0)
+		return r;
 	/* Nothing else reopens what an O_PATH descriptor pins (without
 	 * procfs: srv_path_reopen_at). */
-	if (!srv_procfs_ok())
-		return -EOPNOTSUPP;
-	srv_path_proc_fd(proc, fd);
+	if ((r = srv_path_proc_fd(proc, fd)) < 0)
+		return r;
 	/* The magic link must be followed: no O_NOFOLLOW here. */
 	return do_openat(AT_FDCWD, proc, (flags & ~(O_CREAT | O_EXCL |
 						    O_NOFOLLOW | O_PATH)) |
@@ -200,12 +209,8 @@ int srv_path_reopen_at(int fd, int flags, int dfd, const char *name,
 
 	if (srv_procfs_ok())
 		return srv_path_reopen(fd, flags);
-	if (fstat(fd, &pin) < 0)
-		return -errno;
-	if (S_ISLNK(pin.st_mode))
-		return -ELOOP;
-	if (!S_ISREG(pin.st_mode) && !S_ISDIR(pin.st_mode))
-		return -ENXIO;
+	if ((r = pinned_openable(fd, &pin)) < 0)
+		return r;
 	nfd = do_openat(dfd, name, (flags & ~(O_CREAT | O_EXCL | O_PATH)) |
 			(follow ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_NOCTTY |
 			O_CLOEXEC);
@@ -295,9 +300,12 @@ int srv_path_open_parent(const struct srv_root *r, const char *path,
 	return resolve(r, path, (size_t)(slash - path), O_PATH | O_DIRECTORY);
 }
 
-void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
+int srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd)
 {
+	if (!srv_procfs_ok())
+		return -EOPNOTSUPP;
 	snprintf(buf, SRV_PROC_FD_MAX, "/proc/self/fd/%d", fd);
+	return 0;
 }
 
 uint64_t srv_path_ino(uint64_t dev, uint64_t ino)
@@ -355,11 +363,8 @@ static int attr_of(int dfd, const char *name, int oflags, struct stat *st,
 	}
 	srv_path_attr_from_stat(a, st);
 	if ((S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) &&
-	    srv_procfs_ok()) {
-		srv_path_proc_fd(proc, fd);
-		if (listxattr(proc, NULL, 0) == 0)
-			a->flags |= QFT_ATTR_NOXATTR;
-	}
+	    srv_path_proc_fd(proc, fd) == 0 && listxattr(proc, NULL, 0) == 0)
+		a->flags |= QFT_ATTR_NOXATTR;
 out_close_fd:
 	close(fd);
 	return r;

@@ -108,10 +108,12 @@ int srv_path_open_dir(const struct srv_root *r, const char *path);
  * "/proc/self/fd/N" for `fd`: lets the *xattr and chmod calls, which have
  * no descriptor form for O_PATH descriptors, reach exactly the object a
  * confined open found (the magic link resolves to that object itself, not
- * through it even when it is a symlink).
+ * through it even when it is a symlink).  -EOPNOTSUPP, and nothing in
+ * buf, where /proc is not procfs (procfs.h): such a path could lead
+ * anywhere.
  */
 #define SRV_PROC_FD_MAX 32
-void srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd);
+int srv_path_proc_fd(char buf[SRV_PROC_FD_MAX], int fd);
 
 struct qft_attr;
 

@@ -884,7 +884,7 @@ int srv_watch_add(struct srv_watch *w, int fd, struct srv_watch_key *key)
 		return -EREMOTE;
 	key->dev = (uint64_t)st.st_dev;
 	key->ino = (uint64_t)st.st_ino;
-	srv_path_proc_fd(proc, fd);
+	(void)srv_path_proc_fd(proc, fd);   /* procfs checked above */
 	pthread_mutex_lock(&w->lock);
 	if (!w->active) {
 		r = -EOPNOTSUPP;

@@ -14,7 +14,7 @@
 #include "errmap.h"
 #include "log.h"
 #include "ops.h"
-#include "procfs.h"
+#include "path.h"
 #include "pulse.h"
 #include "xfer.h"
 
@@ -461,12 +461,12 @@ static struct srv_xfer_stream *stream_of(struct srv *s, uint64_t num, int fd)
  */
 static void dio_open(struct srv_handle *h)
 {
+	char path[SRV_PROC_FD_MAX];
 	struct statx stx;
-	char path[64];
 	int fl;
 
 	h->dio_tried = true;
-	if (!srv_procfs_ok())
+	if (srv_path_proc_fd(path, h->fd) < 0)
 		return;
 	if (statx(h->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0 ||
 	    !(stx.stx_mask & STATX_DIOALIGN) || !stx.stx_dio_mem_align ||
@@ -478,7 +478,6 @@ static void dio_open(struct srv_handle *h)
 	}
 	if ((fl = fcntl(h->fd, F_GETFL)) < 0)
 		return;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", h->fd);
 	/* O_SYNC and O_DSYNC too: a direct write is not durable by itself. */
 	h->dfd = open(path, (fl & (O_ACCMODE | O_SYNC | O_DSYNC)) |
 		      O_DIRECT | O_CLOEXEC);
