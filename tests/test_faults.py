@@ -285,12 +285,16 @@ def home(lab, tmp_path):
     return lab.sshd.client_home(str(tmp_path / 'home'))
 
 
-def ssh_mount(mounter, lab, home, served, opts=(), mnt=None):
-    """`qftfs root@ADDR:served mnt` through the lab's sshd."""
-    b = util.build_dir()
+def ssh_mount(mounter, lab, home, served, opts=(), mnt=None, server=None,
+              build=None):
+    """`qftfs root@ADDR:served mnt` through the lab's sshd, with the
+    client (and, unless `server` names another command, the server) of
+    `build` (the plain build tree by default)."""
+    b = build or util.build_dir()
     return mounter(src=lab.sshd.source(served),
                    mnt=mnt or P(os.path.dirname(served), 'mnt'), build=b,
-                   opts=list(opts), env=lab.sshd.client_env(home, build=b),
+                   opts=list(opts), server=server,
+                   env=lab.sshd.client_env(home, build=b),
                    extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
 
 

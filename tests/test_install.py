@@ -26,6 +26,7 @@ the remote user's PATH has no qftfs-server and the cache is the test's.
    binfmt_misc (with the CPU of a board of that kind).
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -307,22 +308,30 @@ def test_foreign_tmp_dir_not_used(remote, mounter, tmp_path):
     s = remote({'XDG_CACHE_HOME': '/proc/qftfs-no-cache',
                 'TMPDIR': str(tmp)})
     # /var/tmp and /dev/shm would still do: make them unusable by name.
-    for d in ('/var/tmp', '/dev/shm'):
-        p = P(d, 'qftfs-%d' % os.getuid())
-        if os.path.exists(p):
-            pytest.skip('%s exists already' % p)
-    for d in ('/var/tmp', '/dev/shm'):
-        with open(P(d, 'qftfs-%d' % os.getuid()), 'w'):
-            pass
-    try:
+    with _no_fallback_caches():
         r = run_client(s, served_dir(tmp_path), tmp_path)
-    finally:
-        for d in ('/var/tmp', '/dev/shm'):
-            os.unlink(P(d, 'qftfs-%d' % os.getuid()))
     assert r.returncode != 0
     assert 'no writable directory of your own for the cache' in r.stderr, \
         r.stderr
     assert os.listdir(str(base)) == []
+
+
+@contextlib.contextmanager
+def _no_fallback_caches():
+    """/var/tmp/qftfs-UID and /dev/shm/qftfs-UID made unusable (plain
+    files in their place) while the block runs: the installer's last
+    candidates, out of the way of a test of the ones before them."""
+    paths = [P(d, 'qftfs-%d' % os.getuid()) for d in ('/var/tmp', '/dev/shm')]
+    for p in paths:
+        if os.path.exists(p):
+            pytest.skip('%s exists already' % p)
+    for p in paths:
+        open(p, 'w').close()
+    try:
+        yield
+    finally:
+        for p in paths:
+            os.unlink(p)
 
 
 def _size_only_path(tmp_path):
@@ -441,18 +450,9 @@ def test_no_trusted_cache_says_why(remote, tmp_path):
     shared = tmp_path / 'shared'
     shared.mkdir()
     os.chmod(str(shared), 0o777)
-    for d in ('/var/tmp', '/dev/shm'):
-        if os.path.exists(P(d, 'qftfs-%d' % os.getuid())):
-            pytest.skip('%s/qftfs-%d exists already' % (d, os.getuid()))
     s = remote({'XDG_CACHE_HOME': str(shared), 'TMPDIR': str(shared)})
-    for d in ('/var/tmp', '/dev/shm'):
-        with open(P(d, 'qftfs-%d' % os.getuid()), 'w'):
-            pass
-    try:
+    with _no_fallback_caches():
         r = run_client(s, served_dir(tmp_path), tmp_path)
-    finally:
-        for d in ('/var/tmp', '/dev/shm'):
-            os.unlink(P(d, 'qftfs-%d' % os.getuid()))
     assert r.returncode != 0
     assert 'no writable directory of your own for the cache' in r.stderr, \
         r.stderr

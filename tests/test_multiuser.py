@@ -407,14 +407,21 @@ print(res)
 '''
 
 
-def test_finding1_follow_symlinks_swapped_target(mounter, shared_dirs):
-    src, mnt = shared_dirs
+def _secret_beside(src):
+    """A root-only file outside the served root, and a world-writable
+    directory `w` in it for the swaps; returns the secret's path."""
     secret = P(os.path.dirname(src), 'secret')
     with open(secret, 'w') as f:
         f.write('root only\n')
     os.chmod(secret, 0o600)
     os.mkdir(P(src, 'w'))
     os.chmod(P(src, 'w'), 0o777)
+    return secret
+
+
+def test_finding1_follow_symlinks_swapped_target(mounter, shared_dirs):
+    src, mnt = shared_dirs
+    secret = _secret_beside(src)
     m = shared_mount(mounter, src, mnt, opts=['follow_symlinks'])
     r = util.run(USER_B + ['/usr/bin/python3', '-c', FINDING1,
                            P(m.mnt, 'w', 'e'), secret], timeout=60)
@@ -538,12 +545,7 @@ def test_finding7_owner_change_never_follows_a_swapped_link(mounter,
     the root; A's chown through it is A's, refused, and what A makes is
     A's without any chown at all."""
     src, mnt = shared_dirs
-    secret = P(os.path.dirname(src), 'secret')
-    with open(secret, 'w') as f:
-        f.write('root only\n')
-    os.chmod(secret, 0o600)
-    os.mkdir(P(src, 'w'))
-    os.chmod(P(src, 'w'), 0o777)
+    secret = _secret_beside(src)
     m = shared_mount(mounter, src, mnt, opts=['follow_symlinks'])
     util.run(USER_A + ['mkdir', P(m.mnt, 'w', 'd')], check=True, timeout=30)
     assert os.stat(P(src, 'w', 'd')).st_uid == A

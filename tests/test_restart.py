@@ -36,10 +36,10 @@ import wire
 from util import MiB
 
 from netns import lab  # noqa: F401
-from test_faults import (Bg, FeedCopy, file_size, home, kill_servers,  # noqa: F401
-                         served, server_pids, until_works,
+from test_faults import (Bg, file_size, home, kill_servers,  # noqa: F401
+                         served, server_pids, ssh_mount, until_works,
                          wait_for)
-from test_resume import digest, fed_digest
+from test_resume import digest, fed_digest, upload_across
 
 P = os.path.join
 
@@ -97,49 +97,17 @@ def test_boot_id_fault_hook(wire_server, tmp_path):
 # ---------------------------------------------------------------------------
 # kill -9 of the server
 
-def boot_wrapper(tmp_path, build):
-    """A server command that takes QFTFS_FAULT_BOOT_ID from a file the
-    test writes (empty: the real boot id), so that the server started
-    after a kill can report another boot.  Returns (command, file)."""
-    fault = str(tmp_path / 'boot-id')
-    open(fault, 'w').close()
-    wrap = str(tmp_path / 'boot-server')
-    with open(wrap, 'w') as f:
-        f.write('#!/bin/sh\nid=$(cat %s)\nif [ -n "$id" ]; then '
-                'QFTFS_FAULT_BOOT_ID=$id; export QFTFS_FAULT_BOOT_ID; fi\n'
-                'exec %s "$@"\n' % (fault, util.server_bin(build)))
-    os.chmod(wrap, 0o755)
-    return wrap, fault
-
-
-def mount_with(mounter, lab, home, served, server=None, opts=OPTS):
-    b = util.build_dir()
-    return mounter(src=lab.sshd.source(served),
-                   mnt=P(os.path.dirname(served), 'mnt'), build=b,
-                   opts=list(opts), server=server,
-                   env=lab.sshd.client_env(home, build=b),
-                   extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
-
-
-def upload_across_kill(m, tmp_path, served):
-    """A 64 MiB cp onto the mount with the server killed once it has
-    16 MiB of it.  Returns the cp (finished)."""
-    target = P(served, 'big')
-    copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)
-    try:
-        assert copy.feed(24 * MiB), 'cp stopped reading before any fault'
-        wait_for(lambda: file_size(target) >= 16 * MiB, 60,
-                 'the server to write 16 MiB')
+def kill_fault(served, before=None):
+    """The fault for test_resume.upload_across: `before` (if any), then
+    kill -9 of the server, which must be gone for good (the carry-over
+    starts another)."""
+    def fault():
+        if before:
+            before()
         old = server_pids(served)
         kill_servers(served)
-        copy.done()
-        rc = copy.cp.wait(GRACE + SLACK)
-        assert rc is not None, 'cp still running %ds after the kill' % (
-            GRACE + SLACK)
-    finally:
-        copy.finish()
-    assert not set(old) & set(server_pids(served))
-    return copy.cp
+        assert not set(old) & set(server_pids(served))
+    return fault
 
 
 @pytest.mark.deadline(180)
@@ -147,7 +115,7 @@ def test_upload_across_server_kill(lab, mounter, tmp_path, served, home):
     """kill -9 of the server 16 MiB into a 64 MiB cp: the client starts a
     new server, carries the session over, and cp exits 0 with every
     byte on the server."""
-    m = mount_with(mounter, lab, home, served)
+    m = ssh_mount(mounter, lab, home, served, opts=OPTS)
     # Resumed once first: a resumed link still knows its host's boot.
     with open(P(m.mnt, 'before'), 'wb') as f:
         f.write(b'x')
@@ -157,7 +125,7 @@ def test_upload_across_server_kill(lab, mounter, tmp_path, served, home):
         assert f.read() == b'x'
     wait_for(lambda: 'session resumed' in m.log(), 30, 'the resume')
     t0 = time.monotonic()
-    cp = upload_across_kill(m, tmp_path, served)
+    cp = upload_across(m, tmp_path, served, kill_fault(served))
     assert cp.rc == 0, 'cp failed across a server kill: %s\n%s' % (
         cp.output, util.tail(m.log()))
     assert digest(P(served, 'big')) == fed_digest(COPY_SIZE)
@@ -180,7 +148,7 @@ def test_download_across_server_kill(lab, mounter, tmp_path, served, home):
         for _ in range(COPY_SIZE // MiB):
             f.write(rnd.randbytes(MiB))
     want = digest(src)
-    m = mount_with(mounter, lab, home, served)
+    m = ssh_mount(mounter, lab, home, served, opts=OPTS)
     out = str(tmp_path / 'copy')
     fd = os.open(P(m.mnt, 'big'), os.O_RDONLY)
     try:
@@ -212,24 +180,18 @@ def test_rebooted_host_fails_with_eio(lab, mounter, tmp_path, served, home):
     why = util.fault_injection_reason(b)
     if why:
         pytest.skip(why)
-    wrap, fault = boot_wrapper(tmp_path, b)
-    m = mount_with(mounter, lab, home, served, server=wrap)
+    wrap, boot = util.fault_server(tmp_path, b, 'QFTFS_FAULT_BOOT_ID')
+    m = ssh_mount(mounter, lab, home, served, opts=OPTS, server=wrap)
     target = P(served, 'big')
-    copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)
-    try:
-        assert copy.feed(24 * MiB), 'cp stopped reading before any fault'
-        wait_for(lambda: file_size(target) >= 16 * MiB, 60,
-                 'the server to write 16 MiB')
-        with open(fault, 'w') as f:
+
+    def reboot():
+        with open(boot, 'w') as f:
             f.write('rebooted-%d' % os.getpid())
-        kill_servers(served)
-        copy.done()
-        rc = copy.cp.wait(GRACE + SLACK)
-        assert rc is not None, 'cp still running after the kill'
-    finally:
-        copy.finish()
+
+    copy = upload_across(m, tmp_path, served, kill_fault(served, reboot))
+    rc = copy.rc
     assert rc != 0, 'cp reported success across a reboot of the host'
-    assert 'Input/output error' in copy.cp.output, copy.cp.output
+    assert 'Input/output error' in copy.output, copy.output
     log = m.log()
     assert 'boot id changed' in log, util.tail(log)
     assert CARRIED not in log
@@ -263,21 +225,6 @@ except OSError as e:
 '''
 
 
-def stop_wrapper(tmp_path, build):
-    """A server command whose fault hook (QFTFS_FAULT_STOP_REPLY) comes
-    from a file the test writes: the server started next stops itself
-    once it has executed the named request, before answering it."""
-    stop = str(tmp_path / 'stop-at')
-    open(stop, 'w').close()
-    wrap = str(tmp_path / 'stop-server')
-    with open(wrap, 'w') as f:
-        f.write('#!/bin/sh\nop=$(cat %s)\nif [ -n "$op" ]; then '
-                'QFTFS_FAULT_STOP_REPLY=$op; export QFTFS_FAULT_STOP_REPLY; '
-                'fi\nexec %s "$@"\n' % (stop, util.server_bin(build)))
-    os.chmod(wrap, 0o755)
-    return wrap, stop
-
-
 def stopped(pid):
     """Whether process `pid` is stopped (the fault hook's SIGSTOP)."""
     try:
@@ -300,10 +247,12 @@ def test_unknown_outcomes_fail_with_eio(lab, mounter, tmp_path, served,
     why = util.fault_injection_reason(b)
     if why:
         pytest.skip(why)
-    wrap, stop = stop_wrapper(tmp_path, b)
+    # The server started next stops itself once it has executed the
+    # named request, before answering it.
+    wrap, stop = util.fault_server(tmp_path, b, 'QFTFS_FAULT_STOP_REPLY')
     with open(stop, 'w') as f:
         f.write('MKDIR')
-    m = mount_with(mounter, lab, home, served, server=wrap)
+    m = ssh_mount(mounter, lab, home, served, opts=OPTS, server=wrap)
     d = P(m.mnt, 'd')
     os.makedirs(P(served, 'd'))
     with open(P(served, 'd', 'old'), 'wb') as f:

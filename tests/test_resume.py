@@ -388,16 +388,10 @@ def test_ops_exactly_once(lab, mounter, tmp_path, served, home):
     if why:
         pytest.skip(why)
     # A wrapper, as the list's commas cannot pass through -o server=.
-    wrap = str(tmp_path / 'drop-server')
-    with open(wrap, 'w') as f:
-        f.write('#!/bin/sh\nQFTFS_FAULT_DROP_REPLY=%s; export '
-                'QFTFS_FAULT_DROP_REPLY\nexec %s "$@"\n'
-                % (DROP, util.server_bin(b)))
-    os.chmod(wrap, 0o755)
-    m = mounter(src=lab.sshd.source(served), mnt=P(os.path.dirname(served),
-                'mnt'), build=b, opts=OPTS, server=wrap,
-                env=lab.sshd.client_env(home, build=b),
-                extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
+    wrap, value = util.fault_server(tmp_path, b, 'QFTFS_FAULT_DROP_REPLY')
+    with open(value, 'w') as f:
+        f.write(DROP)
+    m = ssh_mount(mounter, lab, home, served, opts=OPTS, server=wrap)
     with open(P(served, 'log'), 'wb') as f:
         f.write(b'first\n')
     os.mkdir(P(m.mnt, 'd'))

@@ -34,7 +34,7 @@ from util import MiB
 
 from netns import lab  # noqa: F401
 from test_faults import (home, kill_servers, served,  # noqa: F401
-                         server_pids, wait_for)
+                         server_pids, ssh_mount, wait_for)
 
 P = os.path.join
 
@@ -130,10 +130,7 @@ def test_soak_outages(lab, mounter, tmp_path, served, home):
     for i in range(4):
         with open(P(served, 'ro', 'r%d' % i), 'wb') as f:
             f.write(random.Random(i).randbytes(2 * MiB))
-    m = mounter(src=lab.sshd.source(served), mnt=str(tmp_path / 'mnt'),
-                build=b, opts=OPTS, server=util.server_bin(b),
-                env=lab.sshd.client_env(home, build=b),
-                extra_args=['-p', str(lab.sshd.port)], expect_rc=None)
+    m = ssh_mount(mounter, lab, home, served, opts=OPTS, build=b)
     stop = str(tmp_path / 'stop')
     workers = []
     for n, kind in enumerate(('writer', 'writer', 'reader', 'lister',

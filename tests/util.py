@@ -527,6 +527,24 @@ def abort_all_mounts():
 # ---------------------------------------------------------------------------
 # Files and comparisons
 
+def fault_server(folder, build, var):
+    """A server command for `-o server=` (a script in `folder`) that sets
+    the fault hook `var` (QFTFS_FAULT_...) to what the file it returns
+    holds when the server starts, or leaves it unset while the file is
+    empty; so a test can change what the next server does, and pass
+    values -o server= could not (commas).  Returns (command, file)."""
+    name = var.lower()
+    value = os.path.join(str(folder), name)
+    open(value, 'w').close()
+    wrap = os.path.join(str(folder), name + '-server')
+    with open(wrap, 'w') as f:
+        f.write('#!/bin/sh\nv=$(cat %s)\nif [ -n "$v" ]; then %s=$v; '
+                'export %s; fi\nexec %s "$@"\n'
+                % (value, var, var, server_bin(build)))
+    os.chmod(wrap, 0o755)
+    return wrap, value
+
+
 def until_visible(path, timeout=5.0):
     """Waits until `path` on a mount exists.  A name made on the server
     behind the mount's back is seen through the mount once the server's

@@ -7,10 +7,16 @@
 #ifndef QFT_FUZZ_H
 #define QFT_FUZZ_H
 
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -42,6 +48,54 @@ static inline void fuzz_check_failed(const char *file, int line,
 	if (__sanitizer_report_error_summary)
 		__sanitizer_report_error_summary(msg);
 	abort();
+}
+
+/* Sends all n bytes, or stops when the peer under test closed (it has
+ * read what it wanted). */
+static inline void fuzz_send_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/*
+ * Calls `remove` for every /tmp/<prefix>PID-... whose PID no longer
+ * runs: what a target's earlier process left behind when it died
+ * without atexit() (a crash's abort(), libFuzzer's -max_total_time and
+ * its _Exit).  A live process's is never touched.
+ */
+static inline void fuzz_remove_stale(const char *prefix,
+				     void (*remove)(const char *path))
+{
+	size_t n = strlen(prefix);
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir("/tmp");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[300], *end;
+		long pid;
+
+		if (strncmp(de->d_name, prefix, n) != 0)
+			continue;
+		pid = strtol(de->d_name + n, &end, 10);
+		if (end == de->d_name + n || *end != '-' || pid <= 0 ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "/tmp/%s", de->d_name);
+		remove(path);
+	}
+	closedir(d);
 }
 
 #endif /* QFT_FUZZ_H */

@@ -70,20 +70,6 @@ static bool documented(int r)
 	       r == -EPIPE || r == -EIO || r == -ECONNRESET;
 }
 
-static void send_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 /* Reads what the side under test writes until it closes. */
 static void *drain_main(void *arg)
 {
@@ -107,7 +93,7 @@ static void one_side(bool server, enum qft_cipher cipher,
 	FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 			      sv) == 0);
 	/* Small enough for the socket buffer: written before the side runs. */
-	send_all(sv[1], data, size);
+	fuzz_send_all(sv[1], data, size);
 	shutdown(sv[1], SHUT_WR);
 	FUZZ_CHECK(pthread_create(&drain, NULL, drain_main, &sv[1]) == 0);
 	memset(&keys, 0xa5, sizeof(keys));
@@ -145,7 +131,7 @@ static bool relay_msg(int from, int to, uint8_t *mask, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		buf[i] ^= mask[i];
-	send_all(to, buf, n);
+	fuzz_send_all(to, buf, n);
 	return true;
 }
 
@@ -251,7 +237,7 @@ static void secret_line(const uint8_t *data, size_t size)
 	}
 	FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 			      sv) == 0);
-	send_all(sv[1], data, size);
+	fuzz_send_all(sv[1], data, size);
 	shutdown(sv[1], SHUT_WR);
 	memset(got, 0xa5, sizeof(got));
 	r = srv_session_read_secret(sv[0], got);

@@ -288,20 +288,6 @@ static void call_done(void *ctx, int err, struct qc_reply *rep)
 	}
 }
 
-static void send_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;   /* the client closed: it has read enough */
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 /* How many leading bytes of p[0..n) make one whole frame, or n. */
 static size_t first_frame(const uint8_t *p, size_t n)
 {
@@ -327,7 +313,7 @@ static void hello_reply(int fd, bool lz4, bool notify, bool progress)
 		     (progress ? QFT_FEAT_PROGRESS : 0);
 	qbuf_init(&b, 256);
 	FUZZ_CHECK(qft_msg_encode(&b, &m) == 0);
-	send_all(fd, b.data, b.len);
+	fuzz_send_all(fd, b.data, b.len);
 	qbuf_free(&b);
 }
 
@@ -384,7 +370,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * receive must not wait. */
 	if (opts & OPT_HELLO_IN_INPUT) {
 		n = first_frame(data, size);
-		send_all(sv[1], data, n);
+		fuzz_send_all(sv[1], data, n);
 		data += n;
 		size -= n;
 		if (size == 0)
@@ -409,7 +395,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		(void)qc_call_async(c, 1, &k->req, call_done, k);
 	}
-	send_all(sv[1], data, size);
+	fuzz_send_all(sv[1], data, size);
 	shutdown(sv[1], SHUT_WR);
 	/* Returns once the client read the whole stream (its end closes the
 	 * link): every completion has run by then. */

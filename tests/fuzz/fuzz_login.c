@@ -87,38 +87,13 @@ static void cleanup(void)
 	rm_rf(g.dir);
 }
 
-/*
- * Removes the directories of fuzz_login processes that are gone: a crash
- * ends them with abort(), and libFuzzer's -max_total_time with _Exit,
- * neither of which runs atexit().  A live one's is never touched.
- */
-static void remove_stale_dirs(void)
-{
-	struct dirent *de;
-	DIR *d;
-
-	d = opendir("/tmp");
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char path[300];
-		long pid;
-
-		if (sscanf(de->d_name, "qftfs-fuzzlogin-%ld-", &pid) != 1 ||
-		    pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		snprintf(path, sizeof(path), "/tmp/%s", de->d_name);
-		rm_rf(path);
-	}
-	closedir(d);
-}
-
 static void setup(void)
 {
 	char path[192];
 
 	signal(SIGPIPE, SIG_IGN);
-	remove_stale_dirs();
+	/* Left by runs that ended without atexit (fuzz.h). */
+	fuzz_remove_stale("qftfs-fuzzlogin-", rm_rf);
 	qft_log_init("fuzz_login", getenv("QFTFS_FUZZ_DEBUG") ?
 		     QFT_LOG_DEBUG : QFT_LOG_ERR);
 	snprintf(g.dir, sizeof(g.dir), "/tmp/qftfs-fuzzlogin-%ld-XXXXXX",

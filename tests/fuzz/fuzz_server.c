@@ -295,37 +295,20 @@ static void cleanup(void)
 }
 
 /*
- * Removes the jails of fuzz_server processes that died without cleaning
- * up (a crash ends them with abort()): /tmp/qftfs-fuzz-PID-XXXXXX whose
- * PID no longer runs.  A live one is never touched, even when it looks
- * empty from here (its tmpfs is in its own mount namespace).
+ * A jail of a fuzz_server process that died without cleaning up (a crash
+ * ends it with abort()): emptied and removed (fuzz_remove_stale says
+ * whose).  Its tmpfs was in its own mount namespace, gone with it.
  */
-static void remove_stale_jails(void)
+static void remove_jail(const char *path)
 {
-	struct dirent *de;
-	DIR *d;
+	int fd;
 
-	d = opendir("/tmp");
-	if (!d)
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return;
-	while ((de = readdir(d))) {
-		char path[300];
-		long pid;
-		int fd;
-
-		if (sscanf(de->d_name, "qftfs-fuzz-%ld-", &pid) != 1 ||
-		    pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		snprintf(path, sizeof(path), "/tmp/%s", de->d_name);
-		fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			  O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		empty_dir(fd);
-		close(fd);
-		rmdir(path);
-	}
-	closedir(d);
+	empty_dir(fd);
+	close(fd);
+	rmdir(path);
 }
 
 /* A tmpfs of its own, seen by this process only; false if not allowed. */
@@ -392,7 +375,7 @@ static void setup(void)
 	 * before a server thread in follow mode (chrooted into the jail,
 	 * where /proc is not procfs) could. */
 	FUZZ_CHECK(srv_procfs_ok());
-	remove_stale_jails();
+	fuzz_remove_stale("qftfs-fuzz-", remove_jail);
 	snprintf(g.jail, sizeof(g.jail), "/tmp/qftfs-fuzz-%ld-XXXXXX",
 		 (long)getpid());
 	FUZZ_CHECK(mkdtemp(g.jail) != NULL);
