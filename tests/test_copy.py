@@ -1,0 +1,336 @@
+# SPDX-License-Identifier: MIT
+"""Server-side copy and holes (issue 19).
+
+What must hold:
+
+- `cp` of a file within the mount runs on the server (COPY, the server's
+  copy_file_range): no file data crosses the link (the mount's own wire
+  counters), and the copy is byte for byte;
+- copy_file_range with offsets and lengths that are not page-aligned,
+  into a file whose old bytes the kernel has cached, past the
+  destination's end and past the source's end, gives what a local copy
+  gives, and reads and stat through the mount see it at once;
+- writes made just before the copy (still in write-behind) are copied;
+- a server whose copy_file_range fails (EXDEV, EOPNOTSUPP: a test fault)
+  copies with its own reads and writes, still without the link;
+- an old server without the feature: the copy still works (the kernel
+  copies through reads and writes) and SEEK_DATA/SEEK_HOLE answer as a
+  file system without holes does;
+- SEEK_DATA/SEEK_HOLE through the mount equal the server's own answers,
+  data far beyond a large hole included, and after a write through the
+  mount;
+- `cp --sparse=always` of a sparse file off the mount sends only about
+  its data over the link;
+- `cp --reflink=always` fails with a clear EOPNOTSUPP (FUSE has no
+  FICLONE: the kernel answers it).
+"""
+
+import errno
+import os
+import random
+import subprocess
+
+import pytest
+
+import util
+from util import MiB
+
+P = os.path.join
+GiB = 1024 * MiB
+
+
+def stats(mnt):
+    text = os.getxattr(mnt, 'user.qftfs.stats').decode()
+    return {k: int(v) for k, v in (l.split() for l in text.splitlines())}
+
+
+def wire(mnt):
+    s = stats(mnt)
+    return s['wire_sent'] + s['wire_received']
+
+
+def sha(path):
+    return util.sha256_file(path)
+
+
+def fault_mount(mounter, tmp_path, build, value):
+    """A mount whose server runs with QFTFS_FAULT_COPY=value."""
+    why = util.fault_injection_reason(build)
+    if why:
+        pytest.skip(why)
+    wrap, vfile = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY')
+    with open(vfile, 'w') as f:
+        f.write(value)
+    return mounter(server=wrap)
+
+
+def extents(path):
+    """[(data, hole), ...] of a file, by SEEK_DATA/SEEK_HOLE."""
+    out = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        off = 0
+        while True:
+            try:
+                d = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError as e:
+                assert e.errno == errno.ENXIO, e
+                return out
+            h = os.lseek(fd, d, os.SEEK_HOLE)
+            out.append((d, h))
+            off = h
+    finally:
+        os.close(fd)
+
+
+def seek_answers(path, offsets):
+    """What SEEK_DATA and SEEK_HOLE say from each offset (an errno name
+    where they fail)."""
+    out = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for off in offsets:
+            for whence in (os.SEEK_DATA, os.SEEK_HOLE):
+                try:
+                    out.append(os.lseek(fd, off, whence))
+                except OSError as e:
+                    out.append(errno.errorcode[e.errno])
+    finally:
+        os.close(fd)
+    return out
+
+
+def make_sparse(path, size, pieces):
+    """A sparse file of `size` with random data at (offset, length)."""
+    rng = random.Random(19)
+    with open(path, 'wb') as f:
+        f.truncate(size)
+        for off, n in pieces:
+            f.seek(off)
+            f.write(rng.randbytes(n))
+
+
+def holes_supported(path):
+    """Whether the file system under the test's files tracks holes."""
+    probe = path + '.probe'
+    make_sparse(probe, 8 * MiB, [(4 * MiB, 4096)])
+    try:
+        return extents(probe) and extents(probe)[0][0] > 0
+    finally:
+        os.unlink(probe)
+
+
+# --- copy --------------------------------------------------------------
+
+def test_cp_within_mount_moves_no_data(mount):
+    src, mnt = mount
+    size = 256 * MiB
+    util.write_random_file(P(src, 'big.img'), size, seed=1)
+    before, s0 = wire(mnt), stats(mnt)
+    subprocess.run(['cp', P(mnt, 'big.img'), P(mnt, 'backup.img')],
+                   check=True, timeout=300)
+    moved = wire(mnt) - before
+    s1 = stats(mnt)
+    # The OPEN of the source brings its first 128 KiB with the answer
+    # (for a reader); nothing else of the file may cross.
+    assert moved < 1 * MiB, (moved, s1)
+    assert s1['copies_on_server'] > s0['copies_on_server']
+    assert s1['bytes_copied_on_server'] - s0['bytes_copied_on_server'] \
+        == size
+    assert os.stat(P(mnt, 'backup.img')).st_size == size
+    assert sha(P(src, 'backup.img')) == sha(P(src, 'big.img'))
+    assert sha(P(mnt, 'backup.img')) == sha(P(src, 'big.img'))
+
+
+def test_copy_file_range_unaligned(mount):
+    src, mnt = mount
+    rng = random.Random(5)
+    a = rng.randbytes(3 * MiB + 777)
+    b = rng.randbytes(MiB + 5)
+    with open(P(src, 'a'), 'wb') as f:
+        f.write(a)
+    with open(P(src, 'b'), 'wb') as f:
+        f.write(b)
+    expect = bytearray(b)
+    # The kernel caches b's old bytes first: the copy must replace them.
+    with open(P(mnt, 'b'), 'rb') as f:
+        assert f.read() == b
+    cases = [(1, 4097, 12345), (4095, 3, 65537), (123457, MiB - 11, 999),
+             # past the destination's end: it grows, with a hole between
+             (MiB + 99, 2 * MiB + 1, 70001)]
+    fi = os.open(P(mnt, 'a'), os.O_RDONLY)
+    fo = os.open(P(mnt, 'b'), os.O_WRONLY)
+    try:
+        for off_in, off_out, n in cases:
+            got = os.copy_file_range(fi, fo, n, off_in, off_out)
+            assert got == n, (off_in, off_out, n, got)
+            if off_out > len(expect):
+                expect += bytes(off_out - len(expect))
+            expect[off_out:off_out + n] = a[off_in:off_in + n]
+            # Read and size through the mount at once, file still open.
+            assert os.stat(P(mnt, 'b')).st_size == len(expect)
+            with open(P(mnt, 'b'), 'rb') as f:
+                assert f.read() == bytes(expect), (off_in, off_out, n)
+        # Past the source's end: short, then nothing.
+        assert os.copy_file_range(fi, fo, 5000, len(a) - 100, 0) == 100
+        expect[0:100] = a[-100:]
+        assert os.copy_file_range(fi, fo, 5000, len(a) + 1, 0) == 0
+    finally:
+        os.close(fi)
+        os.close(fo)
+    with open(P(mnt, 'b'), 'rb') as f:
+        assert f.read() == bytes(expect)
+    with open(P(src, 'b'), 'rb') as f:
+        assert f.read() == bytes(expect)
+
+
+def test_copy_includes_pending_writes(mount):
+    src, mnt = mount
+    rng = random.Random(6)
+    data = rng.randbytes(8 * MiB + 3)
+    patch = rng.randbytes(5000)
+    before = wire(mnt)
+    with open(P(mnt, 'fresh'), 'wb') as w, open(P(mnt, 'dst'), 'wb') as d:
+        # Written through the mount just now: behind the write-behind
+        # window, maybe not on the server yet.
+        w.write(data)
+        w.flush()
+        d.write(bytes(100))
+        d.flush()
+        with open(P(mnt, 'fresh'), 'rb') as r:
+            n = os.copy_file_range(r.fileno(), d.fileno(), len(data), 0, 10)
+            assert n == len(data)
+        # A write just before a copy over it: the copy comes after.
+        w.seek(7)
+        w.write(patch)
+        w.flush()
+        with open(P(mnt, 'fresh'), 'rb') as r:
+            assert os.copy_file_range(r.fileno(), d.fileno(), 6000, 0,
+                                      20) == 6000
+    # The 8 MiB went up once (the write), never down nor up again.
+    assert wire(mnt) - before < len(data) + 2 * MiB
+    expect = bytearray(bytes(10) + data)
+    fresh = bytearray(data)
+    fresh[7:7 + len(patch)] = patch
+    expect[20:6020] = fresh[:6000]
+    for root in (src, mnt):
+        with open(P(root, 'dst'), 'rb') as f:
+            assert f.read() == bytes(expect), root
+
+
+@pytest.mark.parametrize('fault', ['EXDEV', 'EOPNOTSUPP'])
+def test_copy_falls_back_on_the_server(mounter, tmp_path, build, fault):
+    m = fault_mount(mounter, tmp_path, build, fault)
+    src, mnt = m
+    size = 32 * MiB + 4321
+    util.write_random_file(P(src, 'f'), size, seed=2)
+    before = wire(mnt)
+    subprocess.run(['cp', P(mnt, 'f'), P(mnt, 'g')], check=True,
+                   timeout=120)
+    assert wire(mnt) - before < 1 * MiB
+    assert stats(mnt)['bytes_copied_on_server'] == size
+    assert sha(P(src, 'g')) == sha(P(src, 'f'))
+    assert sha(P(mnt, 'g')) == sha(P(src, 'f'))
+    assert 'QFTFS_FAULT_COPY=' + fault in m.log(), util.tail(m.log())
+
+
+def test_old_server_copies_and_seeks_without_the_feature(mounter, tmp_path,
+                                                         build):
+    m = fault_mount(mounter, tmp_path, build, 'old')
+    src, mnt = m
+    size = 8 * MiB + 1
+    util.write_random_file(P(src, 'f'), size, seed=3)
+    before = wire(mnt)
+    subprocess.run(['cp', P(mnt, 'f'), P(mnt, 'g')], check=True,
+                   timeout=120)
+    # The kernel's copy: down and up again.
+    assert wire(mnt) - before > 2 * size
+    assert stats(mnt)['copies_on_server'] == 0
+    assert sha(P(src, 'g')) == sha(P(src, 'f'))
+    with open(P(mnt, 'g'), 'rb') as f, open(P(mnt, 'h'), 'wb') as h:
+        assert os.copy_file_range(f.fileno(), h.fileno(), 10) == 10
+    with open(P(src, 'h'), 'rb') as f:
+        assert f.read() == open(P(src, 'f'), 'rb').read(10)
+    # No holes known: data from anywhere before the end, one hole there.
+    make_sparse(P(src, 's'), 64 * MiB, [(32 * MiB, 4096)])
+    util.until_visible(P(mnt, 's'))
+    assert seek_answers(P(mnt, 's'), [0, 5, 64 * MiB - 1, 64 * MiB]) == \
+        [0, 64 * MiB, 5, 64 * MiB, 64 * MiB - 1, 64 * MiB, 'ENXIO',
+         'ENXIO']
+    assert stats(mnt)['seeks_on_server'] == 0
+    assert 'closing connection' not in m.log(), util.tail(m.log())
+
+
+def test_reflink_always_is_a_clear_error(mount):
+    """FICLONE never reaches a FUSE file system (the kernel has no
+    remap_file_range for it): cp says so, and --reflink=auto (cp's
+    default) copies on the server instead."""
+    src, mnt = mount
+    util.write_random_file(P(src, 'f'), MiB, seed=4)
+    r = util.run(['cp', '--reflink=always', P(mnt, 'f'), P(mnt, 'g')],
+                 timeout=60)
+    assert r.returncode != 0
+    assert 'Operation not supported' in r.stderr, r.stderr
+    before = wire(mnt)
+    subprocess.run(['cp', '--reflink=auto', P(mnt, 'f'), P(mnt, 'h')],
+                   check=True, timeout=60)
+    assert wire(mnt) - before < 512 * 1024
+    assert sha(P(src, 'h')) == sha(P(src, 'f'))
+
+
+# --- holes -------------------------------------------------------------
+
+def test_seek_data_and_hole_equal_the_servers(mount):
+    src, mnt = mount
+    if not holes_supported(P(src, 'x')):
+        pytest.skip('the file system under %s does not track holes' % src)
+    size = 8 * GiB
+    pieces = [(0, 4096), (3 * MiB + 5, 70000), (100 * MiB, 1),
+              # far beyond a large hole
+              (6 * GiB + 12345, 2 * MiB)]
+    make_sparse(P(src, 's'), size, pieces)
+    offsets = sorted({0, 1, 4095, 4096, 5 * MiB, 100 * MiB - 1,
+                      100 * MiB + 4096, 2 * GiB, 6 * GiB, 6 * GiB + 12345,
+                      6 * GiB + 3 * MiB, size - 1, size, size + 1})
+    assert extents(P(mnt, 's')) == extents(P(src, 's'))
+    assert seek_answers(P(mnt, 's'), offsets) == \
+        seek_answers(P(src, 's'), offsets)
+    # SEEK_DATA from far before the data far beyond the hole finds it.
+    fd = os.open(P(mnt, 's'), os.O_RDONLY)
+    try:
+        assert os.lseek(fd, 200 * MiB, os.SEEK_DATA) == \
+            extents(P(src, 's'))[-1][0]
+    finally:
+        os.close(fd)
+    assert stats(mnt)['seeks_on_server'] > 0
+
+    # A write through the mount, not closed yet: the next seek sees it.
+    with open(P(mnt, 's'), 'r+b') as f:
+        f.seek(4 * GiB)
+        f.write(b'z' * 8192)
+        f.flush()
+        fd = f.fileno()
+        at = os.lseek(fd, 3 * GiB, os.SEEK_DATA)
+        assert 4 * GiB - 4096 < at <= 4 * GiB, at
+        seen = seek_answers(P(mnt, 's'), offsets + [4 * GiB - 1])
+    assert seen == seek_answers(P(src, 's'), offsets + [4 * GiB - 1])
+
+
+def test_sparse_cp_sends_only_the_data(mount, tmp_path):
+    src, mnt = mount
+    if not holes_supported(P(src, 'x')):
+        pytest.skip('the file system under %s does not track holes' % src)
+    size = GiB
+    data = 10 * MiB
+    # Ten 1 MiB pieces spread over the gigabyte.
+    pieces = [(i * 100 * MiB + 7 * MiB, MiB) for i in range(10)]
+    make_sparse(P(src, 'image'), size, pieces)
+    out = str(tmp_path / 'out.img')
+    before = wire(mnt)
+    subprocess.run(['cp', '--sparse=always', P(mnt, 'image'), out],
+                   check=True, timeout=300)
+    moved = wire(mnt) - before
+    assert moved < data * 1.25, moved
+    assert os.stat(out).st_size == size
+    assert sha(out) == sha(P(src, 'image'))
+    assert os.stat(out).st_blocks * 512 < 2 * data
