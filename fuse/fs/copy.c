@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "fs/copy.h"
 #include "fs/file.h"
@@ -126,6 +127,54 @@ static int seek_by_size(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 	return 0;
 }
 
+/* A SEEK_DATA sent after a SEEK_HOLE found a hole at `hole`. */
+struct hole_probe {
+	struct qc_file *f;
+	uint64_t hole;
+	uint64_t until;         /* the answer holds until then */
+};
+
+static void probe_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct hole_probe *p = ctx;
+	struct qc_file *f = p->f;
+
+	pthread_mutex_lock(&f->lock);
+	if (err == 0 && rep->msg.offset > p->hole)
+		qc_ra_note_zeros(f, p->hole, rep->msg.offset, p->until);
+	qc_file_async_done(f);
+	free(p);
+}
+
+/*
+ * Asks where the hole at `hole` ends, not waiting: cp --sparse reads the
+ * data before it next, and the kernel's read-ahead runs past its end
+ * into the hole; with the answer those reads are zeros answered here
+ * (readahead.h, qc_ra.zero_*).  A hole that runs to the end of the file
+ * gets no answer worth keeping (ENXIO).
+ */
+static void probe_hole(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+		       uint64_t handle, uint64_t hole)
+{
+	struct hole_probe *p = malloc(sizeof(*p));
+	struct qft_msg m;
+
+	if (!p)
+		return;
+	p->f = f;
+	p->hole = hole;
+	p->until = qc_fs_attr_until(fs);
+	qft_msg_init(&m, QFT_OP_SEEK, 0);
+	m.handle = handle;
+	m.offset = hole;
+	m.opflags = QFT_SEEK_DATA;
+	pthread_mutex_lock(&f->lock);
+	qc_file_hold(f);
+	pthread_mutex_unlock(&f->lock);
+	/* On failure probe_done has run already. */
+	(void)qc_call_async(fs->conn, gen, &m, probe_done, p);
+}
+
 int qc_copy_seek(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		 bool hole, uint64_t *res)
 {
@@ -152,6 +201,13 @@ int qc_copy_seek(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		return qc_file_error(f, qc_conn_user_err(r));
 	*res = rep.msg.offset;
 	qc_reply_free(&rep);
+	/* A reader of the data up to the hole (cp --sparse) need not be
+	 * sent the zeros after it. */
+	if (hole && *res > off) {
+		qc_ra_note_hole(f, off, *res);
+		if (fs->attr_timeout > 0)
+			probe_hole(fs, f, gen, m.handle, *res);
+	}
 	qc_stat_inc(&fs->stats, QC_STAT_SEEKS);
 	return 0;
 }

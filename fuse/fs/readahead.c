@@ -90,7 +90,66 @@ void qc_ra_drop(struct qc_file *f)
 		wasted |= !c->done || c->served < c->got;
 	if (wasted && f->ra.credit / 2 >= QC_RA_CHUNK)
 		f->ra.credit /= 2;
+	/* The hole may hold data now. */
+	f->ra.data_from = f->ra.hole_at = 0;
+	f->ra.zero_from = f->ra.zero_to = f->ra.zero_until = 0;
 	qc_ra_stop(f);
+}
+
+void qc_ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
+		      uint64_t until)
+{
+	qc_file_assert_locked(f);
+	f->ra.zero_from = from;
+	f->ra.zero_to = to;
+	f->ra.zero_until = until;
+}
+
+/* Whether [off, end) of f lies in a hole the server told of lately
+ * (qc_ra.zero_*). */
+static bool ra_in_hole(struct qc_file *f, uint64_t off, uint64_t end)
+{
+	bool in;
+
+	pthread_mutex_lock(&f->lock);
+	in = f->ra.zero_to && off >= f->ra.zero_from &&
+	     end <= f->ra.zero_to && qc_now_ns() < f->ra.zero_until;
+	pthread_mutex_unlock(&f->lock);
+	return in;
+}
+
+/* What a read inside a hole gets (the kernel asks for QFT_MAX_DATA at
+ * most). */
+static const char ra_zeros[QFT_MAX_DATA];
+
+void qc_ra_note_hole(struct qc_file *f, uint64_t from, uint64_t hole)
+{
+	pthread_mutex_lock(&f->lock);
+	f->ra.data_from = from;
+	f->ra.hole_at = hole;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * How far the stream may ask ahead of a reader at ra.pos (`want`), where
+ * a hole the server told of (qc_ra_note_hole) ends the data: no further
+ * than the hole for a reader inside the data before it, and no further
+ * than the reader itself inside the hole.  A reader well past the hole
+ * reads on as any other, and the hint is forgotten.  File lock held.
+ */
+static uint64_t ra_hole_want(struct qc_file *f, uint64_t want)
+{
+	uint64_t at = f->ra.hole_at;
+
+	if (!at || f->ra.pos <= f->ra.data_from)
+		return want;
+	if (f->ra.pos > at + QC_RA_CREDIT_START) {
+		f->ra.data_from = f->ra.hole_at = 0;
+		return want;
+	}
+	if (f->ra.pos <= at)
+		return want < at ? want : at;
+	return f->ra.pos;
 }
 
 /* Table lock held, then the file's: the one lock order. */
@@ -230,11 +289,21 @@ struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
 	uint64_t budget = 2 * limit > QC_RA_TOTAL_MIN ?
 		2 * limit : QC_RA_TOTAL_MIN;
 	struct qc_ra_chunk *first = NULL, **tail = &first;
+	uint64_t hole;
 
 	qc_file_assert_locked(f);
+	want = ra_hole_want(f, want);
+	hole = f->ra.hole_at;
 	while (!f->ra.eof && f->ra.end < want) {
 		uint64_t len = QC_RA_CHUNK - f->ra.end % QC_RA_CHUNK;
 		struct qc_ra_chunk *c;
+
+		/* A chunk ends where the data does, and inside a hole asks
+		 * for what the reader asked only. */
+		if (hole && f->ra.end < hole && f->ra.end + len > hole)
+			len = hole - f->ra.end;
+		if (hole && f->ra.end >= hole && f->ra.end + len > want)
+			len = want - f->ra.end;
 
 		if (f->ra.end >= f->ra.pos &&
 		    atomic_load(&fs->ra_bytes) + len > budget)
@@ -465,6 +534,10 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	end = start + size;
 	if (size == 0 || fs->readahead == 0 || off < 0) {
 		read_plain(req, fs, f, size, start);
+		return;
+	}
+	if (ra_in_hole(f, start, end)) {
+		fuse_reply_buf(req, ra_zeros, size);
 		return;
 	}
 	/* A stream only on a live handle (re-opened after a reconnect). */

@@ -85,6 +85,24 @@ struct qc_ra {
 				 * streams, halved by writes that waste it,
 				 * doubled by a reader using it */
 	uint64_t eaten;         /* consumed since the credit last grew */
+	/*
+	 * The server's SEEK_HOLE answered hole_at from data_from (0, 0:
+	 * none): a reader inside [data_from, hole_at) -- cp --sparse
+	 * reading one extent -- gets no read-ahead past the hole, and in
+	 * the hole only what it asks for, so that the zeros a sparse copy
+	 * skips do not cross the link.  Only a hint: forgotten by a write,
+	 * and by a reader well past the hole.
+	 */
+	uint64_t data_from, hole_at;
+	/*
+	 * A hole the server told of (SEEK_HOLE, then SEEK_DATA after it):
+	 * a read wholly inside [zero_from, zero_to) is answered with zeros
+	 * here until zero_until (qc_now_ns: attr_timeout after the SEEK was
+	 * sent, as attributes are trusted), unless a write through the
+	 * mount drops it first: the kernel's own read-ahead past the end of
+	 * an extent that cp --sparse reads costs nothing on the link.
+	 */
+	uint64_t zero_from, zero_to, zero_until;
 	struct qc_ra_chunk *head;
 	struct qc_ra_chunk *tail;
 };
@@ -133,5 +151,12 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		size_t size, off_t off);
 void qc_ra_invalidate(struct qc_fs *fs, struct qn_node *n);
 void qc_ra_invalidate_file(struct qc_fs *fs, struct qc_file *f);
+/* The server said [from, hole) of f is data and a hole starts at `hole`
+ * (SEEK_HOLE): takes the lock. */
+void qc_ra_note_hole(struct qc_file *f, uint64_t from, uint64_t hole);
+/* File lock held: [from, to) of f is a hole, as the server said in a
+ * reply to a request sent before `until` - attr_timeout (qc_ra.zero_*). */
+void qc_ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
+		      uint64_t until);
 
 #endif /* QC_READAHEAD_H */
