@@ -182,6 +182,9 @@ def test_copy_file_range_unaligned(mount):
         assert f.read() == bytes(expect)
     with open(P(src, 'b'), 'rb') as f:
         assert f.read() == bytes(expect)
+    # Every byte was copied by the server.
+    assert stats(mnt)['bytes_copied_on_server'] == \
+        sum(n for _, _, n in cases) + 100
 
 
 def test_copy_includes_pending_writes(mount):

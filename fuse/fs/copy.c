@@ -132,6 +132,7 @@ struct hole_probe {
 	struct qc_file *f;
 	uint64_t hole;
 	uint64_t until;         /* the answer holds until then */
+	uint64_t drops;         /* qc_ra.drops when it was sent */
 };
 
 static void probe_done(void *ctx, int err, struct qc_reply *rep)
@@ -141,7 +142,8 @@ static void probe_done(void *ctx, int err, struct qc_reply *rep)
 
 	pthread_mutex_lock(&f->lock);
 	if (err == 0 && rep->msg.offset > p->hole)
-		qc_ra_note_zeros(f, p->hole, rep->msg.offset, p->until);
+		qc_ra_note_zeros(f, p->hole, rep->msg.offset, p->until,
+				 p->drops);
 	qc_file_async_done(f);
 	free(p);
 }
@@ -170,6 +172,9 @@ static void probe_hole(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	m.opflags = QFT_SEEK_DATA;
 	pthread_mutex_lock(&f->lock);
 	qc_file_hold(f);
+	/* A write sent from now on drops the read-ahead after it was sent
+	 * (qc_ra_invalidate), so an answer from before it is not kept. */
+	p->drops = f->ra.drops;
 	pthread_mutex_unlock(&f->lock);
 	/* On failure probe_done has run already. */
 	(void)qc_call_async(fs->conn, gen, &m, probe_done, p);

@@ -93,13 +93,16 @@ void qc_ra_drop(struct qc_file *f)
 	/* The hole may hold data now. */
 	f->ra.data_from = f->ra.hole_at = 0;
 	f->ra.zero_from = f->ra.zero_to = f->ra.zero_until = 0;
+	f->ra.drops++;
 	qc_ra_stop(f);
 }
 
 void qc_ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
-		      uint64_t until)
+		      uint64_t until, uint64_t drops)
 {
 	qc_file_assert_locked(f);
+	if (drops != f->ra.drops)
+		return;
 	f->ra.zero_from = from;
 	f->ra.zero_to = to;
 	f->ra.zero_until = until;

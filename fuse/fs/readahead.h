@@ -103,6 +103,9 @@ struct qc_ra {
 	 * an extent that cp --sparse reads costs nothing on the link.
 	 */
 	uint64_t zero_from, zero_to, zero_until;
+	/* Drops so far: an answer to a SEEK sent before the last drop (a
+	 * write) may be stale, and is not kept. */
+	uint64_t drops;
 	struct qc_ra_chunk *head;
 	struct qc_ra_chunk *tail;
 };
@@ -154,9 +157,13 @@ void qc_ra_invalidate_file(struct qc_fs *fs, struct qc_file *f);
 /* The server said [from, hole) of f is data and a hole starts at `hole`
  * (SEEK_HOLE): takes the lock. */
 void qc_ra_note_hole(struct qc_file *f, uint64_t from, uint64_t hole);
-/* File lock held: [from, to) of f is a hole, as the server said in a
- * reply to a request sent before `until` - attr_timeout (qc_ra.zero_*). */
+/*
+ * File lock held: [from, to) of f is a hole, as the server said in reply
+ * to a request sent when qc_ra.drops was `drops` (read under the lock)
+ * and attr_timeout before `until` (qc_ra.zero_*).  Not kept when a write
+ * dropped the read-ahead since.
+ */
 void qc_ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
-		      uint64_t until);
+		      uint64_t until, uint64_t drops);
 
 #endif /* QC_READAHEAD_H */
