@@ -341,3 +341,97 @@ def test_sparse_cp_sends_only_the_data(mount, tmp_path):
     assert os.stat(out).st_size == size
     assert sha(out) == sha(P(src, 'image'))
     assert os.stat(out).st_blocks * 512 < 2 * data
+
+
+# --- the server's checks, in raw frames ---------------------------------
+
+def wire_start(wire_server, root, features=None):
+    import wire
+    s = wire_server(str(root), hello=False)
+    r = s.hello(features=wire.FEAT_COPY | wire.FEAT_HOLES
+                if features is None else features)
+    assert r.status == 0, r
+    return s, r['features']
+
+
+def wire_open(s, h, path, flags):
+    r = s.call('OPEN', handle=h, path=path, opflags=flags, length=0)
+    assert r.status == 0, (path, r)
+
+
+def test_server_checks_copy_and_seek(wire_server, tmp_path):
+    """Every field from the network is checked before the server acts:
+    handles that are not open files of the right mode, overlapping
+    ranges in one file, lengths and offsets out of range, unknown flags;
+    and a refused request changes nothing."""
+    import wire
+    root = tmp_path / 'root'
+    (root / 'd').mkdir(parents=True)
+    (root / 'a').write_bytes(b'A' * 10000)
+    (root / 'b').write_bytes(b'B' * 100)
+    s, feat = wire_start(wire_server, root)
+    assert feat & wire.FEAT_COPY and feat & wire.FEAT_HOLES, hex(feat)
+    wire_open(s, 1, 'a', wire.O_RDONLY)
+    wire_open(s, 2, 'b', wire.O_RDWR)
+    wire_open(s, 3, 'b', wire.O_WRONLY | wire.O_APPEND)
+    wire_open(s, 4, 'b', wire.O_WRONLY)
+    assert s.call('OPENDIR', handle=5, path='d').status == 0
+    wire_open(s, 6, 'a', wire.O_WRONLY)
+
+    def copy(hin, hout, off=0, off2=0, n=10, flags=0):
+        return s.call('COPY', handle=hin, offset=off, handle2=hout,
+                      offset2=off2, length=n, opflags=flags)
+
+    assert copy(1, 2, 0, 50, 20).err == 'OK'
+    assert copy(1, 2, 0, 50, 20)['count'] == 20
+    assert copy(1, 9).err == 'EBADF'            # not open
+    assert copy(1, 5).err == 'EBADF'            # a directory handle
+    assert copy(5, 2).err == 'EBADF'
+    assert copy(6, 2).err == 'EBADF'            # source not readable
+    assert copy(2, 1).err == 'EBADF'            # destination read-only
+    assert copy(1, 3).err == 'EBADF'            # appending destination
+    assert copy(2, 2, 0, 5, 10).err == 'EINVAL'  # overlap in one file
+    assert copy(2, 4, 0, 5, 10).err == 'EINVAL'  # the same file, another
+    assert copy(1, 2, flags=1).err == 'EINVAL'  # no flag is defined
+    assert copy(1, 0).err == 'EINVAL'           # handle2 0
+    assert copy(1, 2, n=(1 << 30) + 1).err == 'EINVAL'
+    assert copy(1, 2, off=(1 << 63) - 5).err == 'EINVAL'
+    assert copy(1, 2, off2=(1 << 63) - 5).err == 'EINVAL'
+    assert copy(1, 2, off=1 << 63).err == 'EINVAL'
+    assert copy(1, 2, 20000, 0, 10)['count'] == 0   # past the source's end
+    assert (root / 'b').read_bytes() == b'B' * 50 + b'A' * 20 + b'B' * 30
+
+    def seek(h, off, flags):
+        return s.call('SEEK', handle=h, offset=off, opflags=flags)
+
+    assert seek(1, 0, wire.SEEK_DATA)['offset'] == 0
+    assert seek(1, 5, wire.SEEK_HOLE)['offset'] == 10000
+    assert seek(1, 10000, wire.SEEK_DATA).err == 'ENXIO'
+    assert seek(1, 0, 0).err == 'EINVAL'
+    assert seek(1, 0, 3).err == 'EINVAL'
+    assert seek(1, 0, 4).err == 'EINVAL'
+    assert seek(5, 0, wire.SEEK_DATA).err == 'EBADF'
+    assert seek(9, 0, wire.SEEK_DATA).err == 'EBADF'
+    assert s.call('PING').status == 0
+
+
+@pytest.mark.parametrize('op', ['COPY', 'SEEK'])
+def test_server_closes_on_an_ungranted_op(wire_server, tmp_path, op):
+    """A COPY or SEEK where HELLO did not grant the feature closes the
+    connection, as a server before the feature does (unknown opcode)."""
+    import wire
+    root = tmp_path / 'root'
+    root.mkdir()
+    (root / 'a').write_bytes(b'a')
+    s, feat = wire_start(wire_server, root, features=0)
+    assert not feat & (wire.FEAT_COPY | wire.FEAT_HOLES)
+    wire_open(s, 1, 'a', wire.O_RDWR)
+    fields = dict(handle=1, offset=0, opflags=wire.SEEK_DATA) if op == 'SEEK' \
+        else dict(handle=1, offset=0, handle2=1, offset2=5, length=1,
+                  opflags=0)
+    s.refused = True        # it exits non-zero, on purpose
+    s.send(op, **fields)
+    r = s.recv()
+    assert r is None or r.err == 'EPROTO', r
+    assert s.closed_by_peer()
+    assert 'without the HELLO feature' in s.log(), s.log()
