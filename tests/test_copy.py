@@ -319,6 +319,27 @@ def test_seek_data_and_hole_equal_the_servers(mount):
     assert seen == seek_answers(P(src, 's'), offsets + [4 * GiB - 1])
 
 
+def test_seek_data_far_beyond_a_large_hole(mount):
+    """The ext4 difference of issue 19: SEEK_DATA from the start of a
+    file whose only data lies 12 GiB in finds it (FUSE's default answer
+    said "data here" before the end and ENXIO after it)."""
+    src, mnt = mount
+    if not holes_supported(P(src, 'x')):
+        pytest.skip('the file system under %s does not track holes' % src)
+    make_sparse(P(src, 'far'), 16 * GiB, [(12 * GiB + 4096, 4096)])
+    fd = os.open(P(mnt, 'far'), os.O_RDONLY)
+    try:
+        assert os.lseek(fd, 0, os.SEEK_DATA) == 12 * GiB + 4096
+        assert os.lseek(fd, 0, os.SEEK_HOLE) == 0
+        assert os.lseek(fd, 12 * GiB + 4096, os.SEEK_HOLE) == \
+            12 * GiB + 8192
+        with pytest.raises(OSError) as e:
+            os.lseek(fd, 12 * GiB + 8192, os.SEEK_DATA)
+        assert e.value.errno == errno.ENXIO
+    finally:
+        os.close(fd)
+
+
 def test_sparse_cp_sends_only_the_data(mount, tmp_path):
     src, mnt = mount
     if not holes_supported(P(src, 'x')):
