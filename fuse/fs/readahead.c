@@ -216,6 +216,31 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 }
 
 /*
+ * Whether a read at `off` starts the data the server just said lies
+ * before a hole (qc_ra_note_hole): cp --sparse reads such an extent
+ * whole, so its stream starts at once instead of at the second read.
+ */
+static bool ra_extent_start(const struct qc_file *f, uint64_t off)
+{
+	return f->ra.hole_at && off == f->ra.data_from &&
+	       off < f->ra.hole_at;
+}
+
+/* A stream from `off`.  File lock held. */
+static void ra_start(struct qc_fs *fs, struct qc_file *f, uint64_t off)
+{
+	qft_debug("handle %llu: sequential reads, read-ahead from %llu",
+		  (unsigned long long)f->nf.handle, (unsigned long long)off);
+	f->ra.on = true;
+	f->ra.eof = false;
+	f->ra.end = off;
+	f->ra.pos = off;
+	if (f->ra.credit > qc_ra_limit(fs))
+		f->ra.credit = qc_ra_limit(fs);
+	f->ra.eaten = 0;
+}
+
+/*
  * Whether a read of [off, end) belongs to the read-ahead stream: it starts
  * one on the second read in a row that begins where the previous ended,
  * and stops it on a read further past its window than the window would
@@ -251,24 +276,17 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 			qc_ra_stop(f);
 			f->ra.next = end;
 			f->ra.credit = QC_RA_CREDIT_START;
-			return false;
+			if (!ra_extent_start(f, off))
+				return false;
+			ra_start(fs, f, off);
 		}
 	} else {
-		bool seq = off == f->ra.next;
+		bool seq = off == f->ra.next || ra_extent_start(f, off);
 
 		f->ra.next = end;
 		if (!seq)
 			return false;
-		qft_debug("handle %llu: sequential reads, read-ahead from %llu",
-			  (unsigned long long)f->nf.handle,
-			  (unsigned long long)off);
-		f->ra.on = true;
-		f->ra.eof = false;
-		f->ra.end = off;
-		f->ra.pos = off;
-		if (f->ra.credit > qc_ra_limit(fs))
-			f->ra.credit = qc_ra_limit(fs);
-		f->ra.eaten = 0;
+		ra_start(fs, f, off);
 	}
 	if (end > f->ra.pos)
 		f->ra.pos = end;

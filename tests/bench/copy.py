@@ -111,6 +111,8 @@ def main():
     ctx.lab = bench.Lab(backend)
     ctx.known_hosts = os.path.join(work, "known_hosts")
     _, ctx.qftfs_client, ctx.qftfs_server = bench.probe_qftfs(build)
+    kind, croot = bench.cgroup_root()
+    ctx.cg_client = bench.CGroup(kind, croot, f"qftfs-copy-{os.getpid()}")
     local = os.path.join(work, "local")
     os.makedirs(local, exist_ok=True)
     big, image, ten = make_files(os.path.join(ctx.srv, "copy"))
@@ -144,6 +146,7 @@ def main():
                 m.umount()
     finally:
         ctx.lab.down()
+        ctx.cg_client.remove()
         bench.rm_rf(os.path.join(ctx.srv, "copy", "big2.img"))
         bench.rm_rf(local)
     for r in records:
