@@ -116,7 +116,11 @@ def main():
     local = os.path.join(work, "local")
     os.makedirs(local, exist_ok=True)
     big, image, ten = make_files(os.path.join(ctx.srv, "copy"))
-    command = " ".join(args.argv0.split() + sys.argv[1:])
+    rest = sys.argv[1:]
+    if "--argv0" in rest:
+        i = rest.index("--argv0")
+        del rest[i:i + 2]
+    command = " ".join(args.argv0.split() + rest)
     rtt, rate = bench.LINKS[args.link]
     records, rc = [], 0
     try:
