@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "copy.h"
 #include "io.h"
@@ -28,7 +29,8 @@
 #define COPY_FAULT_ENV "QFTFS_FAULT_COPY"
 
 /* What QFTFS_FAULT_COPY asks: 0 (nothing), an errno every
- * copy_file_range fails with, or -1 for "old". */
+ * copy_file_range fails with, -1 for "old", or COPY_SLOW. */
+#define COPY_SLOW (-3)
 static int copy_fault(void)
 {
 	static int v = -2;
@@ -45,9 +47,11 @@ static int copy_fault(void)
 		v = EOPNOTSUPP;
 	else if (strcmp(env, "old") == 0)
 		v = -1;
+	else if (strcmp(env, "slow") == 0)
+		v = COPY_SLOW;
 	else {
-		qft_err("%s=%s: expected EXDEV, EOPNOTSUPP or old; ignored",
-			COPY_FAULT_ENV, env);
+		qft_err("%s=%s: expected EXDEV, EOPNOTSUPP, old or slow; "
+			"ignored", COPY_FAULT_ENV, env);
 		v = 0;
 	}
 	if (v)
@@ -56,6 +60,7 @@ static int copy_fault(void)
 	return v;
 }
 #else
+#define COPY_SLOW (-3)
 static int copy_fault(void)
 {
 	return 0;
@@ -75,8 +80,10 @@ struct copy_job {
 	uint64_t off_in, off_out, len;
 	uint64_t done;          /* bytes copied so far */
 	bool plain;             /* the kernel refused: reads and writes */
-	int fault;              /* copy_fault(), read on the connection's
-				 * thread */
+	int fault;              /* copy_fault() > 0, read on the
+				 * connection's thread */
+	bool slow;              /* test builds: storage that takes 1.5 s
+				 * per MiB (QFTFS_FAULT_COPY=slow) */
 };
 
 static ssize_t kernel_copy(struct copy_job *j, size_t want)
@@ -87,6 +94,14 @@ static ssize_t kernel_copy(struct copy_job *j, size_t want)
 
 	if (j->fault > 0)
 		return -j->fault;
+	if (j->slow) {
+		struct timespec ts = { 1, 500000000 };
+
+		if (want > ((size_t)1 << 20))
+			want = (size_t)1 << 20;
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	do
 		n = copy_file_range(j->in, &in, j->out, &out, want, 0);
 	while (n < 0 && errno == EINTR);
@@ -205,6 +220,7 @@ int srv_copy_op(struct srv *s, const struct qft_msg *req,
 	j.off_out = req->offset2;
 	j.len = req->length;
 	j.fault = copy_fault() > 0 ? copy_fault() : 0;
+	j.slow = copy_fault() == COPY_SLOW;
 	/* Even a failed copy may have written part of the range. */
 	if (j.len)
 		hout->dirty = true;

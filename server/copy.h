@@ -16,8 +16,9 @@
  *
  * In a build with -Dfault_injection=true, QFTFS_FAULT_COPY makes the
  * server act as one that cannot copy: EXDEV or EOPNOTSUPP (every
- * copy_file_range fails so, and the fallback copies), or `old` (HELLO
- * grants neither feature, as a server before them).
+ * copy_file_range fails so, and the fallback copies), `old` (HELLO
+ * grants neither feature, as a server before them), or `slow` (each MiB
+ * copied takes 1.5 s more: PROGRESS frames must keep the copy alive).
  *
  * Error convention: 0 or a negative errno.
  */

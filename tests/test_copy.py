@@ -29,6 +29,7 @@ import errno
 import os
 import random
 import subprocess
+import time
 
 import pytest
 
@@ -457,3 +458,62 @@ def test_server_closes_on_an_ungranted_op(wire_server, tmp_path, op):
     assert r is None or r.err == 'EPROTO', r
     assert s.closed_by_peer()
     assert 'without the HELLO feature' in s.log(), s.log()
+
+
+def test_zeros_known_for_a_hole_give_way_to_writes(mount):
+    """The client answers reads inside a hole the server just reported
+    with zeros (the kernel's read-ahead past an extent); a write through
+    the mount into that hole, by another descriptor, is read back at
+    once, and one made on the server is seen once attr_timeout (1 s by
+    default) has passed."""
+    src, mnt = mount
+    if not holes_supported(P(src, 'x')):
+        pytest.skip('the file system under %s does not track holes' % src)
+    make_sparse(P(src, 'h'), 64 * MiB, [(0, MiB), (48 * MiB, MiB)])
+    fd = os.open(P(mnt, 'h'), os.O_RDONLY)
+    try:
+        assert os.lseek(fd, 0, os.SEEK_HOLE) == MiB
+        # The hole's end, asked behind the SEEK_HOLE, is known soon.
+        assert os.lseek(fd, MiB, os.SEEK_DATA) == 48 * MiB
+        assert os.pread(fd, 4096, 2 * MiB) == bytes(4096)
+        with open(P(mnt, 'h'), 'r+b') as w:
+            w.seek(4 * MiB)
+            w.write(b'w' * 4096)
+        assert os.pread(fd, 4096, 4 * MiB) == b'w' * 4096
+        assert os.lseek(fd, MiB, os.SEEK_DATA) == 4 * MiB
+        # Behind the client's back, where the kernel has no page yet,
+        # in the hole after the new data, which the client learns of.
+        assert os.lseek(fd, 4 * MiB, os.SEEK_HOLE) == 4 * MiB + 4096
+        time.sleep(0.2)
+        with open(P(src, 'h'), 'r+b') as w:
+            w.seek(20 * MiB)
+            w.write(b's' * 4096)
+        time.sleep(1.2)
+        assert os.pread(fd, 4096, 20 * MiB) == b's' * 4096
+    finally:
+        os.close(fd)
+
+
+def test_long_copy_is_not_a_lost_link(mounter, tmp_path, build):
+    """A COPY the server's storage takes over twice the request deadline
+    for succeeds: the server sends PROGRESS frames while it copies, as
+    for a long fdatasync (QFTFS_FAULT_COPY=slow: 1.5 s per MiB)."""
+    why = util.fault_injection_reason(build)
+    if why:
+        pytest.skip(why)
+    wrap, vfile = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY')
+    with open(vfile, 'w') as f:
+        f.write('slow')
+    m = mounter(server=wrap, opts=['timeout=2'])
+    src, mnt = m
+    util.write_random_file(P(src, 'f'), 4 * MiB, seed=8)
+    with open(P(mnt, 'f'), 'rb') as r, open(P(mnt, 'g'), 'wb') as w:
+        t0 = time.monotonic()
+        assert os.copy_file_range(r.fileno(), w.fileno(), 4 * MiB) == \
+            4 * MiB
+        took = time.monotonic() - t0
+    assert took > 4, 'the copy took %.1f s: not slow enough to test' % took
+    assert sha(P(src, 'g')) == sha(P(src, 'f'))
+    s = stats(mnt)
+    assert s['reconnects'] == 0 and s['copies_on_server'] == 1, s
+    assert 'no reply' not in m.log(), util.tail(m.log())
