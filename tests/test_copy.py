@@ -504,15 +504,16 @@ def test_long_copy_is_not_a_lost_link(mounter, tmp_path, build):
     wrap, vfile = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY')
     with open(vfile, 'w') as f:
         f.write('slow')
-    m = mounter(server=wrap, opts=['timeout=2'])
+    m = mounter(server=wrap, opts=['timeout=3'])
     src, mnt = m
-    util.write_random_file(P(src, 'f'), 4 * MiB, seed=8)
+    util.write_random_file(P(src, 'f'), 5 * MiB, seed=8)
     with open(P(mnt, 'f'), 'rb') as r, open(P(mnt, 'g'), 'wb') as w:
         t0 = time.monotonic()
-        assert os.copy_file_range(r.fileno(), w.fileno(), 4 * MiB) == \
-            4 * MiB
+        assert os.copy_file_range(r.fileno(), w.fileno(), 5 * MiB) == \
+            5 * MiB
         took = time.monotonic() - t0
-    assert took > 4, 'the copy took %.1f s: not slow enough to test' % took
+    assert took > 2 * 3, 'the copy took %.1f s: not slow enough to test' \
+        % took
     assert sha(P(src, 'g')) == sha(P(src, 'f'))
     s = stats(mnt)
     assert s['reconnects'] == 0 and s['copies_on_server'] == 1, s
