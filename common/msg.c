@@ -128,8 +128,10 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 		{ FLD_HANDLE, FLD_OFFSET, FLD_HANDLE2, FLD_OFFSET2,
 		  FLD_LENGTH, FLD_OPFLAGS },
 		{ FLD_COUNT, FLD_ATTR }, QFT_COPY_KNOWN, 0, QFT_MAX_COPY },
+	/* The reply's offset2 is where the next hole (after data) or the
+	 * next data (after a hole) begins, 0 when unknown or none. */
 	[QFT_OP_SEEK] = { "SEEK", { FLD_HANDLE, FLD_OFFSET, FLD_OPFLAGS },
-		{ FLD_OFFSET }, QFT_SEEK_KNOWN },
+		{ FLD_OFFSET, FLD_OFFSET2 }, QFT_SEEK_KNOWN },
 };
 
 static const struct op_desc *op_desc(uint16_t op)

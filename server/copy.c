@@ -237,8 +237,9 @@ int srv_copy_op(struct srv *s, const struct qft_msg *req,
 int srv_copy_seek(struct srv *s, const struct qft_msg *req,
 		  struct qft_msg *rep)
 {
+	bool hole = req->opflags == QFT_SEEK_HOLE;
 	struct srv_handle *h;
-	off_t off;
+	off_t off, next;
 	int r;
 
 	if ((r = granted(s, req, QFT_FEAT_HOLES)) < 0)
@@ -247,10 +248,14 @@ int srv_copy_seek(struct srv *s, const struct qft_msg *req,
 		return r;
 	/* The handle's position is nobody's: every transfer names its
 	 * offset (pread, pwrite, the engine). */
-	off = lseek(h->fd, (off_t)req->offset,
-		    req->opflags == QFT_SEEK_HOLE ? SEEK_HOLE : SEEK_DATA);
+	off = lseek(h->fd, (off_t)req->offset, hole ? SEEK_HOLE : SEEK_DATA);
 	if (off < 0)
 		return -errno;
 	rep->offset = (uint64_t)off;
+	/* Where what was found ends, so that the client's next question
+	 * (cp asks SEEK_HOLE from the data it found) needs no round trip;
+	 * 0 when there is nothing after it (ENXIO) or no answer. */
+	next = lseek(h->fd, off, hole ? SEEK_DATA : SEEK_HOLE);
+	rep->offset2 = next > off ? (uint64_t)next : 0;
 	return 0;
 }

@@ -66,7 +66,7 @@ OPS = {
     'BYE': (35, (), ()),
     'COPY': (39, ('handle', 'offset', 'handle2', 'offset2', 'length',
                   'opflags'), ('count', 'attr')),
-    'SEEK': (40, ('handle', 'offset', 'opflags'), ('offset',)),
+    'SEEK': (40, ('handle', 'offset', 'opflags'), ('offset', 'offset2')),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 

@@ -141,9 +141,9 @@ static void probe_done(void *ctx, int err, struct qc_reply *rep)
 	struct qc_file *f = p->f;
 
 	pthread_mutex_lock(&f->lock);
-	if (err == 0 && rep->msg.offset > p->hole)
-		qc_ra_note_zeros(f, p->hole, rep->msg.offset, p->until,
-				 p->drops);
+	if (err == 0)
+		qc_ra_note_seek(f, false, p->hole, rep->msg.offset,
+				rep->msg.offset2, p->until, p->drops);
 	qc_file_async_done(f);
 	free(p);
 }
@@ -152,16 +152,22 @@ static void probe_done(void *ctx, int err, struct qc_reply *rep)
  * Asks where the hole at `hole` ends, not waiting: cp --sparse reads the
  * data before it next, and the kernel's read-ahead runs past its end
  * into the hole; with the answer those reads are zeros answered here
- * (readahead.h, qc_ra.zero_*).  A hole that runs to the end of the file
- * gets no answer worth keeping (ENXIO).
+ * (readahead.h, qc_ra.zero_*), and cp's next SEEK_DATA and SEEK_HOLE
+ * need no round trip (qc_ra.ext_*).  A hole that runs to the end of the
+ * file gets no answer worth keeping (ENXIO).
  */
 static void probe_hole(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 		       uint64_t handle, uint64_t hole)
 {
-	struct hole_probe *p = malloc(sizeof(*p));
+	struct hole_probe *p;
 	struct qft_msg m;
+	bool known;
 
-	if (!p)
+	pthread_mutex_lock(&f->lock);
+	known = f->ra.zero_to && f->ra.zero_from <= hole &&
+		hole < f->ra.zero_to;
+	pthread_mutex_unlock(&f->lock);
+	if (known || !(p = malloc(sizeof(*p))))
 		return;
 	p->f = f;
 	p->hole = hole;
@@ -180,12 +186,38 @@ static void probe_hole(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	(void)qc_call_async(fs->conn, gen, &m, probe_done, p);
 }
 
+/*
+ * After SEEK_HOLE from `off` found the hole at `at`: a reader of the data
+ * up to it (cp --sparse) need not be sent the zeros after it.
+ */
+static void after_hole(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
+		       uint64_t handle, uint64_t off, uint64_t at)
+{
+	if (at <= off)
+		return;
+	qc_ra_note_hole(f, off, at);
+	if (fs->attr_timeout > 0)
+		probe_hole(fs, f, gen, handle, at);
+}
+
+/* The answer the replies of the last attr_timeout give, if any. */
+static bool seek_known(struct qc_file *f, uint64_t off, bool hole,
+		       uint64_t *res)
+{
+	bool known;
+
+	pthread_mutex_lock(&f->lock);
+	known = qc_ra_seek_known(f, hole, off, qc_now_ns(), res);
+	pthread_mutex_unlock(&f->lock);
+	return known;
+}
+
 int qc_copy_seek(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		 bool hole, uint64_t *res)
 {
+	uint64_t gen, until = 0, drops = 0;
 	struct qc_reply rep;
 	struct qft_msg m;
-	uint64_t gen;
 	int r = -EIO;
 
 	qft_msg_init(&m, QFT_OP_SEEK, 0);
@@ -196,6 +228,18 @@ int qc_copy_seek(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 			return r;
 		if (!(qc_conn_features(fs->conn, gen) & QFT_FEAT_HOLES))
 			return seek_by_size(fs, f, off, hole, res);
+		/* cp asks SEEK_HOLE from the data SEEK_DATA found, and
+		 * SEEK_DATA from the hole after it: both often told. */
+		if (seek_known(f, off, hole, res)) {
+			qc_stat_inc(&fs->stats, QC_STAT_SEEKS_LOCAL);
+			if (hole)
+				after_hole(fs, f, gen, m.handle, off, *res);
+			return 0;
+		}
+		pthread_mutex_lock(&f->lock);
+		drops = f->ra.drops;
+		pthread_mutex_unlock(&f->lock);
+		until = qc_fs_attr_until(fs);
 		r = qc_call_gen(fs->conn, gen, &m, &rep);
 		if (r != -ENOTCONN)
 			break;
@@ -205,14 +249,12 @@ int qc_copy_seek(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 	if (r < 0)
 		return qc_file_error(f, qc_conn_user_err(r));
 	*res = rep.msg.offset;
+	pthread_mutex_lock(&f->lock);
+	qc_ra_note_seek(f, hole, off, *res, rep.msg.offset2, until, drops);
+	pthread_mutex_unlock(&f->lock);
 	qc_reply_free(&rep);
-	/* A reader of the data up to the hole (cp --sparse) need not be
-	 * sent the zeros after it. */
-	if (hole && *res > off) {
-		qc_ra_note_hole(f, off, *res);
-		if (fs->attr_timeout > 0)
-			probe_hole(fs, f, gen, m.handle, *res);
-	}
+	if (hole)
+		after_hole(fs, f, gen, m.handle, off, *res);
 	qc_stat_inc(&fs->stats, QC_STAT_SEEKS);
 	return 0;
 }

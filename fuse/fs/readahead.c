@@ -93,19 +93,64 @@ void qc_ra_drop(struct qc_file *f)
 	/* The hole may hold data now. */
 	f->ra.data_from = f->ra.hole_at = 0;
 	f->ra.zero_from = f->ra.zero_to = f->ra.zero_until = 0;
+	f->ra.ext_from = f->ra.ext_to = f->ra.ext_until = 0;
 	f->ra.drops++;
 	qc_ra_stop(f);
 }
 
-void qc_ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
-		      uint64_t until, uint64_t drops)
+static void ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
+			  uint64_t until)
 {
-	qc_file_assert_locked(f);
-	if (drops != f->ra.drops)
-		return;
 	f->ra.zero_from = from;
 	f->ra.zero_to = to;
 	f->ra.zero_until = until;
+}
+
+static void ra_note_ext(struct qc_file *f, uint64_t from, uint64_t to,
+			uint64_t until)
+{
+	f->ra.ext_from = from;
+	f->ra.ext_to = to;
+	f->ra.ext_until = until;
+}
+
+void qc_ra_note_seek(struct qc_file *f, bool hole, uint64_t off,
+		     uint64_t res, uint64_t next, uint64_t until,
+		     uint64_t drops)
+{
+	qc_file_assert_locked(f);
+	if (drops != f->ra.drops || res < off)
+		return;
+	if (hole) {
+		/* [off, res) data, then a hole up to the next data. */
+		if (res > off)
+			ra_note_ext(f, off, res, until);
+		if (next > res)
+			ra_note_zeros(f, res, next, until);
+	} else {
+		/* [off, res) a hole, then data up to the next hole. */
+		if (res > off)
+			ra_note_zeros(f, off, res, until);
+		if (next > res)
+			ra_note_ext(f, res, next, until);
+	}
+}
+
+bool qc_ra_seek_known(struct qc_file *f, bool hole, uint64_t off,
+		      uint64_t now, uint64_t *res)
+{
+	qc_file_assert_locked(f);
+	if (f->ra.ext_to && off >= f->ra.ext_from && off < f->ra.ext_to &&
+	    now < f->ra.ext_until) {
+		*res = hole ? f->ra.ext_to : off;
+		return true;
+	}
+	if (f->ra.zero_to && off >= f->ra.zero_from && off < f->ra.zero_to &&
+	    now < f->ra.zero_until) {
+		*res = hole ? off : f->ra.zero_to;
+		return true;
+	}
+	return false;
 }
 
 /* Whether [off, end) of f lies in a hole the server told of lately

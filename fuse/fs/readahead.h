@@ -103,6 +103,14 @@ struct qc_ra {
 	 * an extent that cp --sparse reads costs nothing on the link.
 	 */
 	uint64_t zero_from, zero_to, zero_until;
+	/*
+	 * Data the server told of: [ext_from, ext_to) is data and a hole
+	 * begins at ext_to, until ext_until (as zero_until).  With the hole
+	 * above, the next SEEK_HOLE from inside the data (cp asks it right
+	 * after SEEK_DATA) and the next SEEK_DATA from inside the hole are
+	 * answered here (qc_ra_seek_known).
+	 */
+	uint64_t ext_from, ext_to, ext_until;
 	/* Drops so far: an answer to a SEEK sent before the last drop (a
 	 * write) may be stale, and is not kept. */
 	uint64_t drops;
@@ -158,12 +166,19 @@ void qc_ra_invalidate_file(struct qc_fs *fs, struct qc_file *f);
  * (SEEK_HOLE): takes the lock. */
 void qc_ra_note_hole(struct qc_file *f, uint64_t from, uint64_t hole);
 /*
- * File lock held: [from, to) of f is a hole, as the server said in reply
- * to a request sent when qc_ra.drops was `drops` (read under the lock)
- * and attr_timeout before `until` (qc_ra.zero_*).  Not kept when a write
+ * File lock held: what a SEEK's reply said, sent when qc_ra.drops was
+ * `drops` (read under the lock) and attr_timeout before `until`: from
+ * `off`, the data (`hole` false) or hole (`hole` true) begins at `res`,
+ * and what follows it at `next` (0: nothing, or not told).  The holes
+ * and data it shows are kept (qc_ra.zero_*, ext_*) unless a write
  * dropped the read-ahead since.
  */
-void qc_ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
-		      uint64_t until, uint64_t drops);
+void qc_ra_note_seek(struct qc_file *f, bool hole, uint64_t off,
+		     uint64_t res, uint64_t next, uint64_t until,
+		     uint64_t drops);
+/* File lock held: the answer to SEEK_DATA (`hole` false) or SEEK_HOLE
+ * from `off` that the kept replies give at `now`, if they do. */
+bool qc_ra_seek_known(struct qc_file *f, bool hole, uint64_t off,
+		      uint64_t now, uint64_t *res);
 
 #endif /* QC_READAHEAD_H */

@@ -58,6 +58,7 @@ enum qc_stat {
 	QC_STAT_COPIES,         /* copy_file_range calls the server ran */
 	QC_STAT_COPIED,         /* ... and the bytes it copied */
 	QC_STAT_SEEKS,          /* SEEK_DATA/SEEK_HOLE the server answered */
+	QC_STAT_SEEKS_LOCAL,    /* ... the client answered from its replies */
 	QC_STAT__COUNT
 };
 
