@@ -25,6 +25,8 @@ enum fld {
 	FLD_SEQ,
 	/* HELLO reply, only with QFT_FEAT_BOOTID in its features. */
 	FLD_BOOTID,
+	/* COPY's destination. */
+	FLD_HANDLE2, FLD_OFFSET2,
 };
 
 #define MAX_FIELDS 10
@@ -120,6 +122,16 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 		  FLD_OPFLAGS, FLD_SEQ },
 		QFT_RESUME_KNOWN, QFT_RESUME_REP_KNOWN },
 	[QFT_OP_BYE] = { "BYE", { 0 }, { 0 } },
+	/* Server-side copy: the reply's attributes are the destination's
+	 * after the copy. */
+	[QFT_OP_COPY] = { "COPY",
+		{ FLD_HANDLE, FLD_OFFSET, FLD_HANDLE2, FLD_OFFSET2,
+		  FLD_LENGTH, FLD_OPFLAGS },
+		{ FLD_COUNT, FLD_ATTR }, QFT_COPY_KNOWN, 0, QFT_MAX_COPY },
+	/* The reply's offset2 is where the next hole (after data) or the
+	 * next data (after a hole) begins, 0 when unknown or none. */
+	[QFT_OP_SEEK] = { "SEEK", { FLD_HANDLE, FLD_OFFSET, FLD_OPFLAGS },
+		{ FLD_OFFSET, FLD_OFFSET2 }, QFT_SEEK_KNOWN },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -418,6 +430,8 @@ static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 	case FLD_MTIME:    return put_time(b, &m->mtime);
 	case FLD_DATA:     return qbuf_put_blob(b, m->data.p, m->data.len);
 	case FLD_SEQ:      return qbuf_put_u64(b, m->seq);
+	case FLD_HANDLE2:  return qbuf_put_u64(b, m->handle2);
+	case FLD_OFFSET2:  return qbuf_put_u64(b, m->offset2);
 	case FLD_ATTR:     return put_attr(b, &m->attr);
 	case FLD_STATFS:   return put_statfs(b, &m->st);
 	case FLD_INO:      return qbuf_put_u64(b, m->ino);
@@ -498,6 +512,15 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 		    (m->handle == 0 && !d->handle_optional))
 			return -EINVAL;
 		return 0;
+	case FLD_HANDLE2:
+		if ((r = qcur_get_u64(c, &m->handle2)) < 0)
+			return r;
+		return m->handle2 == 0 || m->handle2 > QFT_MAX_HANDLES ?
+			-EINVAL : 0;
+	case FLD_OFFSET2:
+		if ((r = qcur_get_u64(c, &m->offset2)) < 0)
+			return r;
+		return m->offset2 > INT64_MAX ? -EINVAL : 0;
 	case FLD_PATH:   return get_checked_str(c, &m->path, f);
 	case FLD_NAME:   return get_checked_str(c, &m->name, f);
 	case FLD_PATH2:  return get_checked_str(c, &m->path2, f);
@@ -780,6 +803,15 @@ int qft_msg_decode(struct qft_msg *m, const uint8_t *frame, size_t n)
 		return -EINVAL;
 	if (m->op == QFT_OP_UNWATCH && !(m->flags & QFT_F_REPLY) &&
 	    m->ino == 0)
+		return -EINVAL;
+	/* Both ranges of a COPY lie within off_t. */
+	if (m->op == QFT_OP_COPY && !(m->flags & QFT_F_REPLY) &&
+	    (m->length > INT64_MAX - m->offset ||
+	     m->length > INT64_MAX - m->offset2))
+		return -EINVAL;
+	/* A SEEK looks for one thing: data or a hole. */
+	if (m->op == QFT_OP_SEEK && !(m->flags & QFT_F_REPLY) &&
+	    m->opflags != QFT_SEEK_DATA && m->opflags != QFT_SEEK_HOLE)
 		return -EINVAL;
 	return 0;
 }

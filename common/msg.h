@@ -125,6 +125,11 @@ struct qft_msg {
 
 	/* HELLO reply with QFT_FEAT_BOOTID: the server host's boot id. */
 	struct qft_str boot_id;
+
+	/* COPY: the destination handle and where its bytes go (the source
+	 * is `handle` at `offset`). */
+	uint64_t handle2;
+	uint64_t offset2;
 };
 
 /* Clears *m and sets op and id (for requests). */

@@ -155,6 +155,21 @@
  * the handshake: every local user would act as root.
  */
 #define QFT_FEAT_CRED      0x00000100u
+/*
+ * COPY: the client may send QFT_OP_COPY, which copies a range of one
+ * open file into another on the server (its copy_file_range, which
+ * shares the blocks where its file system can, else its own reads and
+ * writes), so a copy within the mount moves no file data over the link.
+ * An older server closes the connection on the opcode: never sent
+ * without this bit.
+ */
+#define QFT_FEAT_COPY      0x00000400u
+/*
+ * HOLES: the client may send QFT_OP_SEEK, answered by the server's own
+ * lseek(SEEK_DATA / SEEK_HOLE) on the handle's file, so that holes are
+ * seen through the mount as they are on the server.
+ */
+#define QFT_FEAT_HOLES     0x00000800u
 #define QFT_FEAT_KNOWN     0x000001ffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
@@ -226,6 +241,10 @@ enum qft_op {
 	/* Resuming (QFT_FEAT_RESUME): */
 	QFT_OP_RESUME      = 34, /* first frame of a resumed connection */
 	QFT_OP_BYE         = 35, /* the client ends the session; no fields */
+	/* 36..38: locks */
+	/* Server-side copy and holes (QFT_FEAT_COPY, QFT_FEAT_HOLES): */
+	QFT_OP_COPY        = 39, /* a range of one open file into another */
+	QFT_OP_SEEK        = 40, /* lseek SEEK_DATA / SEEK_HOLE on a handle */
 	QFT_OP__COUNT
 };
 
@@ -339,6 +358,20 @@ enum qft_status {
 /* FSYNC flags. */
 #define QFT_FSYNC_DATASYNC 0x0001u
 #define QFT_FSYNC_KNOWN    0x0001u
+
+/*
+ * COPY: at most this many bytes per request (the reply's count may be
+ * less: the source ends, or the server stopped early), so one request
+ * stays a bounded piece of work however long the application's copy.
+ * No flags are defined yet (opflags 0).
+ */
+#define QFT_MAX_COPY       (1u << 30)
+#define QFT_COPY_KNOWN     0x0000u
+
+/* SEEK: what to look for from `offset`; exactly one of the two. */
+#define QFT_SEEK_DATA      0x0001u
+#define QFT_SEEK_HOLE      0x0002u
+#define QFT_SEEK_KNOWN     0x0003u
 
 /* FLUSH flags. */
 #define QFT_FLUSH_NOSYNC   0x0001u /* report errors but skip fdatasync */

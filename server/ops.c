@@ -23,6 +23,7 @@
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 
+#include "copy.h"
 #include "cred.h"
 #include "errmap.h"
 #include "host.h"
@@ -187,6 +188,8 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 			rep->features |= QFT_FEAT_BOOTID;
 		}
 	}
+	/* Server-side copy and holes (copy.h). */
+	rep->features |= srv_copy_features(req->features);
 	s->features = rep->features;
 	return 0;
 }
@@ -1553,6 +1556,8 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_UNWATCH]     = op_unwatch,
 	[QFT_OP_SYNCFS]      = op_syncfs,
 	[QFT_OP_BYE]         = op_bye,
+	[QFT_OP_COPY]        = srv_copy_op,
+	[QFT_OP_SEEK]        = srv_copy_seek,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)

@@ -64,11 +64,15 @@ OPS = {
                ('magic', 'version', 'features', 'uid', 'gid', 'opflags',
                 'seq')),
     'BYE': (35, (), ()),
+    'COPY': (39, ('handle', 'offset', 'handle2', 'offset2', 'length',
+                  'opflags'), ('count', 'attr')),
+    'SEEK': (40, ('handle', 'offset', 'opflags'), ('offset', 'offset2')),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
 U32 = {'magic', 'version', 'features', 'opflags', 'mode', 'uid', 'gid', 'valid'}
-U64 = {'handle', 'rdev', 'size', 'offset', 'length', 'count', 'seq', 'ino'}
+U64 = {'handle', 'rdev', 'size', 'offset', 'length', 'count', 'seq', 'ino',
+       'handle2', 'offset2'}
 STR = {'path', 'name', 'path2', 'name2', 'target', 'xname'}
 TIME = {'atime', 'mtime'}
 BLOB = {'data'}
@@ -97,6 +101,8 @@ MAX_GROUPS = 64                           # QFT_MAX_GROUPS
 RESUME_META = 0x1                         # RESUME request flag
 RESUME_LOST_NOTIFY = 0x1                  # RESUME reply flag
 RESUME_WINDOW = 1024
+FEAT_COPY, FEAT_HOLES = 0x400, 0x800      # COPY and SEEK (issue 19)
+SEEK_DATA, SEEK_HOLE = 0x1, 0x2           # SEEK request flags
 
 
 def _b(v):

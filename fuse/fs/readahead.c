@@ -90,7 +90,114 @@ void qc_ra_drop(struct qc_file *f)
 		wasted |= !c->done || c->served < c->got;
 	if (wasted && f->ra.credit / 2 >= QC_RA_CHUNK)
 		f->ra.credit /= 2;
+	/* The hole may hold data now. */
+	f->ra.data_from = f->ra.hole_at = 0;
+	f->ra.zero_from = f->ra.zero_to = f->ra.zero_until = 0;
+	f->ra.ext_from = f->ra.ext_to = f->ra.ext_until = 0;
+	f->ra.drops++;
 	qc_ra_stop(f);
+}
+
+static void ra_note_zeros(struct qc_file *f, uint64_t from, uint64_t to,
+			  uint64_t until)
+{
+	f->ra.zero_from = from;
+	f->ra.zero_to = to;
+	f->ra.zero_until = until;
+}
+
+static void ra_note_ext(struct qc_file *f, uint64_t from, uint64_t to,
+			uint64_t until)
+{
+	f->ra.ext_from = from;
+	f->ra.ext_to = to;
+	f->ra.ext_until = until;
+}
+
+void qc_ra_note_seek(struct qc_file *f, bool hole, uint64_t off,
+		     uint64_t res, uint64_t next, uint64_t until,
+		     uint64_t drops)
+{
+	qc_file_assert_locked(f);
+	if (drops != f->ra.drops || res < off)
+		return;
+	if (hole) {
+		/* [off, res) data, then a hole up to the next data. */
+		if (res > off)
+			ra_note_ext(f, off, res, until);
+		if (next > res)
+			ra_note_zeros(f, res, next, until);
+	} else {
+		/* [off, res) a hole, then data up to the next hole. */
+		if (res > off)
+			ra_note_zeros(f, off, res, until);
+		if (next > res)
+			ra_note_ext(f, res, next, until);
+	}
+}
+
+bool qc_ra_seek_known(struct qc_file *f, bool hole, uint64_t off,
+		      uint64_t now, uint64_t *res)
+{
+	qc_file_assert_locked(f);
+	if (f->ra.ext_to && off >= f->ra.ext_from && off < f->ra.ext_to &&
+	    now < f->ra.ext_until) {
+		*res = hole ? f->ra.ext_to : off;
+		return true;
+	}
+	if (f->ra.zero_to && off >= f->ra.zero_from && off < f->ra.zero_to &&
+	    now < f->ra.zero_until) {
+		*res = hole ? off : f->ra.zero_to;
+		return true;
+	}
+	return false;
+}
+
+/* Whether [off, end) of f lies in a hole the server told of lately
+ * (qc_ra.zero_*). */
+static bool ra_in_hole(struct qc_file *f, uint64_t off, uint64_t end)
+{
+	bool in;
+
+	pthread_mutex_lock(&f->lock);
+	in = f->ra.zero_to && off >= f->ra.zero_from &&
+	     end <= f->ra.zero_to && qc_now_ns() < f->ra.zero_until;
+	pthread_mutex_unlock(&f->lock);
+	return in;
+}
+
+/* What a read inside a hole gets (the kernel asks for QFT_MAX_DATA at
+ * most). */
+static const char ra_zeros[QFT_MAX_DATA];
+
+void qc_ra_note_hole(struct qc_file *f, uint64_t from, uint64_t hole)
+{
+	pthread_mutex_lock(&f->lock);
+	f->ra.data_from = from;
+	f->ra.hole_at = hole;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * How far the stream may ask ahead of a reader at ra.pos (`want`), where
+ * a hole the server told of (qc_ra_note_hole) ends the data: no further
+ * than the hole for a reader inside the data before it, and no further
+ * than the reader itself inside the hole.  A reader well past the hole
+ * reads on as any other, and the hint is forgotten.  File lock held.
+ */
+static uint64_t ra_hole_want(struct qc_file *f, uint64_t want)
+{
+	uint64_t at = f->ra.hole_at;
+
+	if (!at || f->ra.pos <= f->ra.data_from)
+		return want;
+	if (f->ra.pos > at + QC_RA_CREDIT_START) {
+		f->ra.data_from = f->ra.hole_at = 0;
+		return want;
+	}
+	if (f->ra.pos <= at)
+		return want < at ? want : at;
+	return f->ra.pos;
 }
 
 /* Table lock held, then the file's: the one lock order. */
@@ -154,6 +261,31 @@ static void read_plain(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 }
 
 /*
+ * Whether a read at `off` starts the data the server just said lies
+ * before a hole (qc_ra_note_hole): cp --sparse reads such an extent
+ * whole, so its stream starts at once instead of at the second read.
+ */
+static bool ra_extent_start(const struct qc_file *f, uint64_t off)
+{
+	return f->ra.hole_at && off == f->ra.data_from &&
+	       off < f->ra.hole_at;
+}
+
+/* A stream from `off`.  File lock held. */
+static void ra_start(struct qc_fs *fs, struct qc_file *f, uint64_t off)
+{
+	qft_debug("handle %llu: sequential reads, read-ahead from %llu",
+		  (unsigned long long)f->nf.handle, (unsigned long long)off);
+	f->ra.on = true;
+	f->ra.eof = false;
+	f->ra.end = off;
+	f->ra.pos = off;
+	if (f->ra.credit > qc_ra_limit(fs))
+		f->ra.credit = qc_ra_limit(fs);
+	f->ra.eaten = 0;
+}
+
+/*
  * Whether a read of [off, end) belongs to the read-ahead stream: it starts
  * one on the second read in a row that begins where the previous ended,
  * and stops it on a read further past its window than the window would
@@ -189,24 +321,17 @@ bool qc_ra_admit(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 			qc_ra_stop(f);
 			f->ra.next = end;
 			f->ra.credit = QC_RA_CREDIT_START;
-			return false;
+			if (!ra_extent_start(f, off))
+				return false;
+			ra_start(fs, f, off);
 		}
 	} else {
-		bool seq = off == f->ra.next;
+		bool seq = off == f->ra.next || ra_extent_start(f, off);
 
 		f->ra.next = end;
 		if (!seq)
 			return false;
-		qft_debug("handle %llu: sequential reads, read-ahead from %llu",
-			  (unsigned long long)f->nf.handle,
-			  (unsigned long long)off);
-		f->ra.on = true;
-		f->ra.eof = false;
-		f->ra.end = off;
-		f->ra.pos = off;
-		if (f->ra.credit > qc_ra_limit(fs))
-			f->ra.credit = qc_ra_limit(fs);
-		f->ra.eaten = 0;
+		ra_start(fs, f, off);
 	}
 	if (end > f->ra.pos)
 		f->ra.pos = end;
@@ -230,11 +355,21 @@ struct qc_ra_chunk *qc_ra_fill(struct qc_fs *fs, struct qc_file *f)
 	uint64_t budget = 2 * limit > QC_RA_TOTAL_MIN ?
 		2 * limit : QC_RA_TOTAL_MIN;
 	struct qc_ra_chunk *first = NULL, **tail = &first;
+	uint64_t hole;
 
 	qc_file_assert_locked(f);
+	want = ra_hole_want(f, want);
+	hole = f->ra.hole_at;
 	while (!f->ra.eof && f->ra.end < want) {
 		uint64_t len = QC_RA_CHUNK - f->ra.end % QC_RA_CHUNK;
 		struct qc_ra_chunk *c;
+
+		/* A chunk ends where the data does, and inside a hole asks
+		 * for what the reader asked only. */
+		if (hole && f->ra.end < hole && f->ra.end + len > hole)
+			len = hole - f->ra.end;
+		if (hole && f->ra.end >= hole && f->ra.end + len > want)
+			len = want - f->ra.end;
 
 		if (f->ra.end >= f->ra.pos &&
 		    atomic_load(&fs->ra_bytes) + len > budget)
@@ -465,6 +600,10 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 	end = start + size;
 	if (size == 0 || fs->readahead == 0 || off < 0) {
 		read_plain(req, fs, f, size, start);
+		return;
+	}
+	if (ra_in_hole(f, start, end)) {
+		fuse_reply_buf(req, ra_zeros, size);
 		return;
 	}
 	/* A stream only on a live handle (re-opened after a reconnect). */

@@ -85,6 +85,35 @@ struct qc_ra {
 				 * streams, halved by writes that waste it,
 				 * doubled by a reader using it */
 	uint64_t eaten;         /* consumed since the credit last grew */
+	/*
+	 * The server's SEEK_HOLE answered hole_at from data_from (0, 0:
+	 * none): a reader inside [data_from, hole_at) -- cp --sparse
+	 * reading one extent -- gets no read-ahead past the hole, and in
+	 * the hole only what it asks for, so that the zeros a sparse copy
+	 * skips do not cross the link.  Only a hint: forgotten by a write,
+	 * and by a reader well past the hole.
+	 */
+	uint64_t data_from, hole_at;
+	/*
+	 * A hole the server told of (SEEK_HOLE, then SEEK_DATA after it):
+	 * a read wholly inside [zero_from, zero_to) is answered with zeros
+	 * here until zero_until (qc_now_ns: attr_timeout after the SEEK was
+	 * sent, as attributes are trusted), unless a write through the
+	 * mount drops it first: the kernel's own read-ahead past the end of
+	 * an extent that cp --sparse reads costs nothing on the link.
+	 */
+	uint64_t zero_from, zero_to, zero_until;
+	/*
+	 * Data the server told of: [ext_from, ext_to) is data and a hole
+	 * begins at ext_to, until ext_until (as zero_until).  With the hole
+	 * above, the next SEEK_HOLE from inside the data (cp asks it right
+	 * after SEEK_DATA) and the next SEEK_DATA from inside the hole are
+	 * answered here (qc_ra_seek_known).
+	 */
+	uint64_t ext_from, ext_to, ext_until;
+	/* Drops so far: an answer to a SEEK sent before the last drop (a
+	 * write) may be stale, and is not kept. */
+	uint64_t drops;
 	struct qc_ra_chunk *head;
 	struct qc_ra_chunk *tail;
 };
@@ -133,5 +162,23 @@ void qc_ra_read(fuse_req_t req, struct qc_fs *fs, struct qc_file *f,
 		size_t size, off_t off);
 void qc_ra_invalidate(struct qc_fs *fs, struct qn_node *n);
 void qc_ra_invalidate_file(struct qc_fs *fs, struct qc_file *f);
+/* The server said [from, hole) of f is data and a hole starts at `hole`
+ * (SEEK_HOLE): takes the lock. */
+void qc_ra_note_hole(struct qc_file *f, uint64_t from, uint64_t hole);
+/*
+ * File lock held: what a SEEK's reply said, sent when qc_ra.drops was
+ * `drops` (read under the lock) and attr_timeout before `until`: from
+ * `off`, the data (`hole` false) or hole (`hole` true) begins at `res`,
+ * and what follows it at `next` (0: nothing, or not told).  The holes
+ * and data it shows are kept (qc_ra.zero_*, ext_*) unless a write
+ * dropped the read-ahead since.
+ */
+void qc_ra_note_seek(struct qc_file *f, bool hole, uint64_t off,
+		     uint64_t res, uint64_t next, uint64_t until,
+		     uint64_t drops);
+/* File lock held: the answer to SEEK_DATA (`hole` false) or SEEK_HOLE
+ * from `off` that the kept replies give at `now`, if they do. */
+bool qc_ra_seek_known(struct qc_file *f, bool hole, uint64_t off,
+		      uint64_t now, uint64_t *res);
 
 #endif /* QC_READAHEAD_H */

@@ -30,6 +30,10 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_FILES_WRITTEN] = "files_written",
 	[QC_STAT_FILES_CREATED] = "files_created",
 	[QC_STAT_REQUESTS]      = "requests",
+	[QC_STAT_COPIES]        = "copies_on_server",
+	[QC_STAT_COPIED]        = "bytes_copied_on_server",
+	[QC_STAT_SEEKS]         = "seeks_on_server",
+	[QC_STAT_SEEKS_LOCAL]   = "seeks_local",
 };
 
 /*

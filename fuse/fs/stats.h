@@ -54,6 +54,11 @@ enum qc_stat {
 	QC_STAT_FILES_WRITTEN,  /* ... written to */
 	QC_STAT_FILES_CREATED,  /* creat/O_CREAT that made a file */
 	QC_STAT_REQUESTS,       /* kernel requests answered */
+	/* Server-side copy and holes (copy.c). */
+	QC_STAT_COPIES,         /* copy_file_range calls the server ran */
+	QC_STAT_COPIED,         /* ... and the bytes it copied */
+	QC_STAT_SEEKS,          /* SEEK_DATA/SEEK_HOLE the server answered */
+	QC_STAT_SEEKS_LOCAL,    /* ... the client answered from its replies */
 	QC_STAT__COUNT
 };
 

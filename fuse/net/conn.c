@@ -381,6 +381,20 @@ uint64_t qc_conn_gen(struct qc_conn *c)
 	return atomic_load(&c->live_gen);
 }
 
+uint32_t qc_conn_features(struct qc_conn *c, uint64_t gen)
+{
+	struct link *l;
+	uint32_t f = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (gen && qc_link_get(c, gen, &l) == 0) {
+		f = l->lane[LANE_BULK].features;
+		qc_link_put(c, l);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return f;
+}
+
 int qc_conn_parse_seconds(const char *name, const char *s, bool zero_ok,
 			  int *out)
 {

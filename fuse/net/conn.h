@@ -321,6 +321,14 @@ int qc_conn_wait(struct qc_conn *c, uint64_t *gen);
 /* The live link's generation, or 0 when there is none right now. */
 uint64_t qc_conn_gen(struct qc_conn *c);
 
+/*
+ * The HELLO features (QFT_FEAT_*) link `gen` agreed on for file handles
+ * (its bulk lane), or 0 when gen is no longer the live link: whether a
+ * request that needs one may be sent there at all (a server that did not
+ * grant it may not know the opcode, and closes on it).
+ */
+uint32_t qc_conn_features(struct qc_conn *c, uint64_t gen);
+
 /* The connection's "that handle's link is gone" is EIO to a user. */
 static inline int qc_conn_user_err(int r)
 {

@@ -12,6 +12,8 @@
  *   attrs.c    getattr, setattr, readlink, statfs
  *   files.c    open, create, read, write, flush, fsync, release, fallocate
  *   dirs.c     opendir, readdir, readdirplus, releasedir
+ *   ranges.c   copy_file_range, lseek (SEEK_DATA, SEEK_HOLE): the server
+ *              works on the ranges (fs/copy.h)
  *   xattrs.c   getxattr, setxattr, listxattr, removexattr, and the
  *              mount's own attributes of its root (who may read them)
  *
@@ -176,6 +178,14 @@ void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 void qc_ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 		      off_t offset, off_t length, struct fuse_file_info *fi);
+
+/* ranges.c */
+void qc_ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			    struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			    off_t off_out, struct fuse_file_info *fi_out,
+			    size_t len, int flags);
+void qc_ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		  struct fuse_file_info *fi);
 
 /* dirs.c */
 void qc_ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

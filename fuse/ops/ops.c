@@ -89,4 +89,6 @@ const struct fuse_lowlevel_ops qc_ops = {
 	.listxattr    = qc_caller_listxattr,
 	.removexattr  = qc_caller_removexattr,
 	.fallocate    = qc_ops_fallocate,
+	.copy_file_range = qc_ops_copy_file_range,
+	.lseek        = qc_ops_lseek,
 };

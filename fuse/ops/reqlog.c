@@ -31,7 +31,7 @@ enum op {
 	OP_CREATE, OP_READ, OP_WRITE, OP_FLUSH, OP_RELEASE, OP_FSYNC,
 	OP_OPENDIR, OP_READDIR, OP_READDIRPLUS, OP_RELEASEDIR, OP_FSYNCDIR,
 	OP_STATFS, OP_SETXATTR, OP_GETXATTR, OP_LISTXATTR, OP_REMOVEXATTR,
-	OP_FALLOCATE, OP__COUNT
+	OP_FALLOCATE, OP_COPY_FILE_RANGE, OP_LSEEK, OP__COUNT
 };
 
 static const char *const op_names[OP__COUNT] = {
@@ -40,6 +40,7 @@ static const char *const op_names[OP__COUNT] = {
 	"read", "write", "flush", "release", "fsync", "opendir", "readdir",
 	"readdirplus", "releasedir", "fsyncdir", "statfs", "setxattr",
 	"getxattr", "listxattr", "removexattr", "fallocate",
+	"copy_file_range", "lseek",
 };
 
 /* A request between its arrival and its answer. */
@@ -121,6 +122,8 @@ int __real_fuse_reply_statfs(fuse_req_t req, const struct statvfs *stbuf);
 int __wrap_fuse_reply_statfs(fuse_req_t req, const struct statvfs *stbuf);
 int __real_fuse_reply_xattr(fuse_req_t req, size_t count);
 int __wrap_fuse_reply_xattr(fuse_req_t req, size_t count);
+int __real_fuse_reply_lseek(fuse_req_t req, off_t off);
+int __wrap_fuse_reply_lseek(fuse_req_t req, off_t off);
 
 static int64_t now_ns(void)
 {
@@ -249,6 +252,12 @@ static bool expected_error(enum op op, int err)
 	case OP_GETXATTR:
 	case OP_LISTXATTR:
 		return err == ENODATA || err == ERANGE || err == ENOTSUP;
+	/* No data or hole there; a server without COPY (the kernel then
+	 * copies itself). */
+	case OP_LSEEK:
+		return err == ENXIO;
+	case OP_COPY_FILE_RANGE:
+		return err == EOPNOTSUPP;
 	default:
 		return false;
 	}
@@ -406,6 +415,12 @@ int __wrap_fuse_reply_xattr(fuse_req_t req, size_t count)
 {
 	end(req, 0, 0, false);
 	return __real_fuse_reply_xattr(req, count);
+}
+
+int __wrap_fuse_reply_lseek(fuse_req_t req, off_t off)
+{
+	end(req, 0, 0, false);
+	return __real_fuse_reply_lseek(req, off);
 }
 
 /* --- the live values and the transfers attribute --- */
@@ -667,6 +682,24 @@ static void w_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	R.real->fallocate(req, ino, mode, offset, length, fi);
 }
 
+static void w_copy_file_range(fuse_req_t req, fuse_ino_t ino_in,
+			      off_t off_in, struct fuse_file_info *fi_in,
+			      fuse_ino_t ino_out, off_t off_out,
+			      struct fuse_file_info *fi_out, size_t len,
+			      int flags)
+{
+	begin(req, OP_COPY_FILE_RANGE, ino_out, len);
+	R.real->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out,
+				fi_out, len, flags);
+}
+
+static void w_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		    struct fuse_file_info *fi)
+{
+	begin(req, OP_LSEEK, ino, 0);
+	R.real->lseek(req, ino, off, whence, fi);
+}
+
 /* Each callback the real table has, wrapped; the others stay NULL so
  * libfuse answers them as before. */
 #define WRAP(field) \
@@ -684,7 +717,8 @@ const struct fuse_lowlevel_ops *qc_reqlog_ops(
 	WRAP(write); WRAP(flush); WRAP(release); WRAP(fsync); WRAP(opendir);
 	WRAP(readdir); WRAP(readdirplus); WRAP(releasedir); WRAP(fsyncdir);
 	WRAP(statfs); WRAP(setxattr); WRAP(getxattr); WRAP(listxattr);
-	WRAP(removexattr); WRAP(fallocate);
+	WRAP(removexattr); WRAP(fallocate); WRAP(copy_file_range);
+	WRAP(lseek);
 	fs->stats.live = live;
 	fs->stats.backlog = backlog;
 	return &R.ops;

@@ -61,4 +61,8 @@ if [ "${1:-}" = resume ]; then
 	shift
 	exec /usr/bin/python3 tests/bench/resume.py --argv0 "bash tests/bench/run.sh resume" "$@"
 fi
+if [ "${1:-}" = copy ]; then
+	shift
+	exec /usr/bin/python3 tests/bench/copy.py --argv0 "bash tests/bench/run.sh copy" "$@"
+fi
 exec /usr/bin/python3 tests/bench/bench.py --argv0 "bash tests/bench/run.sh" "$@"

@@ -288,6 +288,8 @@ static void cmp_msg(const struct qft_msg *e, const struct qft_msg *g)
 	CHECK_EQ(g->version, e->version);
 	CHECK_EQ(g->features, e->features);
 	CHECK_EQ(g->handle, e->handle);
+	CHECK_EQ(g->handle2, e->handle2);
+	CHECK_EQ(g->offset2, e->offset2);
 	CHECK(str_same(e->path, g->path));
 	CHECK(str_same(e->name, g->name));
 	CHECK(str_same(e->path2, g->path2));
@@ -3210,6 +3212,86 @@ static void test_unwatch_codec(void)
 	check_ctx("%s", "");
 }
 
+/* COPY and SEEK (QFT_FEAT_COPY, QFT_FEAT_HOLES): every range and flag
+ * checked by the decoder, the destination handle never 0. */
+static void test_copy_seek_codec(void)
+{
+	struct qft_msg m, got;
+	struct qbuf b;
+	uint8_t *copy;
+
+	check_ctx("COPY request");
+	qft_msg_init(&m, QFT_OP_COPY, 9);
+	m.handle = 3;
+	m.offset = 4097;
+	m.handle2 = QFT_MAX_HANDLES;
+	m.offset2 = 12345;
+	m.length = QFT_MAX_COPY;
+	CHECK_EQ(roundtrip(&m), 0);
+	keep_frame(&m, "request");
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qft_msg_encode(&b, &m), 0);
+	CHECK_EQ(b.len, QFT_HDR_SIZE + 5 * 8 + 4);
+	copy = dup_exact(b.data, b.len);
+	CHECK_EQ(qft_msg_decode(&got, copy, b.len), 0);
+	CHECK_EQ(got.handle2, m.handle2);
+	CHECK_EQ(got.offset2, m.offset2);
+	free(copy);
+	qbuf_free(&b);
+	m.handle2 = 0;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.handle2 = QFT_MAX_HANDLES + 1;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.handle2 = 1;
+	m.length = QFT_MAX_COPY + 1ull;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.length = 10;
+	m.offset2 = (uint64_t)INT64_MAX - 5;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.offset2 = (uint64_t)INT64_MAX + 1;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.offset2 = 0;
+	m.offset = (uint64_t)INT64_MAX - 5;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.offset = 0;
+	m.opflags = 1;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+
+	check_ctx("COPY reply");
+	m.opflags = 0;
+	qft_msg_init_reply(&got, &m);
+	got.count = 10;
+	got.attr = sample_attr;
+	CHECK_EQ(roundtrip(&got), 0);
+	keep_frame(&got, "reply");
+
+	check_ctx("SEEK");
+	qft_msg_init(&m, QFT_OP_SEEK, 10);
+	m.handle = 1;
+	m.offset = 1ull << 40;
+	m.opflags = QFT_SEEK_DATA;
+	CHECK_EQ(roundtrip(&m), 0);
+	keep_frame(&m, "request");
+	m.opflags = QFT_SEEK_HOLE;
+	CHECK_EQ(roundtrip(&m), 0);
+	m.opflags = 0;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.opflags = QFT_SEEK_DATA | QFT_SEEK_HOLE;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.opflags = 4;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	m.opflags = QFT_SEEK_DATA;
+	m.offset = (uint64_t)INT64_MAX + 1;
+	CHECK_EQ(roundtrip(&m), -EINVAL);
+	qft_msg_init_reply(&got, &m);
+	got.offset = 1ull << 41;
+	CHECK_EQ(roundtrip(&got), 0);
+	keep_frame(&got, "reply");
+	got.offset = (uint64_t)INT64_MAX + 1;
+	CHECK_EQ(roundtrip(&got), -EINVAL);
+	check_ctx("%s", "");
+}
+
 /* READDIR's change notification flags: WATCH asked, WATCHED answered. */
 static void test_readdir_watch_flags(void)
 {
@@ -3332,6 +3414,7 @@ int main(void)
 	test_resume_codec();
 	test_bootid_codec();
 	test_readdir_watch_flags();
+	test_copy_seek_codec();
 	test_cred_codec();
 	test_truncation();
 	test_header();
