@@ -188,7 +188,10 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
 	uint32_t uid, gid;
 
 	qc_ops_actor(fs, &uid, &gid);
-	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
+	/* What a chmod or chown answered before the server did (rsync
+	 * sets a directory's mode, then fills it) made of it first. */
+	if ((!qc_ops_current_attr(fs, parent, &pa) &&
+	     !qn_get_attr(&fs->nodes, parent, &pa)) ||
 	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
 	    !qc_ops_may_create_in(&pa, uid, gid) ||
 	    ((m->mode & S_ISGID) && uid != 0 && (pa.mode & S_ISGID) &&
