@@ -138,3 +138,89 @@ def test_copied_tree_stat_right_at_once(mounter, tmp_path, need_root,
         if got != mode:
             bad.append('install -m %04o: stat says %04o' % (mode, got))
     assert not bad, '\n'.join(bad[:40])
+
+
+# --- the same script on a local directory and through a mount -----------
+
+USER = ['setpriv', '--reuid=1234', '--regid=1234', '--clear-groups']
+
+
+def both(mounter, wtmp, script, opts=()):
+    """Runs bash `script` in a fresh directory T of a local directory and
+    of a mount of another (with `opts`), as root with umask 022; $U runs
+    a command as uid 1234, in none of the groups the script uses.  The
+    two outputs, local first."""
+    for tool in ('setfacl', 'getfacl', 'setpriv', 'fallocate'):
+        if not shutil.which(tool):
+            pytest.skip('%s is missing' % tool)
+    local = P(wtmp, 'local')
+    src, mnt = P(wtmp, 'src'), P(wtmp, 'mnt')
+    for d in (local, src, mnt):
+        os.mkdir(d)
+        os.chmod(d, 0o777)
+    mounter(src=src, mnt=mnt, opts=list(opts))
+    out = []
+    for base in (local, mnt):
+        t = P(base, 'T')
+        os.mkdir(t)
+        os.chmod(t, 0o777)
+        r = util.run(['bash', '-c', 'umask 022; set -u; cd "$1"; ' + script,
+                      'bash', t], timeout=60,
+                     env=dict(os.environ, U=' '.join(USER), LC_ALL='C'))
+        out.append(r.stdout + r.stderr.replace(base, 'BASE'))
+    return out
+
+
+ACL_SCRIPT = r'''
+show() { for f in "$@"; do echo "$f $(stat -c '%a %u %g' "$f")";
+         getfacl -cp "$f" | sort | tr '\n' ' '; echo; done; }
+# A default ACL decides a new object's mode alone: no umask.
+mkdir dd; setfacl -d -m u::rwx,g::rwx,o::rx,u:1234:rwx dd
+mkdir dd/sub; touch dd/f; mkfifo dd/p; python3 -c "import os; os.close(os.open('dd/o', os.O_CREAT|os.O_WRONLY, 0o777))"
+show dd/sub dd/f dd/p dd/o
+# Without one, the umask.
+mkdir plain plain/sub; touch plain/f; show plain/sub plain/f
+# A set-group-ID directory with a default ACL: its subdirectory inherits
+# both.
+mkdir -m 2775 sgd; chown :4321 sgd; setfacl -d -m g::rwx sgd
+mkdir sgd/sub; touch sgd/f; show sgd/sub sgd/f
+# The access ACL's entries and the mode agree after chmod and setfacl.
+touch a1; setfacl -m u:1234:rw,g::r a1; chmod 400 a1; show a1
+chmod 751 a1; show a1; setfacl -m m::rw a1; show a1
+touch a2; chmod 640 a2; setfacl -m u::r,o::rw a2; show a2
+mkdir a3; setfacl -m u:1234:rx a3; chmod 700 a3; show a3
+setfacl -b a1; show a1
+'''
+
+
+def test_acls_as_on_a_local_disk(mounter, wtmp, need_root):
+    local, mount = both(mounter, wtmp, ACL_SCRIPT)
+    assert mount == local
+
+
+SETID_SCRIPT = r'''
+# Files of uid 1234 in group 4321, which 1234 is not in.
+mk() { install -m "$2" /dev/null "$1"; echo data > "$1"; chown 1234:4321 "$1"; chmod "$2" "$1"; }
+for m in 2666 2676 6777 4755 6755; do
+  mk fa$m $m; $U fallocate -l 8192 fa$m
+  mk fk$m $m; $U fallocate -n -o 0 -l 16384 fk$m
+  mk ph$m $m; $U fallocate -p -o 0 -l 2 ph$m
+  mk wr$m $m; $U sh -c "echo x >> wr$m"
+  mk tr$m $m; $U truncate -s 1 tr$m
+  echo "$m: $(stat -c %a fa$m fk$m ph$m wr$m tr$m | tr '\n' ' ')"
+done
+# chmod and setfacl by the owner, not in the group, drop set-group-ID.
+mk c1 644; $U chmod 2755 c1; echo "chmod: $(stat -c %a c1)"
+mk c2 2755; $U setfacl -m u::rwx,g::r-x,o::r-x c2; echo "setfacl equiv: $(stat -c %a c2)"
+mk c3 2755; $U setfacl -m u:1234:rwx c3; echo "setfacl extended: $(stat -c %a c3)"
+mk c4 2775; $U chmod g-w c4; echo "chmod g-w: $(stat -c %a c4)"
+'''
+
+
+def test_setid_cleared_as_on_a_local_disk(mounter, wtmp, need_root):
+    """A shared mount (the server, root, acts as each caller): fallocate,
+    a hole punched, a write and a truncation by another user clear
+    set-user-ID and set-group-ID as ext4 does; chmod and setfacl by an
+    owner who is not in the file's group drop set-group-ID."""
+    local, mount = both(mounter, wtmp, SETID_SCRIPT, opts=['allow_other'])
+    assert mount == local

@@ -45,6 +45,10 @@ static void qc_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* The umask is applied by caller.c, only where the parent has no
+	 * default ACL (acl(5)), as a local file system does. */
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
 	/*
 	 * Writes go through to the server (write-behind is the protocol's
 	 * job, not the page cache's).  Locks are not forwarded: the kernel
