@@ -224,3 +224,25 @@ def test_setid_cleared_as_on_a_local_disk(mounter, wtmp, need_root):
     owner who is not in the file's group drop set-group-ID."""
     local, mount = both(mounter, wtmp, SETID_SCRIPT, opts=['allow_other'])
     assert mount == local
+
+
+RENAME_OVER_OPEN_DIR = r'''
+import os, sys
+os.mkdir('a'); os.mkdir('b'); os.chmod('b', 0o751)
+fd = os.open('b', os.O_RDONLY | os.O_DIRECTORY)
+os.rename('a', 'b')
+try:
+    st = os.fstat(fd)
+    print('fstat', oct(st.st_mode), st.st_uid, st.st_gid, st.st_nlink)
+except OSError as e:
+    print('fstat', e.errno)
+'''
+
+
+def test_fstat_of_a_directory_renamed_over(mounter, wtmp, need_root):
+    """A descriptor open on a directory that a rename replaced: fstat
+    answers the removed directory (no links), as ext4 does, not ENOENT."""
+    local, mount = both(mounter, wtmp, 'python3 -c "$0"; true'
+                        .replace('$0', RENAME_OVER_OPEN_DIR.replace('"', '\\"')))
+    assert 'fstat 0o40751 0 0 0' in local
+    assert mount == local
