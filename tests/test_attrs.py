@@ -246,3 +246,26 @@ def test_fstat_of_a_directory_renamed_over(mounter, wtmp, need_root):
                         .replace('$0', RENAME_OVER_OPEN_DIR.replace('"', '\\"')))
     assert 'fstat 0o40751 0 0 0' in local
     assert mount == local
+
+
+def test_remount_read_only_and_back(mounter, tmp_path, need_root):
+    """`mount -o remount,ro` of a qftfs mount: mount(8) runs the helper,
+    which has the kernel change the flags (ro, back to rw); an option of
+    qftfs's own is refused with a message that says why."""
+    helper = P(util.build_dir(), 'fuse', 'mount.qftfs')
+    m = mounter()
+    with open(P(m.mnt, 'f'), 'w') as f:
+        f.write('x')
+    r = util.run(['sh', helper, m.src, m.mnt, '-o', 'remount,ro'])
+    assert r.returncode == 0, r.stderr
+    assert 'ro' in util.find_mount(m.mnt)['options'].split(',')
+    util.expect_errno(30, open, P(m.mnt, 'g'), 'w')      # EROFS
+    assert open(P(m.mnt, 'f')).read() == 'x'
+    r = util.run(['sh', helper, m.src, m.mnt, '-o', 'remount,rw'])
+    assert r.returncode == 0, r.stderr
+    with open(P(m.mnt, 'g'), 'w') as f:
+        f.write('y')
+    r = util.run(['sh', helper, m.src, m.mnt, '-o', 'remount,commit=async'])
+    assert r.returncode != 0
+    assert 'commit=async cannot change on a mounted qftfs' in r.stderr
+    assert 'rw' in util.find_mount(m.mnt)['options'].split(',')
