@@ -269,3 +269,9 @@ def test_remount_read_only_and_back(mounter, tmp_path, need_root):
     assert r.returncode != 0
     assert 'commit=async cannot change on a mounted qftfs' in r.stderr
     assert 'rw' in util.find_mount(m.mnt)['options'].split(',')
+    # qftfs itself, given -o remount (a helper that is not ours), says
+    # how it is done instead of "unknown option".
+    r = util.run([util.client_bin(util.build_dir()), '-o', 'remount,ro',
+                  m.src, m.mnt])
+    assert r.returncode == 2
+    assert 'mount -o remount,ro MOUNTPOINT' in r.stderr
