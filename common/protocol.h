@@ -155,7 +155,16 @@
  * the handshake: every local user would act as root.
  */
 #define QFT_FEAT_CRED      0x00000100u
-#define QFT_FEAT_KNOWN     0x000001ffu
+/*
+ * NOATIME (attrs): the client was mounted -o noatime, so reading through
+ * this session must not change a file's access time on the server
+ * either (executing a program reads it).  A server that grants it opens
+ * the files of OPEN with O_NOATIME where the kernel lets it (the owner,
+ * or CAP_FOWNER), and reads as before elsewhere.  Nothing in a frame
+ * changes.
+ */
+#define QFT_FEAT_NOATIME   0x00004000u
+#define QFT_FEAT_KNOWN     0x000041ffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*

@@ -275,3 +275,28 @@ def test_remount_read_only_and_back(mounter, tmp_path, need_root):
                   m.src, m.mnt])
     assert r.returncode == 2
     assert 'mount -o remount,ro MOUNTPOINT' in r.stderr
+
+
+def test_noatime_reads_and_execs_leave_atime(mounter, tmp_path):
+    """-o noatime: reading or executing a file through the mount leaves
+    its access time on the server as a noatime ext4 mount would; without
+    it the server's relatime rules apply (the same steps move it)."""
+    results = {}
+    for opt in ('noatime', 'atime'):
+        src = tmp_path / ('src-' + opt)
+        src.mkdir()
+        prog, data = src / 'prog', src / 'data'
+        prog.write_text('#!/bin/sh\necho hi\n')
+        prog.chmod(0o755)
+        data.write_text('some data\n')
+        old = 978307200_000000000       # 2001-01-01: relatime updates it
+        for p in (prog, data):
+            os.utime(p, ns=(old, 1600000000_000000000))
+        m = mounter(src=str(src), opts=[opt])
+        assert util.run([P(m.mnt, 'prog')]).stdout == 'hi\n'
+        with open(P(m.mnt, 'data')) as f:
+            assert f.read() == 'some data\n'
+        m.stop()
+        results[opt] = [os.stat(p).st_atime_ns != old for p in (prog, data)]
+    assert results['noatime'] == [False, False]
+    assert results['atime'] == [True, True]
