@@ -300,3 +300,28 @@ def test_noatime_reads_and_execs_leave_atime(mounter, tmp_path):
         results[opt] = [os.stat(p).st_atime_ns != old for p in (prog, data)]
     assert results['noatime'] == [False, False]
     assert results['atime'] == [True, True]
+
+
+SHARED_ACL_SCRIPT = r'''
+# What an ACL entry grants a user the mode bits do not, and what it
+# denies that they would grant: this kernel checks both on a shared mount.
+echo secret > r; chmod 640 r; setfacl -m u:1234:r r
+echo open > n; chmod 644 n; setfacl -m u:1234:- n
+mkdir d; chmod 750 d; setfacl -m u:1234:rx d; echo in > d/f
+echo w > w; chmod 644 w; setfacl -m u:1234:rw w
+$U cat r; echo "read r: $?"
+$U cat n; echo "read n: $?"
+$U ls d; echo "list d: $?"
+$U sh -c 'echo more >> w'; echo "append w: $?"; cat w
+setfacl -x u:1234 r; $U cat r; echo "read r after -x: $?"
+'''
+
+
+def test_acls_checked_on_a_shared_mount(mounter, wtmp, need_root):
+    """A shared mount (allow_other, default_permissions): the kernel
+    checks access ACLs as ext4 does (FUSE_CAP_POSIX_ACL), including right
+    after an entry is removed."""
+    local, mount = both(mounter, wtmp, SHARED_ACL_SCRIPT,
+                        opts=['allow_other'])
+    assert 'read r: 0' in local and 'read n: 1' in local
+    assert mount == local

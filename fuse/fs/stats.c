@@ -30,6 +30,7 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_FILES_WRITTEN] = "files_written",
 	[QC_STAT_FILES_CREATED] = "files_created",
 	[QC_STAT_REQUESTS]      = "requests",
+	[QC_STAT_GETXATTR_LOCAL] = "getxattrs_local",
 };
 
 /*

@@ -54,6 +54,8 @@ enum qc_stat {
 	QC_STAT_FILES_WRITTEN,  /* ... written to */
 	QC_STAT_FILES_CREATED,  /* creat/O_CREAT that made a file */
 	QC_STAT_REQUESTS,       /* kernel requests answered */
+	QC_STAT_GETXATTR_LOCAL, /* getxattrs answered without the server
+				 * (no xattrs, no labels: xattrs.c) */
 	QC_STAT__COUNT
 };
 

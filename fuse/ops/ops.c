@@ -50,6 +50,17 @@ static void qc_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_DONT_MASK)
 		conn->want |= FUSE_CAP_DONT_MASK;
 	/*
+	 * Where this kernel checks permissions anyway (default_permissions,
+	 * which a shared mount of a root server always has), it checks the
+	 * access ACLs as ext4 would, not the mode bits alone, and caches
+	 * them per inode (ls -l asks for each entry's).  Not elsewhere:
+	 * the capability turns default_permissions on, which on a mount of
+	 * another user's files would check this user's ids against owners
+	 * the server's user stands for (docs/security.md, "ACLs").
+	 */
+	if (fs->kernel_acls && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	/*
 	 * Writes go through to the server (write-behind is the protocol's
 	 * job, not the page cache's).  Locks are not forwarded: the kernel
 	 * keeps them local to this mount.  The kernel, not the server,

@@ -425,6 +425,7 @@ void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
 	    qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
+		qc_stat_inc(&fs->stats, QC_STAT_GETXATTR_LOCAL);
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
