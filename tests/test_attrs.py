@@ -325,3 +325,47 @@ def test_acls_checked_on_a_shared_mount(mounter, wtmp, need_root):
                         opts=['allow_other'])
     assert 'read r: 0' in local and 'read n: 1' in local
     assert mount == local
+
+
+def stats_json(mnt):
+    import json
+    r = util.run([util.client_bin(util.build_dir()), '--stats', '--json',
+                  mnt], timeout=30)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_ls_l_of_a_big_directory_asks_for_labels_once(mounter, tmp_path):
+    """Issue 20: `ls -l` asks for every entry's SELinux label and access
+    ACL.  Where the server labels nothing, the mount answers the label
+    "not supported" without asking, ls stops asking for the mount, and the
+    kernel requests fall from two per entry to one; a label set through
+    the mount, or listed on an object, is served again."""
+    n = 600
+    m = mounter()
+    d = P(m.src, 'd')
+    os.mkdir(d)
+    for i in range(n):
+        open(P(d, 'f%d' % i), 'w').close()
+    util.run(['ls', '-l', P(m.mnt, 'd')], check=True)      # cold
+    before = stats_json(m.mnt)['requests']
+    util.run(['ls', '-l', P(m.mnt, 'd')], check=True)      # warm
+    asked = stats_json(m.mnt)['requests'] - before
+    assert asked < 1.3 * n, '%d kernel requests for ls -l of %d' % (asked, n)
+    util.expect_errno(95, os.getxattr, P(m.mnt, 'd', 'f1'),
+                      'security.selinux')
+    # A label on the server, seen in a listing of that file's xattrs
+    # (as cp -a and getfattr -d read them): asked for from then on.
+    open(P(d, 'g'), 'w').close()
+    os.setxattr(P(d, 'g'), 'security.selinux', b'lab\0')
+    util.until_visible(P(m.mnt, 'd', 'g'))
+    assert 'security.selinux' in os.listxattr(P(m.mnt, 'd', 'g'))
+    assert os.getxattr(P(m.mnt, 'd', 'g'), 'security.selinux') == b'lab\0'
+    util.expect_errno(61, os.getxattr, P(m.mnt, 'd', 'f1'),
+                      'security.selinux')
+    # Set through the mount: likewise.
+    m2 = mounter()
+    open(P(m2.mnt, 'h'), 'w').close()
+    util.expect_errno(95, os.getxattr, P(m2.mnt, 'h'), 'security.selinux')
+    os.setxattr(P(m2.mnt, 'h'), 'security.selinux', b'lab2\0')
+    assert os.getxattr(P(m2.mnt, 'h'), 'security.selinux') == b'lab2\0'

@@ -5,6 +5,7 @@
  * internal.h).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,51 @@
 #include "fs/stats.h"
 #include "fs/steps.h"
 #include "protocol.h"
+
+/*
+ * SELinux labels.  `ls -l` asks for each entry's (beside its ACL), and
+ * the kernel keeps no answer of ours: 10,000 entries cost 10,000 calls,
+ * even where the server has no labels at all.  Told "not supported"
+ * instead, ls stops asking for the whole mount (as on sshfs, which has
+ * no xattrs).  So where the server's root has no label -- SELinux is not
+ * labelling the served file system -- every object's is answered that
+ * way without asking, until a label is set through the mount.  One
+ * mount per process: the state is the process's.
+ */
+#define SELINUX_XATTR "security.selinux"
+enum { LABELS_UNKNOWN, LABELS_NONE, LABELS_SOME };
+static atomic_int labels = LABELS_UNKNOWN;
+
+/* Whether the server may have labels: asked once, of the root.  Any
+ * answer but a clear "none" (a lost link, a refusal) asks again next
+ * time and forwards this one. */
+static bool server_has_labels(struct qc_fs *fs)
+{
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	struct qft_msg m;
+	int r, state = atomic_load(&labels);
+
+	if (state != LABELS_UNKNOWN)
+		return state == LABELS_SOME;
+	if (qc_ops_node_path(fs, FUSE_ROOT_ID, NULL, path) < 0)
+		return true;
+	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
+	qc_set_str(&m.path, path);
+	qc_set_str(&m.xname, SELINUX_XATTR);
+	m.length = 0;
+	r = qc_call(fs->conn, &m, &rep);
+	if (r == 0) {
+		qc_reply_free(&rep);
+		atomic_store(&labels, LABELS_SOME);
+		return true;
+	}
+	if (r != -ENODATA && r != -EOPNOTSUPP)
+		return true;
+	/* A label set meanwhile (LABELS_SOME) wins. */
+	(void)atomic_compare_exchange_strong(&labels, &state, LABELS_NONE);
+	return atomic_load(&labels) == LABELS_SOME;
+}
 
 /* The access ACL: writing it sets the mode bits too (acl(5)). */
 #define ACL_ACCESS_XATTR "system.posix_acl_access"
@@ -371,6 +417,9 @@ void qc_ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	r = xattr_change(fs, ino, name, &m);
 	if (r == 0 && strcmp(name, ACL_ACCESS_XATTR) == 0)
 		acl_set_mode(fs, ino, value, size);
+	/* A label set through the mount: the server has them now. */
+	if (r == 0 && strcmp(name, SELINUX_XATTR) == 0)
+		atomic_store(&labels, LABELS_SOME);
 out:
 	fuse_reply_err(req, -r);
 }
@@ -393,6 +442,12 @@ static int xattr_query(fuse_req_t req, struct qft_msg *m, fuse_ino_t ino,
 	r = qc_call(fs->conn, m, &rep);
 	if (r < 0)
 		goto out_err;
+	/* A label listed: the server has them after all (cp -a and
+	 * getfattr -d read what LISTXATTR names). */
+	if (m->op == QFT_OP_LISTXATTR && rep.msg.data.len > 0 &&
+	    memmem(rep.msg.data.p, rep.msg.data.len, SELINUX_XATTR,
+		   sizeof(SELINUX_XATTR)))
+		atomic_store(&labels, LABELS_SOME);
 	if (size == 0) {
 		fuse_reply_xattr(req, (size_t)rep.msg.count);
 	} else if (rep.msg.data.len > size) {
@@ -423,6 +478,11 @@ void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	if (reply_own_xattr(req, fs, ino, name, size))
 		return;
+	if (strcmp(name, SELINUX_XATTR) == 0 && !server_has_labels(fs)) {
+		qc_stat_inc(&fs->stats, QC_STAT_GETXATTR_LOCAL);
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
 	if ((caps && qc_hint_nocap(fs, qc_fs_node(fs, ino))) ||
 	    qc_hint_noxattr(fs, qc_fs_node(fs, ino))) {
 		qc_stat_inc(&fs->stats, QC_STAT_GETXATTR_LOCAL);
