@@ -411,6 +411,14 @@ void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		qc_file_changed(hf, false);
 	}
 	qc_set_str(&m.path, path);
+	/*
+	 * By path on the meta stream: a pipelined CREATE still queued on
+	 * bulk (behind a tree copy's data) would run after it, and a
+	 * directory's times set here (tar sets them once it has filled the
+	 * directory) be overwritten by the create of its last file.
+	 */
+	if (!hf)
+		qc_step_settle(fs);
 	xgen = qc_hint_xattr_gen(fs);
 	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 	agen = qn_attr_gen(&fs->nodes, qc_fs_node(fs, ino));
