@@ -232,25 +232,25 @@ void qc_caller_readlink(fuse_req_t req, fuse_ino_t ino)
 static mode_t caller_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
 {
 	struct qc_fs *fs = fs_of(req);
-	mode_t umask = fuse_req_ctx(req)->umask & 0777;
+	mode_t mask = fuse_req_ctx(req)->umask & 0777;
 	char path[QFT_MAX_PATH + 1];
 	struct qc_reply rep;
 	struct qft_msg m;
 	int r;
 
-	if (umask == 0 || (mode & umask) == 0)
+	if (mask == 0 || (mode & mask) == 0)
 		return mode;
 	if (qc_hint_noxattr(fs, qc_fs_node(fs, parent)))
-		return mode & ~umask;
+		return mode & ~mask;
 	if (qc_ops_node_path(fs, parent, NULL, path) < 0)
-		return mode & ~umask;
+		return mode & ~mask;
 	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.xname, "system.posix_acl_default");
 	m.length = 0;
 	r = qc_call(fs->conn, &m, &rep);
 	if (r < 0)
-		return mode & ~umask;
+		return mode & ~mask;
 	qc_reply_free(&rep);
 	return mode;
 }

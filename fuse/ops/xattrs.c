@@ -275,8 +275,7 @@ static int fetch_attr(struct qc_fs *fs, fuse_ino_t ino, struct qft_attr *a)
  * Computed from the ACL when the object's attributes are known and no
  * set-group-ID bit leaves it to the server's rules (who is in the group)
  * whether that bit stays; else asked.  Told to the node, its open files'
- * predictions and the parent's listing; the kernel drops its own on
- * setxattr (its ctime changed) and asks again.
+ * predictions and the parent's listing, and the kernel made to ask again.
  */
 static void acl_set_mode(struct qc_fs *fs, fuse_ino_t ino, const char *value,
 			 size_t size)
