@@ -170,7 +170,16 @@
  * seen through the mount as they are on the server.
  */
 #define QFT_FEAT_HOLES     0x00000800u
-#define QFT_FEAT_KNOWN     0x000001ffu
+/*
+ * NOATIME: the client was mounted -o noatime, so reading through
+ * this session must not change a file's access time on the server
+ * either (executing a program reads it).  A server that grants it opens
+ * the files of OPEN with O_NOATIME where the kernel lets it (the owner,
+ * or CAP_FOWNER), and reads as before elsewhere.  Nothing in a frame
+ * changes.
+ */
+#define QFT_FEAT_NOATIME   0x00004000u
+#define QFT_FEAT_KNOWN     0x00004dffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*

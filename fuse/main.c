@@ -237,6 +237,7 @@ int main(int argc, char *argv[])
 		r = qc_cmdline_shared_mount(&cl, &args_kept, suid);
 		if (r < 0)
 			goto out_stop_server;
+		fs.kernel_acls = cl.default_permissions;
 		if (r > 0) {
 			struct fuse_session *se2;
 

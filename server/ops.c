@@ -152,6 +152,11 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 				 "client will refuse the shared mount");
 		}
 	}
+	/* O_NOATIME needs nothing but the right to set it, file by file. */
+	if (req->features & QFT_FEAT_NOATIME) {
+		rep->features |= QFT_FEAT_NOATIME;
+		s->noatime = true;
+	}
 	/* Lazy handles need nothing the server might lack. */
 	if (req->features & QFT_FEAT_LAZY) {
 		rep->features |= QFT_FEAT_LAZY;
@@ -982,6 +987,15 @@ static int op_open(struct srv *s, const struct qft_msg *req,
 		srv_cred_put(cred);
 		srv_watch_writer_close(s->watch, writer);
 		return fd;
+	}
+	/* A noatime mount: its reads leave the access time (executing a
+	 * program too).  Refused (EPERM) for a file neither the server's
+	 * user nor the caller owns without CAP_FOWNER: read as before. */
+	if (s->noatime && (req->opflags & QFT_O_ACCMODE) != QFT_O_WRONLY) {
+		int fl = fcntl(fd, F_GETFL);
+
+		if (fl >= 0)
+			(void)fcntl(fd, F_SETFL, fl | O_NOATIME);
 	}
 	r = finish_open(h, fd, req->opflags, cred, rep);
 	if (r < 0) {

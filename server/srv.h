@@ -67,6 +67,9 @@ struct srv {
 	 * opened with. */
 	bool cred_on;
 	struct srv_creds creds;
+	/* HELLO granted QFT_FEAT_NOATIME: OPEN's files read without
+	 * changing their access time (the client is mounted noatime). */
+	bool noatime;
 	/* --allow-devices: MKNOD may make block and character devices
 	 * (which OPEN still never opens). */
 	bool allow_devices;

@@ -419,6 +419,11 @@ static const struct entry table[] = {
 	{ "diratime", K_MOUNT, NULL, NULL, NULL, false },
 	{ "loud", K_MOUNT, NULL, NULL, NULL, false },
 	{ "silent", K_MOUNT, NULL, NULL, NULL, false },
+	/* A running mount's flags are the kernel's to change: mount(8)
+	 * hands remount to mount.qftfs, which has it done (mount -i). */
+	{ "remount", K_REFUSE, NULL, "-o remount: a mounted qftfs is "
+	  "remounted (ro, rw) by `mount -o remount,ro MOUNTPOINT` through "
+	  "mount.qftfs; qftfs's own options need a new mount", NULL, false },
 
 	/* ssh_config(5) keywords, as `-o Keyword=value` */
 	{ "Port", K_MAP, NULL, NULL, map_port, true },

@@ -259,6 +259,11 @@ static int cmdline_proc(void *data, const char *arg, int key,
 			cl->allow_other = 1;
 		if (strcmp(arg, "default_permissions") == 0)
 			cl->default_permissions = 1;
+		/* The last of these words wins, as in mount(8). */
+		if (strcmp(arg, "noatime") == 0)
+			cl->noatime = 1;
+		else if (strcmp(arg, "atime") == 0)
+			cl->noatime = 0;
 		/* A mount option: fuse_session_new knows it or refuses it. */
 		return 1;
 	case KEY_HELP:
@@ -669,6 +674,9 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 	/* A shared mount: the server must act as each user, or be refused
 	 * if it would act as root for all of them (net/link.c). */
 	co->want_cred = cl->allow_other;
+	/* The kernel stops its own atime updates; the server's reads must
+	 * not make them either. */
+	co->want_noatime = cl->noatime;
 	return 0;
 }
 

@@ -71,6 +71,7 @@ struct qc_cmdline {
 	/* sshfs and ssh options, mapped (compat.h). */
 	struct qc_compat compat;
 	int password_stdin;
+	int noatime;            /* -o noatime (kept for the kernel too) */
 	int follow_symlinks;    /* the server follows symlinks (as sshfs's) */
 	int allow_other;        /* seen, and passed on to libfuse */
 	int default_permissions; /* seen (passed on), or added for a

@@ -70,6 +70,10 @@ struct qc_fs {
 	 * server running as root what they make is theirs (ops.c,
 	 * owner_for).  Immutable once mounted. */
 	bool multi_user;
+	/* The kernel checks permissions (default_permissions, given or
+	 * added for a shared mount): it is given POSIX ACLs to check and
+	 * cache too (ops.c, FUSE_CAP_POSIX_ACL).  Immutable once mounted. */
+	bool kernel_acls;
 	/* -o follow_symlinks: the server shows each symlink as what it
 	 * leads to (ops.c, make_entry).  Immutable once mounted. */
 	bool follow;

@@ -34,6 +34,7 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_COPIED]        = "bytes_copied_on_server",
 	[QC_STAT_SEEKS]         = "seeks_on_server",
 	[QC_STAT_SEEKS_LOCAL]   = "seeks_local",
+	[QC_STAT_GETXATTR_LOCAL] = "getxattrs_local",
 };
 
 /*

@@ -59,6 +59,8 @@ enum qc_stat {
 	QC_STAT_COPIED,         /* ... and the bytes it copied */
 	QC_STAT_SEEKS,          /* SEEK_DATA/SEEK_HOLE the server answered */
 	QC_STAT_SEEKS_LOCAL,    /* ... the client answered from its replies */
+	QC_STAT_GETXATTR_LOCAL, /* getxattrs answered without the server
+				 * (no xattrs, no labels: xattrs.c) */
 	QC_STAT__COUNT
 };
 

@@ -178,6 +178,28 @@ bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 	return p.found;
 }
 
+static bool file_owner_mode(struct qn_file *nf, void *ctx)
+{
+	struct qc_file *f = (struct qc_file *)nf;
+	const struct qft_attr *a = ctx;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->step.predicted) {
+		f->step.attr.mode = a->mode;
+		f->step.attr.uid = a->uid;
+		f->step.attr.gid = a->gid;
+		f->step.attr.ctime = a->ctime;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return false;
+}
+
+void qc_step_note_owner_mode(struct qc_fs *fs, struct qn_node *n,
+			     const struct qft_attr *a)
+{
+	qn_for_each_file(&fs->nodes, n, file_owner_mode, (void *)a);
+}
+
 static void now_time(struct qft_time *t)
 {
 	struct timespec ts;

@@ -123,6 +123,16 @@ bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 bool qc_step_predict_setattr(struct qc_fs *fs, struct qc_file *f,
 			     const struct qft_msg *m, struct qft_attr *out);
 
+/*
+ * A change the server answered outside the steps (an ACL written through
+ * system.posix_acl_access sets the mode) made the object's mode, owner
+ * and ctime `a`'s: the predictions of n's open files take them, so that
+ * what the kernel is told until their steps are answered is not the mode
+ * from before.
+ */
+void qc_step_note_owner_mode(struct qc_fs *fs, struct qn_node *n,
+			     const struct qft_attr *a);
+
 /* What SETATTR `m` (no size) makes of attributes `a`. */
 void qc_step_apply_setattr(const struct qft_msg *m, struct qft_attr *a);
 

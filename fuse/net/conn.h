@@ -243,6 +243,9 @@ struct qc_conn_opts {
 	 * handshake (a server of another user acts as that user anyway).
 	 * Requests then carry their caller (call.h, qc_call_act_as). */
 	bool want_cred;
+	/* -o noatime: QFT_FEAT_NOATIME asked for in each HELLO (an old
+	 * server reads as before). */
+	bool want_noatime;
 	qc_notify_fn *notify;
 	void *notify_ctx;
 	/* Carrying a session over to a new server: NULL when the layer

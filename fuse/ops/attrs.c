@@ -96,6 +96,28 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 	return 0;
 }
 
+/*
+ * fstat of a directory open by someone after it was removed or renamed
+ * over (the kernel sends no handle with a directory's getattr, and a
+ * walk's directories have none on the server, dirs.c): ext4 answers the
+ * removed directory's attributes with no links, and so does the mount,
+ * from the last ones seen.  Only for a node that has lost its name; a
+ * name the server no longer has is ENOENT as before.
+ */
+static bool removed_dir_attr(struct qc_fs *fs, fuse_ino_t ino,
+			     struct qft_attr *a)
+{
+	struct qn_node *n = qc_fs_node(fs, ino);
+	char path[QFT_MAX_PATH + 1];
+
+	if (qc_ops_node_path(fs, ino, NULL, path) != -ENOENT ||
+	    !qn_get_attr(&fs->nodes, n, a) ||
+	    (a->mode & QFT_S_IFMT) != QFT_S_IFDIR)
+		return false;
+	a->nlink = 0;
+	return true;
+}
+
 void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 		    struct fuse_file_info *fi)
 {
@@ -185,6 +207,10 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 	qc_reply_free(&rep);
 	return;
 out_err:
+	if (r == -ENOENT && !fi && removed_dir_attr(fs, ino, &a)) {
+		reply_predicted(req, fs, qc_fs_node(fs, ino), &a);
+		return;
+	}
 	fuse_reply_err(req, -r);
 }
 
@@ -385,6 +411,14 @@ void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		qc_file_changed(hf, false);
 	}
 	qc_set_str(&m.path, path);
+	/*
+	 * By path on the meta stream: a pipelined CREATE still queued on
+	 * bulk (behind a tree copy's data) would run after it, and a
+	 * directory's times set here (tar sets them once it has filled the
+	 * directory) be overwritten by the create of its last file.
+	 */
+	if (!hf)
+		qc_step_settle(fs);
 	xgen = qc_hint_xattr_gen(fs);
 	qn_attr_stale(&fs->nodes, qc_fs_node(fs, ino));
 	agen = qn_attr_gen(&fs->nodes, qc_fs_node(fs, ino));

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fs/hints.h"
 #include "fs/idmap.h"
 #include "log.h"
 #include "net/conn.h"
@@ -217,16 +218,55 @@ void qc_caller_readlink(fuse_req_t req, fuse_ino_t ino)
 	AS_CALLER(req, qc_ops_readlink(req, ino));
 }
 
+/*
+ * The mode to create with in `parent`: the caller's umask applied unless
+ * the directory has a default ACL, which then decides alone (acl(5); a
+ * new subdirectory of one with `group::rwx` gets rwx, not the umask's
+ * r-x).  The kernel leaves the umask to us (FUSE_CAP_DONT_MASK, ops.c)
+ * and gives it with the request; without that capability it applied it
+ * already and gives 0.  The server, whose own umask is 0, makes what it
+ * is told, under a default ACL the ACL's.  A directory the listing says
+ * has no extended attributes at all needs no question; otherwise one
+ * GETXATTR of the default ACL, as the caller.
+ */
+static mode_t caller_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
+{
+	struct qc_fs *fs = fs_of(req);
+	mode_t mask = fuse_req_ctx(req)->umask & 0777;
+	char path[QFT_MAX_PATH + 1];
+	struct qc_reply rep;
+	struct qft_msg m;
+	int r;
+
+	if (mask == 0 || (mode & mask) == 0)
+		return mode;
+	if (qc_hint_noxattr(fs, qc_fs_node(fs, parent)))
+		return mode & ~mask;
+	if (qc_ops_node_path(fs, parent, NULL, path) < 0)
+		return mode & ~mask;
+	qft_msg_init(&m, QFT_OP_GETXATTR, 0);
+	qc_set_str(&m.path, path);
+	qc_set_str(&m.xname, "system.posix_acl_default");
+	m.length = 0;
+	r = qc_call(fs->conn, &m, &rep);
+	if (r < 0)
+		return mode & ~mask;
+	qc_reply_free(&rep);
+	return mode;
+}
+
 void qc_caller_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
-	AS_CALLER(req, qc_ops_mknod(req, parent, name, mode, rdev));
+	AS_CALLER(req, qc_ops_mknod(req, parent, name,
+				    caller_mode(req, parent, mode), rdev));
 }
 
 void qc_caller_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
-	AS_CALLER(req, qc_ops_mkdir(req, parent, name, mode));
+	AS_CALLER(req, qc_ops_mkdir(req, parent, name,
+				    caller_mode(req, parent, mode)));
 }
 
 void qc_caller_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -267,7 +307,8 @@ void qc_caller_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void qc_caller_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	AS_CALLER(req, qc_ops_create(req, parent, name, mode, fi));
+	AS_CALLER(req, qc_ops_create(req, parent, name,
+				     caller_mode(req, parent, mode), fi));
 }
 
 void qc_caller_opendir(fuse_req_t req, fuse_ino_t ino,

@@ -188,7 +188,10 @@ static bool predict_create(struct qc_fs *fs, struct qn_node *parent,
 	uint32_t uid, gid;
 
 	qc_ops_actor(fs, &uid, &gid);
-	if (!qn_get_attr(&fs->nodes, parent, &pa) ||
+	/* What a chmod or chown answered before the server did (rsync
+	 * sets a directory's mode, then fills it) made of it first. */
+	if ((!qc_ops_current_attr(fs, parent, &pa) &&
+	     !qn_get_attr(&fs->nodes, parent, &pa)) ||
 	    (pa.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
 	    !qc_ops_may_create_in(&pa, uid, gid) ||
 	    ((m->mode & S_ISGID) && uid != 0 && (pa.mode & S_ISGID) &&
@@ -415,6 +418,7 @@ void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	struct qc_fs *fs = fs_of(req);
 	struct qc_file *f = file_of(fi);
 	struct qc_reply rep;
+	struct qft_attr a;
 	struct qft_msg m;
 	int r;
 
@@ -444,6 +448,16 @@ void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 		qc_reply_free(&rep);
 	/* Punched or zeroed ranges, or a grown file, change what reads see. */
 	qc_ra_invalidate_file(fs, f);
+	/*
+	 * The server's fallocate cleared set-user-ID and set-group-ID as a
+	 * write does (as the caller), but this kernel marks only size and
+	 * times stale: a stat asking for the mode alone would be answered
+	 * the bits from before.  All its attributes, then (no inode lock).
+	 */
+	if (r == 0 && fs->se &&
+	    qn_get_attr(&fs->nodes, qc_fs_node(fs, ino), &a) &&
+	    (a.mode & (S_ISUID | S_ISGID)))
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 out:
 	fuse_reply_err(req, -r);
 }

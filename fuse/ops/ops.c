@@ -45,6 +45,21 @@ static void qc_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* The umask is applied by caller.c, only where the parent has no
+	 * default ACL (acl(5)), as a local file system does. */
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
+	/*
+	 * Where this kernel checks permissions anyway (default_permissions,
+	 * which a shared mount of a root server always has), it checks the
+	 * access ACLs as ext4 would, not the mode bits alone, and caches
+	 * them per inode (ls -l asks for each entry's).  Not elsewhere:
+	 * the capability turns default_permissions on, which on a mount of
+	 * another user's files would check this user's ids against owners
+	 * the server's user stands for (docs/security.md, "ACLs").
+	 */
+	if (fs->kernel_acls && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL;
 	/*
 	 * Writes go through to the server (write-behind is the protocol's
 	 * job, not the page cache's).  Locks are not forwarded: the kernel
