@@ -191,6 +191,8 @@ def test_link_made_on_the_server(lmount):
     src, mnt = lmount
     _write(P(mnt, 'a'), b'first')
     assert _read(P(mnt, 'a')) == b'first'
+    # Listed: the directory is leased, and the server tells of changes.
+    assert os.listdir(mnt) == ['a']
     st = os.stat(P(mnt, 'a'))
     os.link(P(src, 'a'), P(src, 'b'))
     util.until_visible(P(mnt, 'b'))

@@ -62,6 +62,32 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 				      a), a, xgen, passing, agen);
 }
 
+/*
+ * A LOOKUP found no `name` in `dir` where the table has one: it went on
+ * the server behind the client's back, and the notification, if any, is
+ * still on its way.  A file with other names loses this one here (paths
+ * use another) and its link count in the kernel, before the kernel sees
+ * the name gone and a stat through another could show the old count.
+ * Directories are left to the notification: a path through a directory
+ * renamed away fails the same way.
+ */
+static void name_gone(struct qc_fs *fs, struct qn_node *dir, const char *name)
+{
+	struct qn_node *n = qn_find_ref(&fs->nodes, dir, name);
+	struct qft_attr a;
+
+	if (!n)
+		return;
+	if (qn_get_attr(&fs->nodes, n, &a) &&
+	    (a.mode & QFT_S_IFMT) != QFT_S_IFDIR) {
+		qn_remove(&fs->nodes, dir, name);
+		if (fs->se)
+			fuse_lowlevel_notify_inval_inode(fs->se,
+				qn_to_ino(&fs->nodes, n), -1, 0);
+	}
+	qn_unref(&fs->nodes, n);
+}
+
 void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct qc_fs *fs = fs_of(req);
@@ -100,9 +126,11 @@ void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	qc_reply_free(&rep);
 	return;
 out_err:
-	if (r == -ENOENT && sent)
+	if (r == -ENOENT && sent) {
 		qc_dir_note_fetched(fs, qc_fs_node(fs, parent), name, NULL,
 				    &fb);
+		name_gone(fs, qc_fs_node(fs, parent), name);
+	}
 	if (r == -ENOENT && fs->negative_timeout > 0) {
 		struct fuse_entry_param e;
 
