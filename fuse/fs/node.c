@@ -534,6 +534,16 @@ static void names_changed_locked(struct qn_node *n)
 	attr_stale_locked(n);
 }
 
+/* A name of `n` went on the server (UNLINK, RENAME over it): one link
+ * less, which a prediction of its attributes shows (qc_step_predicted)
+ * until the server is asked again. */
+static void lost_link_locked(struct qn_node *n)
+{
+	names_changed_locked(n);
+	if (n->rtype != QFT_S_IFDIR && n->attr.nlink > 0)
+		n->attr.nlink--;
+}
+
 void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 {
 	struct qn_name *nm;
@@ -542,7 +552,7 @@ void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 	t->ns_gen++;
 	nm = qn_name_find(t, parent, name);
 	if (nm) {
-		names_changed_locked(nm->node);
+		lost_link_locked(nm->node);
 		parent->refs++;
 		drop_name(t, nm);
 		parent->refs--;
@@ -629,7 +639,7 @@ void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 			place(t, dst, parent, name);
 	} else {
 		if (dst) {
-			names_changed_locked(dst);
+			lost_link_locked(dst);
 			qn_name_unlink(t, dnm);
 		}
 		if (src) {
