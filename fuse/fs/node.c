@@ -794,8 +794,9 @@ void qn_note_fetched(struct qn_table *t, struct qn_node *n,
 		     const struct qft_attr *a, uint64_t gen, uint64_t until)
 {
 	pthread_mutex_lock(&t->lock);
-	/* A file with other names is written through nodes other than
-	 * this one (nodes are names): only the server knows its size. */
+	/* A file with other names may be written through a node other
+	 * than this one (a name looked up while it had one link is not
+	 * merged, node.h): only the server knows its size. */
 	if ((a->mode & QFT_S_IFMT) != QFT_S_IFDIR && a->nlink <= 1 &&
 	    !qn_has_writer(n))
 		note_fresh_locked(t, n, a, gen, until);

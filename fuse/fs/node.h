@@ -333,7 +333,8 @@ uint64_t qn_child_attr_gen(struct qn_table *t, struct qn_node *parent,
  * a read, which drops only its atime), so that an answer the client holds
  * needs no server -- nor waits for one while the link is down.  For a
  * node other than a directory (a directory's times change with what is
- * made in it), with one name (a write through another would not show),
+ * made in it), with one link (a name of it looked up while it had one
+ * is another node, and a write through it would not show),
  * not open for writing (writes change it behind the answer); for any
  * other, nothing is noted.
  */
