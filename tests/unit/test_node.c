@@ -460,9 +460,18 @@ static void test_links(void)
 	at.nlink = 3;
 	CHECK(qn_lookup(&t, root, "lnk", &at) != a);
 
-	/* Unlinking the name the paths use switches to another. */
+	/* A name the server told of (maybe gone) is used last. */
+	qn_child_attr_stale(&t, d1, "c");
+	CHECK_PATH(&t, a, NULL, "d2/b");
+	CHECK(look_linked(&t, d1, "c", 10, 3) == a);
+	CHECK_PATH(&t, a, NULL, "d1/c");
+	b = look_linked(&t, d2, "b", 10, 3);
+	/* Unlinking the name the paths use switches to another, and
+	 * counts one link less. */
 	qn_remove(&t, d2, "b");
 	CHECK_PATH(&t, a, NULL, "d1/c");
+	CHECK(qn_get_attr(&t, a, &at));
+	CHECK_EQ(at.nlink, 2);
 	/* Renaming one name away: the node follows to the new one. */
 	qn_rename(&t, d1, "c", d2, "moved", false);
 	CHECK_PATH(&t, a, NULL, "d2/moved");
