@@ -12,8 +12,6 @@
 #include "fs/node_internal.h"
 #include "protocol.h"
 
-#define INITIAL_BUCKETS 1024u
-
 /* Node ids are addresses; they must fit the kernel's 64-bit node id. */
 _Static_assert(sizeof(fuse_ino_t) >= sizeof(uintptr_t),
 	       "fuse_ino_t cannot hold a pointer");
@@ -44,93 +42,6 @@ bool qn_has_writer(const struct qn_node *n)
 	return false;
 }
 
-static size_t hash_of(const struct qn_node *parent, const char *name)
-{
-	uint64_t h = 14695981039346656037ull ^
-		     ((uint64_t)(uintptr_t)parent * 0x9e3779b97f4a7c15ull);
-
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		h ^= *p;
-		h *= 1099511628211ull;
-	}
-	return (size_t)(h ^ (h >> 32));
-}
-
-static struct qn_node **bucket_of(struct qn_table *t,
-				  const struct qn_node *parent,
-				  const char *name)
-{
-	return &t->buckets[hash_of(parent, name) & (t->nbuckets - 1)];
-}
-
-static struct qn_node *find(struct qn_table *t, const struct qn_node *parent,
-			    const char *name)
-{
-	struct qn_node *n = *bucket_of(t, parent, name);
-
-	for (; n; n = n->hnext)
-		if (n->parent == parent && strcmp(n->name, name) == 0)
-			return n;
-	return NULL;
-}
-
-static void unhash(struct qn_table *t, struct qn_node *n)
-{
-	struct qn_node **pp;
-
-	if (!n->hashed)
-		return;
-	for (pp = bucket_of(t, n->parent, n->name); *pp; pp = &(*pp)->hnext) {
-		if (*pp == n) {
-			*pp = n->hnext;
-			break;
-		}
-	}
-	n->hnext = NULL;
-	n->hashed = false;
-	t->count--;
-}
-
-/* Doubles the bucket array at load 1; on failure chains just get longer. */
-static void grow(struct qn_table *t)
-{
-	size_t nb = t->nbuckets * 2;
-	struct qn_node **nbuckets;
-
-	if (t->count < t->nbuckets)
-		return;
-	nbuckets = calloc(nb, sizeof(*nbuckets));
-	if (!nbuckets)
-		return;
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct qn_node *n = t->buckets[i];
-
-		while (n) {
-			struct qn_node *next = n->hnext;
-			size_t b = hash_of(n->parent, n->name) & (nb - 1);
-
-			n->hnext = nbuckets[b];
-			nbuckets[b] = n;
-			n = next;
-		}
-	}
-	free(t->buckets);
-	t->buckets = nbuckets;
-	t->nbuckets = nb;
-}
-
-static void hash_insert(struct qn_table *t, struct qn_node *n)
-{
-	struct qn_node **b;
-
-	grow(t);
-	b = bucket_of(t, n->parent, n->name);
-	n->hnext = *b;
-	*b = n;
-	n->hashed = true;
-	t->count++;
-}
-
 static size_t vbucket(const struct qn_table *t, uint64_t rino)
 {
 	return (size_t)((rino * 0x9e3779b97f4a7c15ull) >> 32) &
@@ -158,7 +69,7 @@ static void vunhash(struct qn_table *t, struct qn_node *n)
 /* Doubles the vino buckets at load 1; on failure chains get longer. */
 static void vgrow(struct qn_table *t)
 {
-	size_t nb = t->nvbuckets ? t->nvbuckets * 2 : INITIAL_BUCKETS;
+	size_t nb = t->nvbuckets ? t->nvbuckets * 2 : QN_INITIAL_BUCKETS;
 	struct qn_node **nbuckets, **old = t->vbuckets;
 	size_t oldn = t->nvbuckets;
 
@@ -202,47 +113,78 @@ static void vhash(struct qn_table *t, struct qn_node *n)
 	t->vcount++;
 }
 
-/* Frees `n` and then each ancestor that nothing holds any more. */
+/* Frees `n` and then each ancestor that nothing holds any more.  A file
+ * has a parent per name; the ancestors of one are directories, which have
+ * one name, so the recursion is one level deep. */
 void qn_maybe_free(struct qn_table *t, struct qn_node *n)
 {
 	while (n && n != &t->root && n->nlookup == 0 && n->refs == 0) {
-		struct qn_node *parent = n->parent;
+		struct qn_node *up = NULL;
 
-		unhash(t, n);
+		while (n->names) {
+			struct qn_node *parent = n->names->parent;
+
+			if (n->changed_ns > parent->child_changed_ns)
+				parent->child_changed_ns = n->changed_ns;
+			parent->refs++;         /* until n is gone */
+			qn_name_unlink(t, n->names);
+			if (up) {
+				up->refs--;
+				qn_maybe_free(t, up);
+			}
+			up = parent;
+		}
+		qn_obj_unhash(t, n);
 		vunhash(t, n);
 		n->aprev->anext = n->anext;
 		n->anext->aprev = n->aprev;
-		if (parent && n->changed_ns > parent->child_changed_ns)
-			parent->child_changed_ns = n->changed_ns;
-		free(n->name);
 		free(n);
-		if (!parent)
+		if (!up)
 			break;
-		parent->refs--;
-		n = parent;
+		up->refs--;
+		n = up;
 	}
 }
 
-/* Takes `n` out of the namespace: it keeps living for the kernel. */
+/* Takes name `nm` from its node, which is detached if that was its last
+ * name and freed if nothing holds it; the parent is pinned by the caller. */
+static void drop_name(struct qn_table *t, struct qn_name *nm)
+{
+	struct qn_node *n = nm->node;
+
+	qn_name_unlink(t, nm);
+	qn_maybe_free(t, n);
+}
+
+/* The node of `name` in `parent`, or NULL. */
+static struct qn_node *find(struct qn_table *t, const struct qn_node *parent,
+			    const char *name)
+{
+	struct qn_name *nm = qn_name_find(t, parent, name);
+
+	return nm ? nm->node : NULL;
+}
+
+/* Takes every name of `n` (it keeps living for the kernel). */
 static void detach(struct qn_table *t, struct qn_node *n)
 {
-	struct qn_node *parent = n->parent;
+	n->refs++;
+	while (n->names) {
+		struct qn_node *parent = qn_name_unlink(t, n->names);
 
-	unhash(t, n);
-	n->parent = NULL;
-	if (parent)
-		parent->refs--;
+		qn_maybe_free(t, parent);
+	}
+	n->refs--;
 	qn_maybe_free(t, n);
-	qn_maybe_free(t, parent);
 }
 
 int qn_table_init(struct qn_table *t)
 {
 	memset(t, 0, sizeof(*t));
-	t->buckets = calloc(INITIAL_BUCKETS, sizeof(*t->buckets));
+	t->buckets = calloc(QN_INITIAL_BUCKETS, sizeof(*t->buckets));
 	if (!t->buckets)
 		return -ENOMEM;
-	t->nbuckets = INITIAL_BUCKETS;
+	t->nbuckets = QN_INITIAL_BUCKETS;
 	t->next_vino = QN_VINO_BASE;
 	t->root.rtype = QFT_S_IFDIR;
 	t->root.anext = t->root.aprev = &t->root;
@@ -272,7 +214,12 @@ void qn_table_destroy(struct qn_table *t,
 		struct qn_node *next = n->anext;
 
 		drop_files(n, drop_file);
-		free(n->name);
+		while (n->names) {
+			struct qn_name *nm = n->names;
+
+			n->names = nm->next;
+			free(nm);
+		}
 		free(n);
 		n = next;
 	}
@@ -281,6 +228,8 @@ void qn_table_destroy(struct qn_table *t,
 	t->buckets = NULL;
 	free(t->vbuckets);
 	t->vbuckets = NULL;
+	free(t->obuckets);
+	t->obuckets = NULL;
 	pthread_mutex_destroy(&t->lock);
 }
 
@@ -296,51 +245,6 @@ uint64_t qn_to_ino(struct qn_table *t, struct qn_node *n)
 	if (n == &t->root)
 		return FUSE_ROOT_ID;
 	return (uint64_t)(uintptr_t)n;
-}
-
-int qn_path(struct qn_table *t, struct qn_node *n, const char *name,
-	    char *buf)
-{
-	size_t total = 0, pos, len;
-	int r;
-
-	pthread_mutex_lock(&t->lock);
-	for (struct qn_node *p = n; p != &t->root; p = p->parent) {
-		if (!p->hashed) {
-			r = -ENOENT;
-			goto out_unlock;
-		}
-		total += strlen(p->name) + 1;
-	}
-	if (name)
-		total += strlen(name) + 1;
-	if (total)
-		total--; /* no leading slash */
-	if (total > QFT_MAX_PATH) {
-		r = -ENAMETOOLONG;
-		goto out_unlock;
-	}
-
-	pos = total;
-	buf[pos] = '\0';
-	if (name) {
-		len = strlen(name);
-		pos -= len;
-		memcpy(buf + pos, name, len);
-		if (pos)
-			buf[--pos] = '/';
-	}
-	for (struct qn_node *p = n; p != &t->root; p = p->parent) {
-		len = strlen(p->name);
-		pos -= len;
-		memcpy(buf + pos, p->name, len);
-		if (pos)
-			buf[--pos] = '/';
-	}
-	r = (int)total;
-out_unlock:
-	pthread_mutex_unlock(&t->lock);
-	return r;
 }
 
 static bool same_time(const struct qft_time *a, const struct qft_time *b)
@@ -365,56 +269,89 @@ static void set_attr_locked(struct qn_table *t, struct qn_node *n,
 {
 	if (n->rino != a->ino) {
 		vunhash(t, n);
+		qn_obj_unhash(t, n);
 		n->rino = a->ino;
 		vhash(t, n);
 	}
 	n->rtype = a->mode & QFT_S_IFMT;
+	qn_obj_sync(t, n);
 	note_times_locked(n, a, known);
 	n->attr = *a;
 }
 
 /*
+ * The node that attributes `a` of a name not in the table name: a
+ * non-directory the table has under another name, when `a` says it has
+ * other names (a file with one link is another object, whatever its
+ * number: one whose inode was reused, or on another device).
+ */
+static struct qn_node *same_object(struct qn_table *t, const struct qft_attr *a)
+{
+	struct qn_node *n;
+
+	if ((a->mode & QFT_S_IFMT) == QFT_S_IFDIR || a->nlink < 2)
+		return NULL;
+	n = qn_obj_find(t, a->ino);
+	return n && n->rtype == (a->mode & QFT_S_IFMT) ? n : NULL;
+}
+
+/* A new node, on the list of all nodes, with no name yet. */
+static struct qn_node *new_node(struct qn_table *t, struct qn_node *parent)
+{
+	struct qn_node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	/* What a freed node of this name was stamped with is kept only in
+	 * its parent's aggregate: a new node starts from it, or attributes
+	 * fetched before that change would be trusted again once the
+	 * kernel had forgotten the old node. */
+	n->changed_ns = parent->child_changed_ns;
+	n->anext = t->root.anext;
+	n->aprev = &t->root;
+	t->root.anext->aprev = n;
+	t->root.anext = n;
+	return n;
+}
+
+/*
  * The node of `name` in `parent` for attributes `a`, made if needed (NULL
- * when out of memory); table lock held, parent pinned by the caller.
+ * when out of memory); table lock held, parent pinned by the caller.  The
+ * name becomes the one its node's paths use: it was just confirmed.
  */
 static struct qn_node *get_child(struct qn_table *t, struct qn_node *parent,
 				 const char *name, const struct qft_attr *a)
 {
-	struct qn_node *n;
+	struct qn_name *nm = qn_name_find(t, parent, name);
+	struct qn_node *n = nm ? nm->node : NULL;
 	bool known;
 
-	n = find(t, parent, name);
 	/* rino 0: a file this client created and whose CREATE is not
 	 * answered yet (qn_note_created), not another object. */
 	if (n && ((n->rino && n->rino != a->ino) ||
 		  n->rtype != (a->mode & QFT_S_IFMT))) {
-		/* A different object now has the name; the old node stays
-		 * with the kernel until it forgets it. */
-		detach(t, n);
+		/* A different object now has the name; the old node keeps
+		 * its other names, or stays with the kernel until it
+		 * forgets it. */
+		drop_name(t, nm);
 		n = NULL;
+		nm = NULL;
 	}
-	known = n != NULL;
-	if (!n) {
-		n = calloc(1, sizeof(*n));
+	if (nm) {
+		qn_name_first(nm);
+		known = true;
+	} else {
+		n = same_object(t, a);
+		known = n != NULL;
+		if (!n)
+			n = new_node(t, parent);
 		if (!n)
 			return NULL;
-		n->name = strdup(name);
-		if (!n->name) {
-			free(n);
+		if (qn_name_add(t, n, parent, name) < 0) {
+			if (!known)
+				qn_maybe_free(t, n);    /* unnamed: freed */
 			return NULL;
 		}
-		n->parent = parent;
-		parent->refs++;
-		/* What a freed node of this name was stamped with is kept
-		 * only in its parent's aggregate: a new node starts from it,
-		 * or attributes fetched before that change would be trusted
-		 * again once the kernel had forgotten the old node. */
-		n->changed_ns = parent->child_changed_ns;
-		hash_insert(t, n);
-		n->anext = t->root.anext;
-		n->aprev = &t->root;
-		t->root.anext->aprev = n;
-		t->root.anext = n;
 	}
 	set_attr_locked(t, n, a, known);
 	return n;
@@ -478,26 +415,6 @@ void qn_unref(struct qn_table *t, struct qn_node *n)
 		qn_maybe_free(t, n);
 	}
 	pthread_mutex_unlock(&t->lock);
-}
-
-int qn_parent_ref(struct qn_table *t, struct qn_node *n,
-		  struct qn_node **parent, char *name)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&t->lock);
-	if (n == &t->root || !n->hashed || !n->parent) {
-		r = -ENOENT;
-		goto out_unlock;
-	}
-	*parent = n->parent;
-	n->parent->refs++;
-	/* Names are checked against QFT_MAX_NAME before they get here. */
-	strncpy(name, n->name, QFT_MAX_NAME);
-	name[QFT_MAX_NAME] = '\0';
-out_unlock:
-	pthread_mutex_unlock(&t->lock);
-	return r;
 }
 
 uint64_t qn_provisional_ino(struct qn_table *t, struct qn_node *n)
@@ -592,7 +509,8 @@ void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup)
 	if (n != &t->root) {
 		if (n->nlookup < nlookup) {
 			qft_warn("kernel forgot %llu lookups of '%s', only %llu known",
-				 (unsigned long long)nlookup, n->name,
+				 (unsigned long long)nlookup,
+				 n->names ? n->names->name : "(detached)",
 				 (unsigned long long)n->nlookup);
 			nlookup = n->nlookup;
 		}
@@ -602,65 +520,95 @@ void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup)
 	pthread_mutex_unlock(&t->lock);
 }
 
+static void attr_stale_locked(struct qn_node *n)
+{
+	n->attr_gen++;
+	n->attr_until = 0;
+}
+
+/* The object of `n` lost or gained a name: its link count and ctime
+ * changed, so what was fetched before is stale. */
+static void names_changed_locked(struct qn_node *n)
+{
+	n->changed_ns = now_ns();
+	attr_stale_locked(n);
+}
+
+/* A name of `n` went on the server (UNLINK, RENAME over it): one link
+ * less, which a prediction of its attributes shows (qc_step_predicted)
+ * until the server is asked again. */
+static void lost_link_locked(struct qn_node *n)
+{
+	names_changed_locked(n);
+	if (n->rtype != QFT_S_IFDIR && n->attr.nlink > 0)
+		n->attr.nlink--;
+}
+
 void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name)
 {
-	struct qn_node *n;
+	struct qn_name *nm;
 
 	pthread_mutex_lock(&t->lock);
 	t->ns_gen++;
-	n = find(t, parent, name);
-	if (n) {
+	nm = qn_name_find(t, parent, name);
+	if (nm) {
+		lost_link_locked(nm->node);
 		parent->refs++;
-		detach(t, n);
+		drop_name(t, nm);
 		parent->refs--;
 		qn_maybe_free(t, parent);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
 
-size_t qn_other_names(struct qn_table *t, struct qn_node *parent,
-		      const char *name, uint64_t *ids, size_t max)
+struct qn_node *qn_link(struct qn_table *t, struct qn_node *n,
+			struct qn_node *parent, const char *name,
+			const struct qft_attr *a)
 {
-	struct qn_node *n;
-	size_t k = 0;
+	struct qn_name *nm;
+	struct qn_node *r = NULL;
 
 	pthread_mutex_lock(&t->lock);
-	n = find(t, parent, name);
-	/* Rare (hard links), so a walk of every node rather than an index
-	 * that every lookup would pay for. */
-	if (n && n->rino && n->attr.nlink > 1 && n->rtype != QFT_S_IFDIR) {
-		for (struct qn_node *o = t->root.anext;
-		     o != &t->root && k < max; o = o->anext)
-			if (o != n && o->rino == n->rino)
-				ids[k++] = (uint64_t)(uintptr_t)o;
+	t->ns_gen++;
+	parent->refs++;
+	n->refs++;
+	nm = qn_name_find(t, parent, name);
+	if (nm && nm->node == n) {
+		qn_name_first(nm);
+	} else {
+		if (nm)
+			drop_name(t, nm);
+		if (qn_name_add(t, n, parent, name) < 0)
+			goto out_unpin;
 	}
+	/* The LINK's answer is the object's, with its new link count and
+	 * ctime: n was made by a CREATE not yet answered, or is it. */
+	if (!n->rino || n->rino == a->ino)
+		set_attr_locked(t, n, a, true);
+	names_changed_locked(n);
+	n->nlookup++;
+	r = n;
+out_unpin:
+	n->refs--;
+	parent->refs--;
+	qn_maybe_free(t, n);
+	qn_maybe_free(t, parent);
 	pthread_mutex_unlock(&t->lock);
-	return k;
+	return r;
 }
 
-/* Gives unhashed node `n` a new place; detaches it if memory runs out. */
+/* Gives node `n` (pinned) the name `name` in `parent`, first of its names;
+ * out of memory, it just has one name less. */
 static void place(struct qn_table *t, struct qn_node *n,
 		  struct qn_node *parent, const char *name)
 {
-	char *dup = strdup(name);
-	struct qn_node *old = n->parent;
-
-	if (!dup) {
-		detach(t, n);
-		return;
-	}
-	free(n->name);
-	n->name = dup;
-	parent->refs++;
-	n->parent = parent;
-	if (old)
-		old->refs--;
-	hash_insert(t, n);
+	(void)qn_name_add(t, n, parent, name);
 }
 
 void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 	       struct qn_node *newparent, const char *newname, bool exchange)
 {
+	struct qn_name *snm, *dnm;
 	struct qn_node *src, *dst;
 
 	pthread_mutex_lock(&t->lock);
@@ -668,26 +616,44 @@ void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 	/* Pin both directories: moving children out must not free them. */
 	parent->refs++;
 	newparent->refs++;
-	src = find(t, parent, name);
-	dst = find(t, newparent, newname);
-	if (src == dst)
+	snm = qn_name_find(t, parent, name);
+	dnm = qn_name_find(t, newparent, newname);
+	src = snm ? snm->node : NULL;
+	dst = dnm ? dnm->node : NULL;
+	/* The same name, or two links of one file: nothing moved. */
+	if (snm == dnm || (src && src == dst))
 		goto out_unpin;
+	/* The nodes live on while their names move. */
+	if (src)
+		src->refs++;
+	if (dst)
+		dst->refs++;
 	if (exchange) {
-		if (src)
-			unhash(t, src);
-		if (dst)
-			unhash(t, dst);
+		if (snm)
+			qn_name_unlink(t, snm);
+		if (dnm)
+			qn_name_unlink(t, dnm);
 		if (src)
 			place(t, src, newparent, newname);
 		if (dst)
 			place(t, dst, parent, name);
 	} else {
-		if (dst)
-			detach(t, dst);
+		if (dst) {
+			lost_link_locked(dst);
+			qn_name_unlink(t, dnm);
+		}
 		if (src) {
-			unhash(t, src);
+			qn_name_unlink(t, snm);
 			place(t, src, newparent, newname);
 		}
+	}
+	if (src) {
+		src->refs--;
+		qn_maybe_free(t, src);
+	}
+	if (dst) {
+		dst->refs--;
+		qn_maybe_free(t, dst);
 	}
 out_unpin:
 	parent->refs--;
@@ -731,17 +697,12 @@ void qn_file_note_attr(struct qn_table *t, struct qn_file *f,
 
 void qn_file_unlink_node(struct qn_table *t, struct qn_file *f)
 {
-	struct qn_node *n, *parent;
+	struct qn_node *n;
 
 	pthread_mutex_lock(&t->lock);
 	n = f->node;
-	parent = n ? n->parent : NULL;
-	if (parent && n->hashed) {
-		parent->refs++;
+	if (n && n->names)
 		detach(t, n);
-		parent->refs--;
-		qn_maybe_free(t, parent);
-	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -794,21 +755,25 @@ void qn_file_note_fresh(struct qn_table *t, struct qn_file *f,
 	pthread_mutex_unlock(&t->lock);
 }
 
-static void attr_stale_locked(struct qn_node *n)
-{
-	n->attr_gen++;
-	n->attr_until = 0;
-}
-
 void qn_child_attr_stale(struct qn_table *t, struct qn_node *parent,
 			 const char *name)
 {
-	struct qn_node *n;
+	struct qn_name *nm, **pp;
 
 	pthread_mutex_lock(&t->lock);
-	n = find(t, parent, name);
-	if (n)
-		attr_stale_locked(n);
+	nm = qn_name_find(t, parent, name);
+	if (nm) {
+		attr_stale_locked(nm->node);
+		/* The name may be gone: another of a linked file's names
+		 * serves its paths until a lookup confirms this one. */
+		for (pp = &nm->node->names; *pp != nm; pp = &(*pp)->next)
+			;
+		*pp = nm->next;
+		for (; *pp; pp = &(*pp)->next)
+			;
+		*pp = nm;
+		nm->next = NULL;
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -829,8 +794,9 @@ void qn_note_fetched(struct qn_table *t, struct qn_node *n,
 		     const struct qft_attr *a, uint64_t gen, uint64_t until)
 {
 	pthread_mutex_lock(&t->lock);
-	/* A file with other names is written through nodes other than
-	 * this one (nodes are names): only the server knows its size. */
+	/* A file with other names may be written through a node other
+	 * than this one (a name looked up while it had one link is not
+	 * merged, node.h): only the server knows its size. */
 	if ((a->mode & QFT_S_IFMT) != QFT_S_IFDIR && a->nlink <= 1 &&
 	    !qn_has_writer(n))
 		note_fresh_locked(t, n, a, gen, until);
@@ -904,16 +870,9 @@ bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out)
 
 void qn_unlink_node(struct qn_table *t, struct qn_node *n)
 {
-	struct qn_node *parent;
-
 	pthread_mutex_lock(&t->lock);
-	parent = n->parent;
-	if (parent && n->hashed) {
-		parent->refs++;
+	if (n->names)
 		detach(t, n);
-		parent->refs--;
-		qn_maybe_free(t, parent);
-	}
 	pthread_mutex_unlock(&t->lock);
 }
 

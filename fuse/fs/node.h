@@ -1,25 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The client's inode table.  The protocol names objects by path, the kernel
- * by node id; a node is one name in one directory, and the table turns a
- * node id back into a path by walking up to the root.
+ * by node id; a node is one object of the server (one inode), known by one
+ * or more names, and the table turns a node id back into a path by walking
+ * up to the root from one of them.
  *
  * A node's id is its address (the root is FUSE_ROOT_ID).  It lives while
  * the kernel holds lookups on it (nlookup, from entry replies, dropped by
- * FORGET) or anything else refers to it (refs: its children, which point
- * to their parent, and open files).  Nodes are found by (parent, name) in a
- * hash, so looking up the same name twice gives the same node.
+ * FORGET) or anything else refers to it (refs: the names of its children,
+ * which point to their parent, and open files).  Names are found by
+ * (parent, name) in a hash, so looking up the same name twice gives the
+ * same node.  A name that leads to a non-directory the table already has
+ * (the same server inode number, and a link count above one: a hard
+ * link) is added to that node, so that every name of a hard-linked file
+ * is one kernel inode: one page cache, one st_ino, one link count, as on a
+ * local disk.  Directories have one name each.
  *
- * Unlink, rmdir and a rename over an existing name detach the node that
- * had the name: it leaves the hash and its parent, and operations on it by
- * path fail with ENOENT.  Open files of a detached node keep working
- * through their handles (qn_file_borrow).
+ * A node with several names uses the one confirmed last (looked up,
+ * linked or renamed to) for path-based requests.  Unlink, rmdir and a
+ * rename over an existing name take that name from its node; a node whose
+ * last name goes is detached: operations on it by path fail with ENOENT,
+ * and its open files keep working through their handles (qn_file_borrow).
  *
  * One mutex, qn_table.lock, guards every field marked "table lock" in all
- * nodes; no node field is read or written without it, and nothing outside
- * node.c takes it: the functions below do.  Lock order: the table lock,
- * then an open file's own lock (qn_for_each_file's callback); never the
- * other way round.
+ * nodes and names; no node field is read or written without it, and
+ * nothing outside the table's files (node.c, node_name.c, node_file.c)
+ * takes it: the functions below do.  Lock order: the table lock, then an
+ * open file's own lock (qn_for_each_file's callback); never the other way
+ * round.
  *
  * Error convention: 0 (or a length) or a negative errno.
  */
@@ -53,12 +61,24 @@ struct qn_file {
 				 * reconnect) */
 };
 
+/* One name of a node: `name` in directory `parent`. */
+struct qn_name {
+	struct qn_node *parent; /* table lock; holds a ref */
+	struct qn_node *node;   /* table lock: the node it names */
+	struct qn_name *hnext;  /* table lock: hash chain */
+	struct qn_name *next;   /* table lock: the node's other names */
+	char name[];            /* NUL-terminated */
+};
+
 struct qn_node {
-	struct qn_node *parent; /* table lock; holds a ref; NULL if detached */
-	char *name;             /* table lock; NULL for the root */
-	struct qn_node *hnext;  /* table lock: hash chain */
+	/* table lock: the names it is known by, the one for paths first;
+	 * NULL when detached, and for the root */
+	struct qn_name *names;
 	struct qn_node *anext, *aprev; /* table lock: list of all nodes */
-	bool hashed;            /* table lock: reachable by (parent, name) */
+	/* table lock: chain of the object hash, and whether on it: a named
+	 * non-directory with a known server inode (qn_lookup's hard links) */
+	struct qn_node *onext;
+	bool ohashed;
 	uint64_t nlookup;       /* table lock: kernel lookups not forgotten */
 	uint64_t refs;          /* table lock: children and open files */
 	uint64_t rino;          /* table lock: server inode number */
@@ -105,9 +125,14 @@ struct qn_node {
 struct qn_table {
 	pthread_mutex_t lock;
 	struct qn_node root;    /* never freed; has no name and no parent */
-	struct qn_node **buckets;  /* lock */
+	struct qn_name **buckets;  /* lock: names by (parent, name) */
 	size_t nbuckets;        /* lock: a power of two */
-	size_t count;           /* lock: hashed nodes */
+	size_t count;           /* lock: hashed names */
+	/* lock: named non-directories by server inode (qn_node.ohashed),
+	 * ocount of them */
+	struct qn_node **obuckets;
+	size_t nobuckets;       /* lock: a power of two */
+	size_t ocount;          /* lock */
 	/*
 	 * lock: nodes with a provisional inode number and a known server
 	 * one, by server inode (qn_shown_ino); vcount of them
@@ -152,22 +177,32 @@ int qn_path(struct qn_table *t, struct qn_node *n, const char *name,
 struct qn_node *qn_lookup(struct qn_table *t, struct qn_node *parent,
 			  const char *name, const struct qft_attr *a);
 
+/*
+ * A LINK of `n` answered with attributes `a`: `name` in `parent` is one
+ * more name of `n` (a name there before leaves its node), the one for
+ * paths from now on; nlookup is incremented as by qn_lookup.  Returns `n`,
+ * or NULL when out of memory.
+ */
+struct qn_node *qn_link(struct qn_table *t, struct qn_node *n,
+			struct qn_node *parent, const char *name,
+			const struct qft_attr *a);
+
 /* Drops `n` kernel lookups (FORGET). */
 void qn_forget(struct qn_table *t, struct qn_node *n, uint64_t nlookup);
 
-/* Detaches the node called `name` in `parent`, if any (unlink, rmdir). */
+/*
+ * Takes `name` in `parent` from its node, if any (unlink, rmdir): the node
+ * is detached when that was its last name, and otherwise keeps its other
+ * names with its attributes stale (link count and ctime changed).
+ */
 void qn_remove(struct qn_table *t, struct qn_node *parent, const char *name);
 
 /*
- * The kernel ids of up to `max` nodes other than `name` in `parent` that
- * are names of the same server inode, when it has more than one link:
- * their link counts change with an unlink or a rename over it.  Returns
- * how many.
+ * Moves (or with `exchange` swaps) names after a successful rename.  A
+ * name renamed over loses its node as qn_remove; two names of one node
+ * stay as they are (rename(2) of a link onto another link of the same
+ * file does nothing).
  */
-size_t qn_other_names(struct qn_table *t, struct qn_node *parent,
-		      const char *name, uint64_t *ids, size_t max);
-
-/* Moves (or with `exchange` swaps) names after a successful rename. */
 void qn_rename(struct qn_table *t, struct qn_node *parent, const char *name,
 	       struct qn_node *newparent, const char *newname, bool exchange);
 
@@ -283,7 +318,8 @@ void qn_file_attr_stale(struct qn_table *t, struct qn_file *f);
 /* A name was linked, unlinked or renamed: no attributes are fresh. */
 void qn_names_changed(struct qn_table *t);
 /* The server told of a change of `name` in `parent`: its node's
- * attributes are not fresh any more (qn_note_fetched). */
+ * attributes are not fresh any more (qn_note_fetched), and the name,
+ * which may be gone, is the last of its node's names for paths. */
 void qn_child_attr_stale(struct qn_table *t, struct qn_node *parent,
 			 const char *name);
 /* qn_attr_gen of `name` in `parent`, or 0 (a new node's) when it has no
@@ -297,7 +333,8 @@ uint64_t qn_child_attr_gen(struct qn_table *t, struct qn_node *parent,
  * a read, which drops only its atime), so that an answer the client holds
  * needs no server -- nor waits for one while the link is down.  For a
  * node other than a directory (a directory's times change with what is
- * made in it), with one name (a write through another would not show),
+ * made in it), with one link (a name of it looked up while it had one
+ * is another node, and a write through it would not show),
  * not open for writing (writes change it behind the answer); for any
  * other, nothing is noted.
  */

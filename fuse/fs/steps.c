@@ -171,10 +171,22 @@ bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 		       struct qft_attr *out)
 {
 	struct predicted p = { .out = out };
+	struct qft_attr known;
+	bool have = qn_get_attr(&fs->nodes, n, &known);
 
 	/* Even with a CREATE unanswered: the inode number shown is the
 	 * node's provisional one (node.h). */
 	qn_for_each_file(&fs->nodes, n, file_predicted, &p);
+	/* No step changes the link count: LINK, UNLINK and RENAME do, and
+	 * the node holds what they made it, through every name (node.h),
+	 * with their ctime when it is the later one. */
+	if (p.found && have && known.mode) {
+		out->nlink = known.nlink;
+		if (known.ctime.sec > out->ctime.sec ||
+		    (known.ctime.sec == out->ctime.sec &&
+		     known.ctime.nsec > out->ctime.nsec))
+			out->ctime = known.ctime;
+	}
 	return p.found;
 }
 

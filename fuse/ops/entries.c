@@ -24,15 +24,13 @@
 /* `passing`: an answer true only for this request (make_entry), which
  * the kernel and the node must not keep.  `agen`: for a LOOKUP's answer,
  * the node's attr_gen before it was sent (qn_note_fetched), else NULL. */
-static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
-			const char *name, const struct qft_attr *a,
-			uint64_t xgen, bool passing, const uint64_t *agen)
+static void reply_node(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
+		       const struct qft_attr *a, uint64_t xgen, bool passing,
+		       const uint64_t *agen)
 {
 	struct fuse_entry_param e;
 	struct qft_attr fresh;
-	struct qn_node *n;
 
-	n = qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name, a);
 	if (!n) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -52,6 +50,42 @@ static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
 	 * neither does the lookup it counted. */
 	if (fuse_reply_entry(req, &e) != 0)
 		qn_forget(&fs->nodes, n, 1);
+}
+
+/* reply_node for the node `name` in `parent` leads to (made if needed;
+ * the node of another name of the same file if it is a hard link). */
+static void reply_entry(fuse_req_t req, struct qc_fs *fs, fuse_ino_t parent,
+			const char *name, const struct qft_attr *a,
+			uint64_t xgen, bool passing, const uint64_t *agen)
+{
+	reply_node(req, fs, qn_lookup(&fs->nodes, qc_fs_node(fs, parent), name,
+				      a), a, xgen, passing, agen);
+}
+
+/*
+ * A LOOKUP found no `name` in `dir` where the table has one: it went on
+ * the server behind the client's back, and the notification, if any, is
+ * still on its way.  A file with other names loses this one here (paths
+ * use another) and its link count in the kernel, before the kernel sees
+ * the name gone and a stat through another could show the old count.
+ * Directories are left to the notification: a path through a directory
+ * renamed away fails the same way.
+ */
+static void name_gone(struct qc_fs *fs, struct qn_node *dir, const char *name)
+{
+	struct qn_node *n = qn_find_ref(&fs->nodes, dir, name);
+	struct qft_attr a;
+
+	if (!n)
+		return;
+	if (qn_get_attr(&fs->nodes, n, &a) &&
+	    (a.mode & QFT_S_IFMT) != QFT_S_IFDIR) {
+		qn_remove(&fs->nodes, dir, name);
+		if (fs->se)
+			fuse_lowlevel_notify_inval_inode(fs->se,
+				qn_to_ino(&fs->nodes, n), -1, 0);
+	}
+	qn_unref(&fs->nodes, n);
 }
 
 void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -92,9 +126,11 @@ void qc_ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	qc_reply_free(&rep);
 	return;
 out_err:
-	if (r == -ENOENT && sent)
+	if (r == -ENOENT && sent) {
 		qc_dir_note_fetched(fs, qc_fs_node(fs, parent), name, NULL,
 				    &fb);
+		name_gone(fs, qc_fs_node(fs, parent), name);
+	}
 	if (r == -ENOENT && fs->negative_timeout > 0) {
 		struct fuse_entry_param e;
 
@@ -213,27 +249,13 @@ void qc_ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	make_entry(req, parent, name, &m);
 }
 
-/* UNLINK and RMDIR: the name goes away on the server, then here. */
 /*
- * `name` in `parent` is about to lose its object: the kernel's other
- * inodes of that object (nodes are names here) have a stale link count
- * it would otherwise keep for attr_timeout.  Before the reply, so that a
- * stat right after unlink(2) or rename(2) returns sees the new count.
+ * UNLINK and RMDIR: the name goes away on the server, then here.  A file
+ * with other names keeps its node (node.h), whose link count and ctime
+ * the kernel then asks for again: it drops its own copy of the inode's
+ * attributes when unlink(2) or rename(2) over a name succeeds, and the
+ * table no longer answers from what it fetched before.
  */
-static void others_lose_a_link(struct qc_fs *fs, fuse_ino_t parent,
-			       const char *name)
-{
-	uint64_t ids[16];
-	size_t n;
-
-	n = qn_other_names(&fs->nodes, qc_fs_node(fs, parent), name, ids,
-			   sizeof(ids) / sizeof(ids[0]));
-	if (n)
-		qn_names_changed(&fs->nodes);
-	for (size_t i = 0; i < n && fs->se; i++)
-		fuse_lowlevel_notify_inval_inode(fs->se, ids[i], -1, 0);
-}
-
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 uint16_t op)
 {
@@ -259,7 +281,6 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 	qc_reply_free(&rep);
-	others_lose_a_link(fs, parent, name);
 	qc_dir_note_gone(fs, qc_fs_node(fs, parent), name);
 	qn_remove(&fs->nodes, qc_fs_node(fs, parent), name);
 out:
@@ -353,9 +374,10 @@ static int rename_async(struct qc_fs *fs, struct qn_node *dir,
 
 /*
  * Whether two names are, as far as this client knows, links of one
- * server inode: rename(2) then does nothing and both names stay, while
- * the kernel, which sees two inodes (nodes are names here), moves its
- * dentry as for any rename.
+ * server inode: rename(2) then does nothing and both names stay.  The
+ * kernel does not ask when both lead to one node (vfs_rename returns at
+ * once); when they do not (a link the table could not tell from another
+ * file), it moves its dentry as for any rename, and the node follows.
  */
 static bool same_object(struct qc_fs *fs, fuse_ino_t parent, const char *name,
 			fuse_ino_t newparent, const char *newname)
@@ -440,8 +462,6 @@ void qc_ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 out_renamed:
-	if (!(flags & RENAME_EXCHANGE))
-		others_lose_a_link(fs, newparent, newname);
 	qc_dir_note_rename(fs, qc_fs_node(fs, parent), name,
 			   qc_fs_node(fs, newparent), newname,
 			   flags & RENAME_EXCHANGE);
@@ -479,17 +499,14 @@ void qc_ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	qc_dir_note_link(fs, qc_fs_node(fs, newparent), newname,
 			 &rep.msg.attr);
 	/*
-	 * The new name is a node of its own (nodes are names here), so the
-	 * kernel does not see the link count of the old one change: make it
-	 * ask again, before link(2) returns and a stat could come.
-	 * Attributes only, which takes no inode lock (link(2) holds the
-	 * old one's).
+	 * The new name is one more of the node linked (node.h): the kernel
+	 * finds its inode again in the answer and takes the link count and
+	 * ctime in it, for every name at once.
 	 */
-	qn_names_changed(&fs->nodes);
-	if (fs->se)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-	reply_entry(req, fs, newparent, newname, &rep.msg.attr, xgen, false,
-		    NULL);
+	reply_node(req, fs, qn_link(&fs->nodes, qc_fs_node(fs, ino),
+				    qc_fs_node(fs, newparent), newname,
+				    &rep.msg.attr),
+		   &rep.msg.attr, xgen, false, NULL);
 	qc_reply_free(&rep);
 	return;
 out_err:

@@ -134,15 +134,15 @@ static void test_paths(void)
 	/* Fifteen components and a name of 254: one byte to spare; with
 	 * 256 (names are checked elsewhere), one byte too many. */
 	name[QFT_MAX_NAME - 1] = '\0';
-	CHECK_EQ(strlen(path_of(&t, deep->parent, name)), QFT_MAX_PATH - 1);
+	CHECK_EQ(strlen(path_of(&t, deep->names->parent, name)), QFT_MAX_PATH - 1);
 	{
 		char big[QFT_MAX_NAME + 2];
 
 		memset(big, 'b', sizeof(big) - 1);
 		big[sizeof(big) - 1] = '\0';
-		CHECK_NOPATH(&t, deep->parent, big, -ENAMETOOLONG);
+		CHECK_NOPATH(&t, deep->names->parent, big, -ENAMETOOLONG);
 		big[sizeof(big) - 2] = '\0';
-		CHECK_EQ(strlen(path_of(&t, deep->parent, big)), QFT_MAX_PATH);
+		CHECK_EQ(strlen(path_of(&t, deep->names->parent, big)), QFT_MAX_PATH);
 	}
 
 	/* A detached node has no path, and neither has anything below it;
@@ -263,7 +263,7 @@ static void test_shown_ino(void)
 	struct qn_table t;
 	struct qn_node *root, *f, *g, *h;
 	struct qft_attr a;
-	uint64_t v, ids[4];
+	uint64_t v;
 
 	check_ctx("shown_ino");
 	CHECK_EQ(qn_table_init(&t), 0);
@@ -295,10 +295,6 @@ static void test_shown_ino(void)
 	CHECK_EQ(qn_shown_child_ino(&t, root, "link", 50), v);
 	g = look(&t, root, "link", 50, QFT_S_IFREG);
 	CHECK_EQ(qn_shown_ino(&t, g, 50), v);
-	/* The other names of a linked inode, for link-count refreshes. */
-	CHECK_EQ(qn_other_names(&t, root, "f", ids, 4), 1);
-	CHECK_EQ(ids[0], qn_to_ino(&t, g));
-	CHECK_EQ(qn_other_names(&t, root, "none", ids, 4), 0);
 
 	/* Forgotten, the node takes its number along: the server's shows. */
 	qn_forget(&t, f, 1);
@@ -413,6 +409,91 @@ static void test_files(void)
 	CHECK_EQ(dropped, 1);
 }
 
+static struct qn_node *look_linked(struct qn_table *t,
+				   struct qn_node *parent, const char *name,
+				   uint64_t ino, uint32_t nlink)
+{
+	struct qft_attr a = attr(ino, QFT_S_IFREG);
+
+	a.nlink = nlink;
+	return qn_lookup(t, parent, name, &a);
+}
+
+/* Hard links: every name of a linked file is one node, which keeps a path
+ * while it has a name and is detached with its last. */
+static void test_links(void)
+{
+	struct qn_table t;
+	struct qn_node *root, *d1, *d2, *a, *b, *c, *o;
+	struct qft_attr at;
+
+	check_ctx("links");
+	CHECK_EQ(qn_table_init(&t), 0);
+	root = &t.root;
+	d1 = look(&t, root, "d1", 2, QFT_S_IFDIR);
+	d2 = look(&t, root, "d2", 3, QFT_S_IFDIR);
+	a = look_linked(&t, d1, "a", 10, 1);
+	/* A name with the same number but one link is another object. */
+	o = look_linked(&t, d1, "other", 10, 1);
+	CHECK(o != a);
+	qn_remove(&t, d1, "other");
+	/* The newest node of a number is the one found: "a" again. */
+	a = look_linked(&t, d1, "a", 10, 1);
+	/* Linked (LINK's answer): one node, the new name first. */
+	at = attr(10, QFT_S_IFREG);
+	at.nlink = 2;
+	CHECK(qn_link(&t, a, d2, "b", &at) == a);
+	CHECK_EQ(a->nlookup, 3);
+	CHECK_PATH(&t, a, NULL, "d2/b");
+	/* Found by a lookup of a name made behind the client: the same. */
+	c = look_linked(&t, d1, "c", 10, 3);
+	CHECK(c == a);
+	CHECK_PATH(&t, a, NULL, "d1/c");
+	b = look_linked(&t, d2, "b", 10, 3);
+	CHECK(b == a);
+	CHECK_EQ(t.count, 5);
+	/* A directory with the same number never merges. */
+	o = look(&t, root, "dir10", 10, QFT_S_IFDIR);
+	CHECK(o != a);
+	/* Another type neither. */
+	at = attr(10, QFT_S_IFLNK);
+	at.nlink = 3;
+	CHECK(qn_lookup(&t, root, "lnk", &at) != a);
+
+	/* A name the server told of (maybe gone) is used last. */
+	qn_child_attr_stale(&t, d1, "c");
+	CHECK_PATH(&t, a, NULL, "d2/b");
+	CHECK(look_linked(&t, d1, "c", 10, 3) == a);
+	CHECK_PATH(&t, a, NULL, "d1/c");
+	b = look_linked(&t, d2, "b", 10, 3);
+	/* Unlinking the name the paths use switches to another, and
+	 * counts one link less. */
+	qn_remove(&t, d2, "b");
+	CHECK_PATH(&t, a, NULL, "d1/c");
+	CHECK(qn_get_attr(&t, a, &at));
+	CHECK_EQ(at.nlink, 2);
+	/* Renaming one name away: the node follows to the new one. */
+	qn_rename(&t, d1, "c", d2, "moved", false);
+	CHECK_PATH(&t, a, NULL, "d2/moved");
+	/* A rename of one link onto another does nothing. */
+	qn_rename(&t, d2, "moved", d1, "a", false);
+	CHECK_PATH(&t, a, NULL, "d2/moved");
+	CHECK(look_linked(&t, d1, "a", 10, 2) == a);
+	/* Renamed over by another file: that name goes, the node stays. */
+	o = look(&t, d1, "x", 11, QFT_S_IFREG);
+	qn_rename(&t, d1, "x", d2, "moved", false);
+	CHECK_PATH(&t, a, NULL, "d1/a");
+	CHECK_PATH(&t, o, NULL, "d2/moved");
+	/* A name that now leads to another object leaves the node. */
+	CHECK(look(&t, d1, "a", 12, QFT_S_IFREG) != a);
+	CHECK_NOPATH(&t, a, NULL, -ENOENT);
+	/* Detached, it is not found by number any more. */
+	CHECK(look_linked(&t, d1, "again", 10, 2) != a);
+	/* Its last lookup frees it, with the names (ASan: no leak). */
+	qn_forget(&t, a, a->nlookup);
+	qn_table_destroy(&t, NULL);
+}
+
 int main(void)
 {
 	test_lookup();
@@ -420,6 +501,7 @@ int main(void)
 	test_rename();
 	test_forget();
 	test_shown_ino();
+	test_links();
 	test_files();
 	return check_exit("test_node");
 }

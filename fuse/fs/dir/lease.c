@@ -72,8 +72,9 @@ bool qc_dir_attr_ok(struct qc_fs *fs, const struct listing *l,
 {
 	if (fs->attr_timeout <= 0 || e->fetched_ns == 0)
 		return false;
-	/* A write through another name of it would not show here (nodes
-	 * are names): only the server knows a hard-linked file's size. */
+	/* A write through another name of it may not show here (a name
+	 * looked up while the file had one link is another node, node.h):
+	 * only the server knows a hard-linked file's size. */
 	if ((e->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR && e->attr.nlink > 1)
 		return false;
 	/* A directory's mtime and link count change with what is made

@@ -53,16 +53,18 @@ static void work_do(struct qc_fs *fs, struct work *w)
 
 	switch (w->kind) {
 	case WORK_INVAL_ENTRY:
-		/* -ENOENT: the kernel had nothing of it cached, fine. */
-		(void)fuse_lowlevel_notify_inval_entry(fs->se,
-			qn_to_ino(&fs->nodes, w->dir), w->name,
-			strlen(w->name));
+		/* The inode first: once the name is seen gone, another name
+		 * of a linked file must not show the old link count. */
 		n = qn_find_ref(&fs->nodes, w->dir, w->name);
 		if (n) {
 			(void)fuse_lowlevel_notify_inval_inode(fs->se,
 				qn_to_ino(&fs->nodes, n), 0, 0);
 			qn_unref(&fs->nodes, n);
 		}
+		/* -ENOENT: the kernel had nothing of it cached, fine. */
+		(void)fuse_lowlevel_notify_inval_entry(fs->se,
+			qn_to_ino(&fs->nodes, w->dir), w->name,
+			strlen(w->name));
 		break;
 	case WORK_INVAL_INODE:
 		(void)fuse_lowlevel_notify_inval_inode(fs->se,
