@@ -72,6 +72,14 @@ struct qft_cred {
 	uint32_t groups[QFT_MAX_GROUPS];
 };
 
+/* A lock (QFT_OP_LOCK, QFT_OP_GETLK; protocol.h, "Locks"). */
+struct qft_lock {
+	uint64_t owner;
+	uint64_t start, end;  /* inclusive; end <= INT64_MAX */
+	uint32_t type;        /* QFT_LK_* */
+	uint32_t pid;
+};
+
 struct qft_hdr {
 	uint32_t len;    /* payload bytes after the header */
 	uint16_t op;
@@ -125,6 +133,9 @@ struct qft_msg {
 
 	/* HELLO reply with QFT_FEAT_BOOTID: the server host's boot id. */
 	struct qft_str boot_id;
+
+	/* LOCK, GETLK (request and reply). */
+	struct qft_lock lk;
 };
 
 /* Clears *m and sets op and id (for requests). */

@@ -155,7 +155,14 @@
  * the handshake: every local user would act as root.
  */
 #define QFT_FEAT_CRED      0x00000100u
-#define QFT_FEAT_KNOWN     0x000001ffu
+/*
+ * LOCKS: the server takes flock(2), POSIX record and OFD locks for the
+ * client on the files its handles have open (LOCK, GETLK; docs/protocol.md,
+ * "Locks"), so that they conflict with other clients and with processes on
+ * the server host.  A client without it keeps locks local to its mount.
+ */
+#define QFT_FEAT_LOCKS     0x00000200u
+#define QFT_FEAT_KNOWN     0x000003ffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*
@@ -226,6 +233,10 @@ enum qft_op {
 	/* Resuming (QFT_FEAT_RESUME): */
 	QFT_OP_RESUME      = 34, /* first frame of a resumed connection */
 	QFT_OP_BYE         = 35, /* the client ends the session; no fields */
+	/* Locks (QFT_FEAT_LOCKS): never waits; see QFT_LOCK_* below */
+	QFT_OP_LOCK        = 36, /* take, change or drop a lock */
+	QFT_OP_GETLK       = 37, /* the lock that would conflict, if any */
+	/* 38: reserved for locks */
 	QFT_OP__COUNT
 };
 
@@ -298,6 +309,31 @@ enum qft_status {
  */
 #define QFT_O_LAZY      0x0200u
 #define QFT_O_KNOWN     0x03fbu
+
+/*
+ * Locks (QFT_FEAT_LOCKS).  A lock field is
+ *
+ *   u64 owner, u64 start, u64 end, u32 type, u32 pid
+ *
+ * `owner` is the client's lock owner (FUSE's lock_owner): POSIX record
+ * locks of one owner on one file merge, split and are dropped together;
+ * an OFD or flock owner is one open file.  [start, end] is inclusive,
+ * end <= INT64_MAX (INT64_MAX: to the end of the file, however long);
+ * start <= end.  `pid` is informational: the client's process in a
+ * request, 0 (unknown, perhaps on another host) in a GETLK reply.  LOCK
+ * never waits: a conflicting lock is EAGAIN, and a client that must wait
+ * asks again (docs/protocol.md, "Locks").
+ */
+#define QFT_LK_UNLCK    0u
+#define QFT_LK_RDLCK    1u
+#define QFT_LK_WRLCK    2u
+/* LOCK opflags */
+#define QFT_LOCK_FLOCK  0x0001u /* a flock(2) lock: whole file, own kind */
+/* the owner closed the file (FLUSH with its lock owner, or the release
+ * of a flock's file): every lock of the owner on the file goes, of both
+ * kinds; type must be UNLCK */
+#define QFT_LOCK_CLOSE  0x0002u
+#define QFT_LOCK_KNOWN  0x0003u
 
 /* SETATTR: which fields to change. */
 #define QFT_SET_MODE      0x0001u

@@ -362,7 +362,18 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		}
 		/* Generations only grow: f's link is dead.  A file that
 		 * lost data with it fails now, without waiting for a new
-		 * link that could not help. */
+		 * link that could not help; so does one through which
+		 * locks were taken: they are gone with the session
+		 * (lock.h), and its holder must not go on unprotected. */
+		if (qc_lock_file_held(&fs->locks, f)) {
+			f->failed = -EIO;
+			pthread_mutex_unlock(&f->lock);
+			qft_err("%s: the locks taken through it were lost with "
+				"the server's session; the open file fails "
+				"with EIO", file_name(fs, f, name));
+			pthread_mutex_lock(&f->lock);
+			continue;
+		}
 		if (unsynced(f)) {
 			f->failed = -EIO;
 			pthread_mutex_unlock(&f->lock);
