@@ -525,3 +525,97 @@ def test_carried_session_fails_holder(link, mounter, tmp_path, home):
     finally:
         os.close(fd)
         os.close(plain)
+
+
+# ---------------------------------------------------------------------------
+# The wire: what the server does with LOCK and GETLK (tests/wire.py)
+
+import wire  # noqa: E402
+
+WHOLE = wire.INT64_MAX
+
+
+def lk(owner, start=0, end=WHOLE, typ=wire.LK_WRLCK, pid=0):
+    return (owner, start, end, typ, pid)
+
+
+def test_wire_lock_needs_the_feature(wire_server, tmp_path):
+    """A server asked without LOCKS answers ENOSYS and keeps the
+    connection (an older server would close it: the client never sends
+    LOCK unless the feature was granted)."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    (root / 'f').write_bytes(b'x')
+    s = wire_server(root)
+    assert s.call('OPEN', handle=1, path='f', opflags=wire.O_RDWR,
+                  length=0).status == 0
+    assert s.call('LOCK', handle=1, opflags=0, lock=lk(1)).err == 'ENOSYS'
+    assert s.call('PING').status == 0
+
+
+def test_wire_lock_fields_checked(wire_server, tmp_path):
+    """Every field from the network is checked: a bad range or type, a
+    flock that is not the whole file, CLOSE with a lock, unknown flags, a
+    handle that is not open -- each refused with its errno, nothing held,
+    and the connection serves on."""
+    root = tmp_path / 'root'
+    root.mkdir()
+    (root / 'f').write_bytes(b'x')
+    s = wire_server(root, hello=False)
+    r = s.hello(features=wire.FEAT_LOCKS)
+    assert r.status == 0 and r['features'] & wire.FEAT_LOCKS
+    assert s.call('OPEN', handle=1, path='f', opflags=wire.O_RDWR,
+                  length=0).status == 0
+    bad = [
+        (0, lk(1, 10, 5)),                 # start after end
+        (0, lk(1, 0, WHOLE + 1)),          # beyond off_t
+        (0, lk(1, typ=3)),                 # no such type
+        (0x4, lk(1)),                      # unknown flag
+        (wire.LOCK_FLOCK, lk(1, 0, 10)),   # flock of a range
+        (wire.LOCK_CLOSE, lk(1)),          # CLOSE that takes a lock
+    ]
+    for flags, lock in bad:
+        r = s.call('LOCK', handle=1, opflags=flags, lock=lock)
+        assert r.err == 'EINVAL', (flags, lock, r)
+    assert s.call('LOCK', handle=2, opflags=0, lock=lk(1)).err == 'EBADF'
+    assert s.call('GETLK', handle=1,
+                  lock=lk(1, typ=wire.LK_UNLCK)).err == 'EINVAL'
+    # Nothing of the refused ones is held.
+    fh = os.open(str(root / 'f'), os.O_RDWR)
+    try:
+        assert posix_nb(fh) and flock_nb(fh)
+        fcntl.lockf(fh, fcntl.LOCK_UN, 0, 0)
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        # Owners are distinct, one owner's locks merge; CLOSE drops them.
+        assert s.call('LOCK', handle=1, opflags=0,
+                      lock=lk(7, 0, 9)).status == 0
+        assert s.call('LOCK', handle=1, opflags=0,
+                      lock=lk(8, 5, 5)).err == 'EAGAIN'
+        assert s.call('LOCK', handle=1, opflags=0,
+                      lock=lk(7, 5, 19, wire.LK_RDLCK)).status == 0
+        r = s.call('GETLK', handle=1, lock=lk(8, 0, WHOLE))
+        assert r['lock'][1:4] == (0, 4, wire.LK_WRLCK), r['lock']
+        r = s.call('GETLK', handle=1, lock=lk(7, 0, WHOLE))
+        assert r['lock'][3] == wire.LK_UNLCK, 'an owner conflicts with itself'
+        assert not posix_nb(fh, 0, 1)
+        assert s.call('LOCK', handle=1, opflags=wire.LOCK_CLOSE,
+                      lock=lk(7, typ=wire.LK_UNLCK)).status == 0
+        assert posix_nb(fh, 0, 20)
+        fcntl.lockf(fh, fcntl.LOCK_UN, 0, 0)
+        # The handle's CLOSE drops what its owners hold; so does the end
+        # of the connection.
+        assert s.call('LOCK', handle=1, opflags=wire.LOCK_FLOCK,
+                      lock=lk(9)).status == 0
+        assert not flock_nb(fh)
+        assert s.call('CLOSE', handle=1).status == 0
+        assert flock_nb(fh)
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        assert s.call('OPEN', handle=3, path='f', opflags=wire.O_RDONLY,
+                      length=0).status == 0
+        assert s.call('LOCK', handle=3, opflags=0,
+                      lock=lk(10, typ=wire.LK_RDLCK)).status == 0
+        assert not posix_nb(fh)
+        assert s.finish() == 0
+        assert posix_nb(fh), 'the session ended with a lock held'
+    finally:
+        os.close(fh)
