@@ -192,6 +192,11 @@ struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n)
  * behind its back), which the server reports as ELOOP (a symlink it will
  * not follow), EISDIR, ENOTDIR, ENXIO or EINVAL.  Then the answer is
  * ESTALE, on which the VFS looks the name up again and retries the open.
+ * So it is when the name is gone (ENOENT): someone else removed it and
+ * the kernel's entry is stale (the notice of it may still be on its
+ * way; or a lock was just granted, ops/locks.c) -- the retry then fails
+ * with ENOENT, or creates the file for O_CREAT, instead of an open with
+ * O_CREAT failing with ENOENT.
  */
 int qc_file_open_error(struct qc_fs *fs, struct qn_node *n,
 		       const char *path, int r)
@@ -199,6 +204,8 @@ int qc_file_open_error(struct qc_fs *fs, struct qn_node *n,
 	struct qc_reply rep;
 	struct qft_msg m;
 
+	if (r == -ENOENT)
+		return -ESTALE;
 	if (r != -ELOOP && r != -EINVAL && r != -EISDIR && r != -ENOTDIR &&
 	    r != -ENXIO)
 		return qc_conn_user_err(r);

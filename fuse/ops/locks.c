@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <time.h>
 
+#include "fs/dircache.h"
 #include "fs/file.h"
 #include "fs/lock.h"
 #include "fs/node.h"
@@ -76,12 +77,24 @@ static int lock_once(struct qc_fs *fs, fuse_ino_t ino, struct qc_file *f,
 		return r;
 	qc_reply_free(&rep);
 	if (lk->type != QFT_LK_UNLCK) {
-		struct qn_node *n = qc_fs_node(fs, ino);
+		struct qn_node *n = qc_fs_node(fs, ino), *parent;
+		char name[QFT_MAX_NAME + 1];
 
 		(void)qc_lock_note(&fs->locks, ino, lk->owner, f);
 		qn_attr_stale(&fs->nodes, n);
 		qc_ra_invalidate(fs, n);
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+		/*
+		 * The names beside it too: a lock often guards files around
+		 * it (sqlite's journal), which the holder before us may have
+		 * made or removed, and the notice of that may still be on its
+		 * way.  The listing goes; a kernel entry that is stale meets
+		 * ESTALE at its open (handle.c, qc_file_open_error).
+		 */
+		if (qn_parent_ref(&fs->nodes, n, &parent, name) == 0) {
+			qc_dir_drop(fs, parent);
+			qn_unref(&fs->nodes, parent);
+		}
 	}
 	return 0;
 }
