@@ -430,12 +430,20 @@ def test_lost_session_fails_holder(mounter, tmp_path):
     with open(P(src, 'f'), 'wb') as f:
         f.write(b'data')
     fd = os.open(P(m.mnt, 'f'), os.O_RDWR)
+    # A file whose locks were all given back goes on: it holds nothing
+    # that could be lost.
+    was = os.open(P(m.mnt, 'f'), os.O_RDWR)
     try:
+        assert ofd_nb(was, fcntl.F_WRLCK, 50, 10)
+        fcntl.flock(was, fcntl.LOCK_SH)
+        ofd(was, F_OFD_SETLK, fcntl.F_UNLCK, 0, 0)
+        fcntl.flock(was, fcntl.LOCK_UN)
         fcntl.lockf(fd, fcntl.LOCK_EX, 0, 0)
         fh = os.open(P(src, 'f'), os.O_RDWR)
         assert not posix_nb(fh)
         kill_servers(src)
         until_works(['ls', m.mnt], m, 30, 'the mount after the kill')
+        assert os.pwrite(was, b'D', 0) == 1
         with pytest.raises(OSError) as e:
             os.pread(fd, 4, 0)
         assert e.value.errno == errno.EIO
@@ -448,13 +456,14 @@ def test_lost_session_fails_holder(mounter, tmp_path):
         fd2 = os.open(P(m.mnt, 'f'), os.O_RDWR)
         try:
             assert posix_nb(fd2)
-            assert os.pread(fd2, 4, 0) == b'data'
+            assert os.pread(fd2, 4, 0) == b'Data'
         finally:
             os.close(fd2)
         assert 'locks taken through it were lost' in m.log(), \
             util.tail(m.log())
     finally:
         os.close(fd)
+        os.close(was)
 
 
 RESUME_OPTS = ['timeout=5', 'keepalive=2', 'resume=60']

@@ -2,6 +2,7 @@
 /* The locks the server holds for the mount (see lock.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "fs/lock.h"
@@ -11,12 +12,15 @@ struct qc_lock_ent {
 	struct qc_lock_ent *next;
 	uint64_t ino, owner;
 	const struct qc_file *f;
+	unsigned kinds;         /* QC_LOCK_*: what it may hold */
+	bool added;             /* kinds changed by the last note */
 };
 
 void qc_lock_init(struct qc_locks *t)
 {
 	pthread_mutex_init(&t->lock, NULL);
 	t->head = NULL;
+	t->gen = 0;
 	t->waits = 0;
 }
 
@@ -32,7 +36,7 @@ void qc_lock_destroy(struct qc_locks *t)
 }
 
 int qc_lock_note(struct qc_locks *t, uint64_t ino, uint64_t owner,
-		 const struct qc_file *f)
+		 const struct qc_file *f, unsigned kind, uint64_t *gen)
 {
 	struct qc_lock_ent *e;
 
@@ -40,15 +44,71 @@ int qc_lock_note(struct qc_locks *t, uint64_t ino, uint64_t owner,
 	for (e = t->head; e; e = e->next)
 		if (e->ino == ino && e->owner == owner && e->f == f)
 			break;
-	if (!e && (e = malloc(sizeof(*e)))) {
+	if (!e && (e = calloc(1, sizeof(*e)))) {
 		e->ino = ino;
 		e->owner = owner;
 		e->f = f;
 		e->next = t->head;
 		t->head = e;
 	}
+	if (e) {
+		e->added = !(e->kinds & kind);
+		e->kinds |= kind;
+	}
+	*gen = ++t->gen;
 	pthread_mutex_unlock(&t->lock);
 	return e ? 0 : -ENOMEM;
+}
+
+/* Lock held: frees the entries that may hold nothing. */
+static void prune(struct qc_locks *t)
+{
+	struct qc_lock_ent **p, *e;
+
+	for (p = &t->head; (e = *p);) {
+		if (!e->kinds) {
+			*p = e->next;
+			free(e);
+		} else {
+			p = &e->next;
+		}
+	}
+}
+
+void qc_lock_undo(struct qc_locks *t, uint64_t ino, uint64_t owner,
+		  const struct qc_file *f, unsigned kind, uint64_t gen)
+{
+	pthread_mutex_lock(&t->lock);
+	for (struct qc_lock_ent *e = t->head; e; e = e->next)
+		if (e->ino == ino && e->owner == owner && e->f == f &&
+		    e->added && t->gen == gen)
+			e->kinds &= ~kind;
+	prune(t);
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qc_lock_gen(struct qc_locks *t)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&t->lock);
+	gen = t->gen;
+	pthread_mutex_unlock(&t->lock);
+	return gen;
+}
+
+void qc_lock_forget(struct qc_locks *t, uint64_t ino, uint64_t owner,
+		    unsigned kind, uint64_t gen)
+{
+	pthread_mutex_lock(&t->lock);
+	/* A lock asked for since may have reached the server after the
+	 * unlock: then it may be held. */
+	if (t->gen == gen)
+		for (struct qc_lock_ent *e = t->head; e; e = e->next)
+			if (e->ino == ino && e->owner == owner)
+				e->kinds &= ~kind;
+	prune(t);
+	pthread_mutex_unlock(&t->lock);
 }
 
 /* Removes the entries `match` says yes to; whether there was one. */

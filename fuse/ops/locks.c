@@ -63,24 +63,40 @@ static bool forwarded(struct qc_fs *fs)
 static int lock_once(struct qc_fs *fs, fuse_ino_t ino, struct qc_file *f,
 		     uint32_t opflags, const struct qft_lock *lk)
 {
+	unsigned kind = (opflags & QFT_LOCK_FLOCK) ? QC_LOCK_FLOCK :
+			QC_LOCK_RECORD;
+	bool all = (opflags & QFT_LOCK_FLOCK) ||
+		   (lk->start == 0 && lk->end == INT64_MAX);
 	struct qc_reply rep;
 	struct qft_msg m;
+	uint64_t gen;
 	int r;
 
 	if (!forwarded(fs))
 		return -ENOLCK;
+	/* Noted before it is asked for: should the session be lost with
+	 * the request in flight, f must fail (fs/lock.h). */
+	if (lk->type != QFT_LK_UNLCK &&
+	    qc_lock_note(&fs->locks, ino, lk->owner, f, kind, &gen) < 0)
+		return -ENOLCK;
+	if (lk->type == QFT_LK_UNLCK)
+		gen = qc_lock_gen(&fs->locks);
 	qft_msg_init(&m, QFT_OP_LOCK, 0);
 	m.opflags = opflags;
 	m.lk = *lk;
 	r = qc_file_call(fs, f, &m, &rep);
-	if (r < 0)
+	if (r < 0) {
+		if (lk->type != QFT_LK_UNLCK)
+			qc_lock_undo(&fs->locks, ino, lk->owner, f, kind, gen);
 		return r;
+	}
 	qc_reply_free(&rep);
+	if (lk->type == QFT_LK_UNLCK && all)
+		qc_lock_forget(&fs->locks, ino, lk->owner, kind, gen);
 	if (lk->type != QFT_LK_UNLCK) {
 		struct qn_node *n = qc_fs_node(fs, ino), *parent;
 		char name[QFT_MAX_NAME + 1];
 
-		(void)qc_lock_note(&fs->locks, ino, lk->owner, f);
 		qn_attr_stale(&fs->nodes, n);
 		qc_ra_invalidate(fs, n);
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
