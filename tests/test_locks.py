@@ -628,3 +628,23 @@ def test_wire_lock_fields_checked(wire_server, tmp_path):
         assert posix_nb(fh), 'the session ended with a lock held'
     finally:
         os.close(fh)
+
+
+def test_wait_longer_than_the_deadline(mounter, tmp_path, procs):
+    """A wait far longer than -o timeout= is no lost link: each attempt is
+    a short request, so nothing times out and nothing reconnects."""
+    src = str(tmp_path / 'served')
+    os.makedirs(src)
+    m = mounter(src=src, opts=['timeout=2', 'keepalive=1'])
+    with open(P(src, 'f'), 'w'):
+        pass
+    holder = procs(HOLDER, P(src, 'f'), 'posix')
+    assert holder.line() == 'held'
+    waiter = procs(WAITER, P(m.mnt, 'f'), 'posix', 0)
+    assert waiter.line() == 'waiting'
+    assert waiter.quiet_for(5), 'granted while the host held the lock'
+    holder.release()
+    assert waiter.line() == 'granted'
+    waiter.release()
+    log = m.log()
+    assert 'lost' not in log and 'reconnect' not in log, util.tail(log)
