@@ -27,6 +27,8 @@ enum fld {
 	FLD_BOOTID,
 	/* COPY's destination. */
 	FLD_HANDLE2, FLD_OFFSET2,
+	/* Locks: struct qft_lock, checked as a whole. */
+	FLD_LOCK,
 };
 
 #define MAX_FIELDS 10
@@ -132,6 +134,10 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	 * next data (after a hole) begins, 0 when unknown or none. */
 	[QFT_OP_SEEK] = { "SEEK", { FLD_HANDLE, FLD_OFFSET, FLD_OPFLAGS },
 		{ FLD_OFFSET, FLD_OFFSET2 }, QFT_SEEK_KNOWN },
+	/* Locks (QFT_FEAT_LOCKS). */
+	[QFT_OP_LOCK] = { "LOCK", { FLD_HANDLE, FLD_OPFLAGS, FLD_LOCK },
+		{ 0 }, QFT_LOCK_KNOWN },
+	[QFT_OP_GETLK] = { "GETLK", { FLD_HANDLE, FLD_LOCK }, { FLD_LOCK } },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -403,6 +409,43 @@ fail:
 	return r;
 }
 
+static int put_lock(struct qbuf *b, const struct qft_lock *l)
+{
+	int r;
+
+	if ((r = qbuf_put_u64(b, l->owner)) < 0 ||
+	    (r = qbuf_put_u64(b, l->start)) < 0 ||
+	    (r = qbuf_put_u64(b, l->end)) < 0 ||
+	    (r = qbuf_put_u32(b, l->type)) < 0 ||
+	    (r = qbuf_put_u32(b, l->pid)) < 0)
+		return r;
+	return 0;
+}
+
+/* A range beyond off_t, backwards, or an unknown type is -EINVAL: the
+ * receiver turns what it gets straight into a struct flock. */
+static int get_lock(struct qcur *c, struct qft_lock *l)
+{
+	struct qcur save = *c;
+	int r;
+
+	if ((r = qcur_get_u64(c, &l->owner)) < 0 ||
+	    (r = qcur_get_u64(c, &l->start)) < 0 ||
+	    (r = qcur_get_u64(c, &l->end)) < 0 ||
+	    (r = qcur_get_u32(c, &l->type)) < 0 ||
+	    (r = qcur_get_u32(c, &l->pid)) < 0)
+		goto fail;
+	if (l->end > INT64_MAX || l->start > l->end ||
+	    l->type > QFT_LK_WRLCK) {
+		r = -EINVAL;
+		goto fail;
+	}
+	return 0;
+fail:
+	*c = save;
+	return r;
+}
+
 static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 {
 	switch (f) {
@@ -441,6 +484,7 @@ static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 		if (m->boot_id.len == 0 || m->boot_id.len > QFT_MAX_BOOT_ID)
 			return -EINVAL;
 		return qbuf_put_str(b, m->boot_id.s, m->boot_id.len);
+	case FLD_LOCK:     return put_lock(b, &m->lk);
 	case FLD_END:      break;
 	}
 	return -EINVAL;
@@ -583,6 +627,7 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 		return m->kind >= QFT_NOTIFY_CHANGED &&
 		       m->kind <= QFT_NOTIFY_ALL ? 0 : -EINVAL;
 	case FLD_ENAME:  return get_checked_str(c, &m->name, f);
+	case FLD_LOCK:   return get_lock(c, &m->lk);
 	case FLD_END:    break;
 	}
 	return -EINVAL;

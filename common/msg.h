@@ -72,6 +72,14 @@ struct qft_cred {
 	uint32_t groups[QFT_MAX_GROUPS];
 };
 
+/* A lock (QFT_OP_LOCK, QFT_OP_GETLK; protocol.h, "Locks"). */
+struct qft_lock {
+	uint64_t owner;
+	uint64_t start, end;  /* inclusive; end <= INT64_MAX */
+	uint32_t type;        /* QFT_LK_* */
+	uint32_t pid;
+};
+
 struct qft_hdr {
 	uint32_t len;    /* payload bytes after the header */
 	uint16_t op;
@@ -130,6 +138,8 @@ struct qft_msg {
 	 * is `handle` at `offset`). */
 	uint64_t handle2;
 	uint64_t offset2;
+	/* LOCK, GETLK (request and reply). */
+	struct qft_lock lk;
 };
 
 /* Clears *m and sets op and id (for requests). */

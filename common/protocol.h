@@ -156,6 +156,13 @@
  */
 #define QFT_FEAT_CRED      0x00000100u
 /*
+ * LOCKS: the server takes flock(2), POSIX record and OFD locks for the
+ * client on the files its handles have open (LOCK, GETLK; docs/protocol.md,
+ * "Locks"), so that they conflict with other clients and with processes on
+ * the server host.  A client without it keeps locks local to its mount.
+ */
+#define QFT_FEAT_LOCKS     0x00000200u
+/*
  * COPY: the client may send QFT_OP_COPY, which copies a range of one
  * open file into another on the server (its copy_file_range, which
  * shares the blocks where its file system can, else its own reads and
@@ -179,7 +186,7 @@
  * changes.
  */
 #define QFT_FEAT_NOATIME   0x00004000u
-#define QFT_FEAT_KNOWN     0x00004dffu
+#define QFT_FEAT_KNOWN     0x00004fffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*
@@ -250,7 +257,10 @@ enum qft_op {
 	/* Resuming (QFT_FEAT_RESUME): */
 	QFT_OP_RESUME      = 34, /* first frame of a resumed connection */
 	QFT_OP_BYE         = 35, /* the client ends the session; no fields */
-	/* 36..38: locks */
+	/* Locks (QFT_FEAT_LOCKS): never waits; see QFT_LOCK_* below */
+	QFT_OP_LOCK        = 36, /* take, change or drop a lock */
+	QFT_OP_GETLK       = 37, /* the lock that would conflict, if any */
+	/* 38: reserved for locks */
 	/* Server-side copy and holes (QFT_FEAT_COPY, QFT_FEAT_HOLES): */
 	QFT_OP_COPY        = 39, /* a range of one open file into another */
 	QFT_OP_SEEK        = 40, /* lseek SEEK_DATA / SEEK_HOLE on a handle */
@@ -326,6 +336,31 @@ enum qft_status {
  */
 #define QFT_O_LAZY      0x0200u
 #define QFT_O_KNOWN     0x03fbu
+
+/*
+ * Locks (QFT_FEAT_LOCKS).  A lock field is
+ *
+ *   u64 owner, u64 start, u64 end, u32 type, u32 pid
+ *
+ * `owner` is the client's lock owner (FUSE's lock_owner): POSIX record
+ * locks of one owner on one file merge, split and are dropped together;
+ * an OFD or flock owner is one open file.  [start, end] is inclusive,
+ * end <= INT64_MAX (INT64_MAX: to the end of the file, however long);
+ * start <= end.  `pid` is informational: the client's process in a
+ * request, 0 (unknown, perhaps on another host) in a GETLK reply.  LOCK
+ * never waits: a conflicting lock is EAGAIN, and a client that must wait
+ * asks again (docs/protocol.md, "Locks").
+ */
+#define QFT_LK_UNLCK    0u
+#define QFT_LK_RDLCK    1u
+#define QFT_LK_WRLCK    2u
+/* LOCK opflags */
+#define QFT_LOCK_FLOCK  0x0001u /* a flock(2) lock: whole file, own kind */
+/* the owner closed the file (FLUSH with its lock owner, or the release
+ * of a flock's file): every lock of the owner on the file goes, of both
+ * kinds; type must be UNLCK */
+#define QFT_LOCK_CLOSE  0x0002u
+#define QFT_LOCK_KNOWN  0x0003u
 
 /* SETATTR: which fields to change. */
 #define QFT_SET_MODE      0x0001u

@@ -265,6 +265,8 @@ static void srv_free(struct srv *s)
 		(void)srv_handle_close(&s->handles, n);
 		srv_watch_writer_close(s->watch, writer);
 	}
+	/* The client's locks end with its session (lock.h). */
+	srv_lock_destroy(&s->locks);
 	srv_handle_destroy(&s->handles);
 	srv_replay_free(s->replay);
 	s->replay = NULL;

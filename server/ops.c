@@ -28,6 +28,7 @@
 #include "errmap.h"
 #include "host.h"
 #include "io.h"
+#include "lock.h"
 #include "log.h"
 #include "ops.h"
 #include "procfs.h"
@@ -156,6 +157,11 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 	if (req->features & QFT_FEAT_NOATIME) {
 		rep->features |= QFT_FEAT_NOATIME;
 		s->noatime = true;
+	}
+	/* Locks need a second open of a file (lock.h), through procfs. */
+	if ((req->features & QFT_FEAT_LOCKS) && srv_procfs_ok()) {
+		rep->features |= QFT_FEAT_LOCKS;
+		s->locks_on = true;
 	}
 	/* Lazy handles need nothing the server might lack. */
 	if (req->features & QFT_FEAT_LAZY) {
@@ -1132,6 +1138,8 @@ static int op_close(struct srv *s, const struct qft_msg *req,
 
 	if (srv_handle_get(&s->handles, req->handle, SRV_H_ANY, &h) == 0)
 		writer = h->watch_writer;
+	/* An open file's OFD and flock locks end with it (lock.h). */
+	srv_lock_handle_closed(&s->locks, req->handle);
 	r = srv_handle_close(&s->handles, req->handle);
 	/* After close(2): its IN_CLOSE_WRITE is queued by now. */
 	srv_watch_writer_close(s->watch, writer);
@@ -1537,6 +1545,19 @@ static int op_ping(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/* Locks (lock.h): only where HELLO agreed on them. */
+static int op_lock(struct srv *s, const struct qft_msg *req,
+		   struct qft_msg *rep)
+{
+	return s->locks_on ? srv_lock_set(s, req, rep) : -ENOSYS;
+}
+
+static int op_getlk(struct srv *s, const struct qft_msg *req,
+		    struct qft_msg *rep)
+{
+	return s->locks_on ? srv_lock_get(s, req, rep) : -ENOSYS;
+}
+
 static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_HELLO]       = op_hello,
 	[QFT_OP_LSTAT]       = op_lstat,
@@ -1572,6 +1593,8 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_BYE]         = op_bye,
 	[QFT_OP_COPY]        = srv_copy_op,
 	[QFT_OP_SEEK]        = srv_copy_seek,
+	[QFT_OP_LOCK]        = op_lock,
+	[QFT_OP_GETLK]       = op_getlk,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)

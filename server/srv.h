@@ -16,6 +16,7 @@
 #include "chan.h"
 #include "cred.h"
 #include "handle.h"
+#include "lock.h"
 #include "msg.h"
 #include "path.h"
 #include "protocol.h"
@@ -61,6 +62,11 @@ struct srv {
 
 	/* HELLO granted QFT_FEAT_LAZY: OPEN and CREATE accept QFT_O_LAZY. */
 	bool lazy;
+
+	/* HELLO granted QFT_FEAT_LOCKS: the locks held for the client on
+	 * this connection's handles (lock.h), kept while the session is. */
+	bool locks_on;
+	struct srv_locks locks;
 
 	/* HELLO granted QFT_FEAT_CRED: requests run as their callers
 	 * (cred.h), and `creds` holds the identities the open handles were

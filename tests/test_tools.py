@@ -135,8 +135,8 @@ def test_git(mount, tmp_path):
 
 @pytest.mark.parametrize('journal', ['delete', 'wal'])
 def test_sqlite(mount, journal):
-    """The client implements no lock operations, so the kernel keeps POSIX
-    locks locally; sqlite must work on the mount."""
+    """sqlite must work on the mount, its locks taken on the server
+    (tests/test_locks.py: two writers on two mounts)."""
     src, mnt = mount
     if not shutil.which('sqlite3'):
         pytest.skip('sqlite3 is not installed')

@@ -67,6 +67,8 @@ OPS = {
     'COPY': (39, ('handle', 'offset', 'handle2', 'offset2', 'length',
                   'opflags'), ('count', 'attr')),
     'SEEK': (40, ('handle', 'offset', 'opflags'), ('offset', 'offset2')),
+    'LOCK': (36, ('handle', 'opflags', 'lock'), ()),
+    'GETLK': (37, ('handle', 'lock'), ('lock',)),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
@@ -103,6 +105,11 @@ RESUME_LOST_NOTIFY = 0x1                  # RESUME reply flag
 RESUME_WINDOW = 1024
 FEAT_COPY, FEAT_HOLES = 0x400, 0x800      # COPY and SEEK (issue 19)
 SEEK_DATA, SEEK_HOLE = 0x1, 0x2           # SEEK request flags
+FEAT_LOCKS = 0x200                        # LOCK, GETLK
+LOCK_FMT = struct.Struct('>QQQII')        # owner, start, end, type, pid
+LK_UNLCK, LK_RDLCK, LK_WRLCK = 0, 1, 2
+LOCK_FLOCK, LOCK_CLOSE = 0x1, 0x2         # LOCK request flags
+INT64_MAX = (1 << 63) - 1
 
 
 def _b(v):
@@ -127,6 +134,9 @@ def enc_field(name, v):
     if name in BLOB:
         v = _b(v)
         return struct.pack('>I', len(v)) + v
+    if name == 'lock':
+        # (owner, start, end, type, pid): QFT_LK_* types, end inclusive
+        return LOCK_FMT.pack(*v)
     raise ValueError(name)
 
 
@@ -217,6 +227,8 @@ class Reply:
             return Attr(p[pos:pos + Attr.SIZE]), pos + Attr.SIZE
         if f == 'statfs':
             return struct.unpack_from('>9Q', p, pos), pos + 72
+        if f == 'lock':
+            return LOCK_FMT.unpack_from(p, pos), pos + LOCK_FMT.size
         raise ValueError(f)
 
     def __getitem__(self, k):

@@ -50,6 +50,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("negative_timeout=%s", negative_timeout),
 	OPT("dircache=%s", dircache),
 	OPT("commit=%s", commit),
+	OPT("locks=%s", locks),
 	OPT("-p %s", port),
 	OPT("port=%s", port),
 	OPT("-F %s", config_file),
@@ -144,6 +145,10 @@ void qc_cmdline_usage(void)
 "                           it has written it (none); async: close() returns\n"
 "                           at once, errors come from `qftfs --sync` and the\n"
 "                           unmount\n"
+"    -o locks=server|local  fcntl and flock locks are taken on the server,\n"
+"                           where they meet other clients' (server, the\n"
+"                           default, where the server can), or kept among\n"
+"                           this mount's processes (local)\n"
 "    -o window=SIZE         unacknowledged write data per open file\n"
 "                           (K/M/G suffixes; default: twice the measured\n"
 "                           bandwidth-delay product, 4M to 1/64 of memory\n"
@@ -670,6 +675,13 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 			"lz4 or auto\n", cl->compress);
 		return -EINVAL;
 	}
+	if (cl->locks && strcmp(cl->locks, "server") != 0 &&
+	    strcmp(cl->locks, "local") != 0) {
+		fprintf(stderr, "qftfs: invalid locks '%s': expected server or "
+			"local\n", cl->locks);
+		return -EINVAL;
+	}
+	co->want_locks = !cl->locks || strcmp(cl->locks, "server") == 0;
 	co->want_follow = cl->follow_symlinks;
 	/* A shared mount: the server must act as each user, or be refused
 	 * if it would act as root for all of them (net/link.c). */
@@ -786,6 +798,7 @@ void qc_cmdline_free(struct qc_cmdline *cl)
 	free(cl->negative_timeout);
 	free(cl->dircache);
 	free(cl->commit);
+	free(cl->locks);
 	free(cl->port);
 	free(cl->config_file);
 	for (int i = 0; i < cl->n_identity; i++)

@@ -35,6 +35,7 @@ struct qc_cmdline {
 	char *negative_timeout;
 	char *dircache;
 	char *commit;
+	char *locks;            /* -o locks=server|local */
 	/* Remote sources only. */
 	char *port;
 	char *config_file;

@@ -59,6 +59,7 @@ int qc_fs_init(struct qc_fs *fs)
 	qc_step_init(&fs->steps);
 	qc_stream_init(&fs->streams);
 	qc_file_reg_init(&fs->files);
+	qc_lock_init(&fs->locks);
 	/* After the options: commit.on is already set. */
 	return qc_commit_init(&fs->commit, fs->commit.on);
 }
@@ -109,6 +110,7 @@ void qc_fs_destroy(struct qc_fs *fs)
 	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
 	qc_file_reg_destroy(&fs->files);
+	qc_lock_destroy(&fs->locks);
 	qc_stream_destroy(&fs->streams);
 	qc_step_destroy(&fs->steps);
 	qc_commit_destroy(&fs->commit);

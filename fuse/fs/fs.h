@@ -11,6 +11,8 @@
  *   entry.c    qc_entry_: entry and attribute replies as the kernel gets
  *              them
  *   hints.c    qc_hint_: what the client may answer about xattrs itself
+ *   lock.c     qc_lock_: which owners took locks on the server through
+ *              which open files
  *   handle.c   qc_file_ (base): an open file's lifetime, handle, reopen,
  *              changes in flight and their sticky error
  *   bdp.c      qc_bdp_: a direction's measured bandwidth-delay product
@@ -50,6 +52,7 @@
 #include "net/conn.h"
 #include "fs/hints.h"
 #include "fs/idmap.h"
+#include "fs/lock.h"
 #include "fs/node.h"
 #include "fs/steps.h"
 #include "fs/stream.h"
@@ -111,6 +114,9 @@ struct qc_fs {
 	/* Every file, for a session carried over to a new server
 	 * (handle.h); its own lock. */
 	struct qc_file_reg files;
+	/* The locks the server holds for the mount (lock.h); its own
+	 * lock. */
+	struct qc_locks locks;
 };
 
 #define QC_WINDOW_DEFAULT    ((uint64_t)16 << 20)

@@ -192,6 +192,11 @@ struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n)
  * behind its back), which the server reports as ELOOP (a symlink it will
  * not follow), EISDIR, ENOTDIR, ENXIO or EINVAL.  Then the answer is
  * ESTALE, on which the VFS looks the name up again and retries the open.
+ * So it is when the name is gone (ENOENT): someone else removed it and
+ * the kernel's entry is stale (the notice of it may still be on its
+ * way; or a lock was just granted, ops/locks.c) -- the retry then fails
+ * with ENOENT, or creates the file for O_CREAT, instead of an open with
+ * O_CREAT failing with ENOENT.
  */
 int qc_file_open_error(struct qc_fs *fs, struct qn_node *n,
 		       const char *path, int r)
@@ -199,6 +204,8 @@ int qc_file_open_error(struct qc_fs *fs, struct qn_node *n,
 	struct qc_reply rep;
 	struct qft_msg m;
 
+	if (r == -ENOENT)
+		return -ESTALE;
 	if (r != -ELOOP && r != -EINVAL && r != -EISDIR && r != -ENOTDIR &&
 	    r != -ENXIO)
 		return qc_conn_user_err(r);
@@ -362,7 +369,18 @@ int qc_file_handle(struct qc_fs *fs, struct qc_file *f, uint64_t *gen,
 		}
 		/* Generations only grow: f's link is dead.  A file that
 		 * lost data with it fails now, without waiting for a new
-		 * link that could not help. */
+		 * link that could not help; so does one through which
+		 * locks were taken: they are gone with the session
+		 * (lock.h), and its holder must not go on unprotected. */
+		if (qc_lock_file_held(&fs->locks, f)) {
+			f->failed = -EIO;
+			pthread_mutex_unlock(&f->lock);
+			qft_err("%s: the locks taken through it were lost with "
+				"the server's session; the open file fails "
+				"with EIO", file_name(fs, f, name));
+			pthread_mutex_lock(&f->lock);
+			continue;
+		}
 		if (unsynced(f)) {
 			f->failed = -EIO;
 			pthread_mutex_unlock(&f->lock);

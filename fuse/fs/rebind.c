@@ -100,6 +100,14 @@ static bool rebind_one(struct qc_fs *fs, struct qc_file *f, uint64_t gen,
 	n = qn_file_node(&fs->nodes, &f->nf);
 	if (!n)
 		return true;
+	/* Its locks died with the old server (lock.h). */
+	if (qc_lock_file_held(&fs->locks, f)) {
+		qc_carry_drop(cy, st.handle);
+		fail(fs, f, qn_path(&fs->nodes, n, NULL, path) < 0 ? "" : path,
+		     -EIO, "the locks taken through it were lost with its "
+		     "server");
+		return true;
+	}
 	if (qn_path(&fs->nodes, n, NULL, path) < 0) {
 		qc_carry_drop(cy, st.handle);
 		fail(fs, f, "(a removed file)", st.dirty ? -EIO : -ESTALE,

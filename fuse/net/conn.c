@@ -147,6 +147,16 @@ int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
 	return r;
 }
 
+bool qc_conn_locks(struct qc_conn *c)
+{
+	bool on;
+
+	pthread_mutex_lock(&c->lock);
+	on = c->cur && (c->cur->lane[LANE_BULK].features & QFT_FEAT_LOCKS);
+	pthread_mutex_unlock(&c->lock);
+	return on;
+}
+
 void qc_conn_server_ids(struct qc_conn *c, uint32_t *uid, uint32_t *gid)
 {
 	pthread_mutex_lock(&c->lock);

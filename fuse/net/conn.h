@@ -246,6 +246,9 @@ struct qc_conn_opts {
 	/* -o noatime: QFT_FEAT_NOATIME asked for in each HELLO (an old
 	 * server reads as before). */
 	bool want_noatime;
+	/* -o locks=server (the default): QFT_FEAT_LOCKS asked for in each
+	 * HELLO (qc_conn_locks says whether the live link has it). */
+	bool want_locks;
 	qc_notify_fn *notify;
 	void *notify_ctx;
 	/* Carrying a session over to a new server: NULL when the layer
@@ -320,6 +323,10 @@ bool qc_conn_lost(struct qc_conn *c);
  * off, or the connection is shutting down).
  */
 int qc_conn_wait(struct qc_conn *c, uint64_t *gen);
+
+/* Whether the server of the live link (of the last one while none is)
+ * holds locks for us (QFT_FEAT_LOCKS). */
+bool qc_conn_locks(struct qc_conn *c);
 
 /* The live link's generation, or 0 when there is none right now. */
 uint64_t qc_conn_gen(struct qc_conn *c);

@@ -305,6 +305,8 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		m.features |= QFT_FEAT_CRED;
 	if (l->c->o.want_noatime)
 		m.features |= QFT_FEAT_NOATIME;
+	if (l->c->o.want_locks)
+		m.features |= QFT_FEAT_LOCKS;
 	/* Only where the endpoint can be reached again, and on meta only
 	 * when bulk has it: a session resumes whole or not at all. */
 	if (l->c->o.resume_s > 0 && l->ep.resumable &&

@@ -394,22 +394,10 @@ void qc_ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, len);
 }
 
-void qc_ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, -qc_file_flush(fs_of(req), file_of(fi)));
-}
-
 void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		  struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, -qc_file_fsync(fs_of(req), file_of(fi), datasync));
-}
-
-void qc_ops_release(fuse_req_t req, fuse_ino_t ino,
-		    struct fuse_file_info *fi)
-{
-	qc_file_release(fs_of(req), file_of(fi));
-	fuse_reply_err(req, 0);
 }
 
 void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,

@@ -10,12 +10,14 @@
  *   entries.c  lookup, forget, mknod, mkdir, symlink, link, unlink, rmdir,
  *              rename
  *   attrs.c    getattr, setattr, readlink, statfs
- *   files.c    open, create, read, write, flush, fsync, release, fallocate
+ *   files.c    open, create, read, write, fsync, fallocate
  *   dirs.c     opendir, readdir, readdirplus, releasedir
  *   ranges.c   copy_file_range, lseek (SEEK_DATA, SEEK_HOLE): the server
  *              works on the ranges (fs/copy.h)
  *   xattrs.c   getxattr, setxattr, listxattr, removexattr, and the
  *              mount's own attributes of its root (who may read them)
+ *   locks.c    getlk, setlk, flock forwarded to the server, and flush
+ *              and release, which end locks
  *
  * The callback files call common.c (xattrs.c also the request log for
  * what it observed, reqlog.h), never one another (no link-time cycle,
@@ -172,10 +174,8 @@ void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 struct fuse_file_info *fi);
 void qc_ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		  size_t size, off_t off, struct fuse_file_info *fi);
-void qc_ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void qc_ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		  struct fuse_file_info *fi);
-void qc_ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void qc_ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 		      off_t offset, off_t length, struct fuse_file_info *fi);
 
@@ -203,5 +203,17 @@ void qc_ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		     size_t size);
 void qc_ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void qc_ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+/* locks.c */
+void qc_locks_getlk(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, struct flock *lock);
+void qc_locks_setlk(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, struct flock *lock, int sleep);
+void qc_locks_flock(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, int op);
+void qc_locks_flush(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi);
+void qc_locks_release(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
 
 #endif /* QC_OPS_INTERNAL_H */

@@ -9,6 +9,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/fs.h"
+#include "net/conn.h"
 #include "ops/internal.h"
 #include "ops/ops.h"
 #include "protocol.h"
@@ -62,13 +63,18 @@ static void qc_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_POSIX_ACL;
 	/*
 	 * Writes go through to the server (write-behind is the protocol's
-	 * job, not the page cache's).  Locks are not forwarded: the kernel
-	 * keeps them local to this mount.  The kernel, not the server,
-	 * clears set-id bits on write, since the server may run with
-	 * privileges that make its own writes keep them.
+	 * job, not the page cache's).  The kernel, not the server, clears
+	 * set-id bits on write, since the server may run with privileges
+	 * that make its own writes keep them.
 	 */
 	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_POSIX_LOCKS |
 			FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_HANDLE_KILLPRIV);
+	/* Locks go to the server where it holds them (ops/locks.c);
+	 * otherwise (-o locks=local, an older server) the kernel keeps
+	 * them among this mount's processes. */
+	if (qc_conn_locks(fs->conn))
+		conn->want |= conn->capable & (FUSE_CAP_POSIX_LOCKS |
+					       FUSE_CAP_FLOCK_LOCKS);
 }
 
 const struct fuse_lowlevel_ops qc_ops = {
@@ -90,8 +96,8 @@ const struct fuse_lowlevel_ops qc_ops = {
 	.create       = qc_caller_create,
 	.read         = qc_ops_read,
 	.write        = qc_ops_write,
-	.flush        = qc_ops_flush,
-	.release      = qc_ops_release,
+	.flush        = qc_locks_flush,
+	.release      = qc_locks_release,
 	.fsync        = qc_ops_fsync,
 	.opendir      = qc_caller_opendir,
 	.readdir      = qc_caller_readdir,
@@ -106,4 +112,7 @@ const struct fuse_lowlevel_ops qc_ops = {
 	.fallocate    = qc_ops_fallocate,
 	.copy_file_range = qc_ops_copy_file_range,
 	.lseek        = qc_ops_lseek,
+	.getlk        = qc_locks_getlk,
+	.setlk        = qc_locks_setlk,
+	.flock        = qc_locks_flock,
 };

@@ -8,6 +8,7 @@
 #                           [--directions LIST] [--timeout SECS] [--out DIR]
 #   bash tests/bench/run.sh resume [--link NAME] [--cut SECS] [--at FRACTION]
 #                           [--tools qftfs,sshfs]
+#   bash tests/bench/run.sh sqlite [--rows N]
 #
 # Runs qftfs, sshfs, scp, rsync -e ssh and iperf3 side by side over emulated
 # links (big files, and trees: cp -r, rsync -a and tar x onto the mount, cp
@@ -17,6 +18,8 @@
 #
 # `resume` is the outage scenario (tests/bench/resume.py): an upload whose
 # link is cut and healed in the middle, qftfs beside sshfs -o reconnect.
+# `sqlite` is the locks scenario (tests/bench/sqlite2.py): two sqlite
+# writers on two local-mode mounts of one directory, rows/s.
 #
 # Needs root.  Link emulation: tc netem if the kernel has sch_netem, else the
 # command in QFTFS_BENCH_LINK_CMD (interface: `CMD up RTT_MS RATE_MBIT`,
@@ -57,6 +60,10 @@ if [ ${#need[@]} -gt 0 ]; then
 		echo "run.sh: could not install ${need[*]}; missing tools are skipped, no chart without matplotlib"
 fi
 
+if [ "${1:-}" = sqlite ]; then
+	shift
+	exec /usr/bin/python3 tests/bench/sqlite2.py --argv0 "bash tests/bench/run.sh sqlite" "$@"
+fi
 if [ "${1:-}" = resume ]; then
 	shift
 	exec /usr/bin/python3 tests/bench/resume.py --argv0 "bash tests/bench/run.sh resume" "$@"

@@ -19,9 +19,10 @@
  *          rebuilt after such an input.  Otherwise the bit is ignored.
  *   bit 6  the session has change notification (a struct srv_watch, as
  *          main.c makes), and the harness's HELLO asks for NOTIFY,
- *          PROGRESS and LAZY (and FOLLOW in follow mode): READDIR_WATCH,
- *          SCAN_WATCH, UNWATCH, lazy opens and the syncs' PROGRESS
- *          frames are reachable without the input's own HELLO
+ *          PROGRESS, LAZY and LOCKS (and FOLLOW in follow mode):
+ *          READDIR_WATCH, SCAN_WATCH, UNWATCH, lazy opens, the syncs'
+ *          PROGRESS frames, LOCK and GETLK are reachable without the
+ *          input's own HELLO
  *   bit 7  the connection is the meta one (is_meta, lane META)
  * Each input gets a fresh `struct srv` on a socketpair; one peer thread
  * writes the stream, another reads every reply until the server closes,
@@ -533,6 +534,8 @@ static void *reader_main(void *arg)
 
 static void srv_teardown(struct srv *s)
 {
+	/* As main.c's srv_free: the lock records hold descriptors. */
+	srv_lock_destroy(&s->locks);
 	srv_handle_destroy(&s->handles);
 	/* s->in is a view of the I/O engine's pool, which the loop frees. */
 	qbuf_free(&s->out);
@@ -595,7 +598,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			hello.features |= QFT_FEAT_LZ4 | QFT_FEAT_LZ4_AUTO;
 		if (opts & OPT_NOTIFY)
 			hello.features |= QFT_FEAT_NOTIFY | QFT_FEAT_PROGRESS |
-					  QFT_FEAT_LAZY;
+					  QFT_FEAT_LAZY | QFT_FEAT_LOCKS;
 		if (follow && (opts & OPT_NOTIFY))
 			hello.features |= QFT_FEAT_FOLLOW;
 		FUZZ_CHECK(qft_msg_encode(&stream, &hello) == 0);

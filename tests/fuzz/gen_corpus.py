@@ -383,6 +383,29 @@ def server_seeds():
                                  version=wire.VERSION, features=FEAT_LAZY)))
     add('lazy-unagreed', HELLO, lazy(Stream()))
 
+    # Locks: with LOCKS agreed (the harness's HELLO in NOTIFY mode) the
+    # record, flock and GETLK paths, their refusals, a handle closed with
+    # locks held; without it, ENOSYS.
+    def locks(t):
+        whole = wire.INT64_MAX
+        return (t('OPEN', handle=1, path='a', opflags=wire.O_RDWR)
+                ('OPEN', handle=2, path='d/f', opflags=wire.O_RDONLY)
+                ('LOCK', handle=1, opflags=0, lock=(1, 0, 9, 2, 1))
+                ('LOCK', handle=1, opflags=0, lock=(2, 5, 5, 1, 2))
+                ('LOCK', handle=1, opflags=0, lock=(1, 3, 4, 0, 1))
+                ('GETLK', handle=1, lock=(2, 0, whole, 2, 2))
+                ('LOCK', handle=1, opflags=1, lock=(3, 0, whole, 2, 3))
+                ('LOCK', handle=2, opflags=1, lock=(4, 0, whole, 1, 3))
+                ('LOCK', handle=2, opflags=0, lock=(4, 0, whole, 2, 3))
+                ('LOCK', handle=1, opflags=1, lock=(3, 0, 5, 2, 3))
+                ('LOCK', handle=1, opflags=2, lock=(1, 0, whole, 0, 1))
+                ('LOCK', handle=1, opflags=2, lock=(1, 0, whole, 2, 1))
+                ('LOCK', handle=9, opflags=0, lock=(1, 0, whole, 2, 1))
+                ('GETLK', handle=1, lock=(1, 0, whole, 0, 1))
+                ('CLOSE', handle=1)('CLOSE', handle=2))
+    add('locks', HELLO | NOTIFY, locks(Stream()))
+    add('locks-unagreed', HELLO, locks(Stream()))
+
     t = (Stream()('OPENDIR', handle=3, path='')
          ('READDIR', handle=3, offset=0, length=4096, opflags=0)
          ('READDIR', handle=3, offset=0, length=4096, opflags=READDIR_PLUS)

@@ -2942,6 +2942,76 @@ static int decode_copy(const struct qft_msg *m, struct qft_msg *got,
 }
 
 /*
+ * LOCK and GETLK (QFT_FEAT_LOCKS): the lock travels whole each way; a
+ * range beyond off_t or backwards, an unknown type or an unknown LOCK
+ * flag is well framed but invalid (-EINVAL), so the server answers it and
+ * keeps the connection.
+ */
+static void test_lock_codec(void)
+{
+	static const struct {
+		uint64_t start, end;
+		uint32_t type, opflags;
+		int want;
+	} cases[] = {
+		{ 0, INT64_MAX, QFT_LK_WRLCK, 0, 0 },
+		{ 5, 5, QFT_LK_RDLCK, QFT_LOCK_FLOCK, 0 },
+		{ 0, INT64_MAX, QFT_LK_UNLCK, QFT_LOCK_CLOSE, 0 },
+		{ 6, 5, QFT_LK_WRLCK, 0, -EINVAL },
+		{ 0, (uint64_t)INT64_MAX + 1, QFT_LK_WRLCK, 0, -EINVAL },
+		{ UINT64_MAX, UINT64_MAX, QFT_LK_WRLCK, 0, -EINVAL },
+		{ 0, 1, QFT_LK_WRLCK + 1, 0, -EINVAL },
+		{ 0, 1, QFT_LK_WRLCK, QFT_LOCK_KNOWN + 1, -EINVAL },
+	};
+	struct qft_msg m, got;
+	uint8_t *copy;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		check_ctx("LOCK case %zu", i);
+		qft_msg_init(&m, QFT_OP_LOCK, 300 + i);
+		m.handle = 4;
+		m.opflags = cases[i].opflags;
+		m.lk.owner = 0x0123456789abcdefull;
+		m.lk.start = cases[i].start;
+		m.lk.end = cases[i].end;
+		m.lk.type = cases[i].type;
+		m.lk.pid = 4242;
+		CHECK_EQ(decode_copy(&m, &got, &copy), cases[i].want);
+		if (cases[i].want == 0) {
+			CHECK_EQ(got.opflags, m.opflags);
+			CHECK(got.lk.owner == m.lk.owner &&
+			      got.lk.start == m.lk.start &&
+			      got.lk.end == m.lk.end &&
+			      got.lk.type == m.lk.type && got.lk.pid == 4242);
+			if (i == 0)
+				keep_frame(&m, "request");
+		}
+		free(copy);
+	}
+
+	check_ctx("GETLK");
+	qft_msg_init(&m, QFT_OP_GETLK, 320);
+	m.handle = 9;
+	m.lk = (struct qft_lock){ 7, 10, 19, QFT_LK_WRLCK, 1 };
+	CHECK_EQ(decode_copy(&m, &got, &copy), 0);
+	CHECK(got.handle == 9 && got.lk.end == 19);
+	free(copy);
+	keep_frame(&m, "request");
+	qft_msg_init_reply(&got, &m);
+	got.lk = (struct qft_lock){ 7, 0, INT64_MAX, QFT_LK_RDLCK, 0 };
+	CHECK_EQ(decode_copy(&got, &m, &copy), 0);
+	CHECK(m.lk.type == QFT_LK_RDLCK && m.lk.end == INT64_MAX);
+	free(copy);
+	keep_frame(&got, "reply");
+	/* A reply's lock is checked as a request's. */
+	got.lk.start = 20;
+	got.lk.end = 10;
+	CHECK_EQ(decode_copy(&got, &m, &copy), -EINVAL);
+	free(copy);
+	check_ctx("%s", "");
+}
+
+/*
  * The HELLO reply's boot id (QFT_FEAT_BOOTID): present exactly when its
  * features say so, visible ASCII of 1 to QFT_MAX_BOOT_ID bytes, and a
  * reply cut anywhere inside it is malformed.
@@ -3413,6 +3483,7 @@ int main(void)
 	test_progress_codec();
 	test_resume_codec();
 	test_bootid_codec();
+	test_lock_codec();
 	test_readdir_watch_flags();
 	test_copy_seek_codec();
 	test_cred_codec();
