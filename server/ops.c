@@ -32,6 +32,7 @@
 #include "procfs.h"
 #include "pulse.h"
 #include "scan.h"
+#include "walk.h"
 #include "watch.h"
 
 typedef int (*op_fn)(struct srv *s, const struct qft_msg *req,
@@ -151,6 +152,9 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 				 "client will refuse the shared mount");
 		}
 	}
+	/* Walk-ahead (walk.h) needs nothing the server might lack. */
+	if (req->features & QFT_FEAT_FETCH)
+		rep->features |= QFT_FEAT_FETCH;
 	/* Lazy handles need nothing the server might lack. */
 	if (req->features & QFT_FEAT_LAZY) {
 		rep->features |= QFT_FEAT_LAZY;
@@ -1504,6 +1508,26 @@ static int op_scan(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/* Walk-ahead: several small files' contents (walk.h). */
+static int op_fetch(struct srv *s, const struct qft_msg *req,
+		    struct qft_msg *rep)
+{
+	struct qbuf b;
+	int r;
+
+	if ((r = data_reserve(s, SRV_WALK_OUT_MAX)) < 0)
+		return r;
+	memset(&b, 0, sizeof(b));
+	b.data = s->data;
+	b.cap = SRV_WALK_OUT_MAX;
+	b.limit = SRV_WALK_OUT_MAX;
+	if ((r = srv_walk_fetch(&s->root, req, &b)) < 0)
+		return r;
+	rep->data.p = b.data;
+	rep->data.len = (uint32_t)b.len;
+	return 0;
+}
+
 /* The client forgets a watched directory; ending nothing is no error
  * (the watch may have ended with GONE just before). */
 static int op_unwatch(struct srv *s, const struct qft_msg *req,
@@ -1553,6 +1577,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_UNWATCH]     = op_unwatch,
 	[QFT_OP_SYNCFS]      = op_syncfs,
 	[QFT_OP_BYE]         = op_bye,
+	[QFT_OP_FETCH]       = op_fetch,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)
