@@ -46,6 +46,7 @@ struct qc_cmdline {
 	char *transport;
 	char *window;
 	char *readahead;
+	char *walkahead;
 	char *compress;
 	char *timeout;
 	char *keepalive;

@@ -30,6 +30,10 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_FILES_WRITTEN] = "files_written",
 	[QC_STAT_FILES_CREATED] = "files_created",
 	[QC_STAT_REQUESTS]      = "requests",
+	[QC_STAT_WALK_FILES]    = "walk_files",
+	[QC_STAT_WALK_BYTES]    = "walk_bytes",
+	[QC_STAT_WALK_FETCHED]  = "walk_fetched_bytes",
+	[QC_STAT_WALK_WASTE]    = "walk_waste_bytes",
 };
 
 /*

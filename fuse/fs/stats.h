@@ -54,6 +54,11 @@ enum qc_stat {
 	QC_STAT_FILES_WRITTEN,  /* ... written to */
 	QC_STAT_FILES_CREATED,  /* creat/O_CREAT that made a file */
 	QC_STAT_REQUESTS,       /* kernel requests answered */
+	/* Walk-ahead (walk.h): */
+	QC_STAT_WALK_FILES,     /* opens answered with fetched contents */
+	QC_STAT_WALK_BYTES,     /* ... their bytes */
+	QC_STAT_WALK_FETCHED,   /* bytes of contents FETCH brought */
+	QC_STAT_WALK_WASTE,     /* ... never read (dropped, stale, passed) */
 	QC_STAT__COUNT
 };
 

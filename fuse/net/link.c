@@ -298,6 +298,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		m.features |= QFT_FEAT_FOLLOW;
 	m.features |= QFT_FEAT_PROGRESS;
 	m.features |= QFT_FEAT_LAZY;
+	m.features |= QFT_FEAT_FETCH;
 	if (l->c->o.want_cred)
 		m.features |= QFT_FEAT_CRED;
 	/* Only where the endpoint can be reached again, and on meta only
