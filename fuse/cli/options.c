@@ -642,8 +642,9 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 	fs->commit.on = cl->commit && strcmp(cl->commit, "async") == 0;
 	fs->multi_user = cl->allow_other;
 	fs->follow = cl->follow_symlinks;
+	fs->walkahead = QC_WALK_DEFAULT;
 	if (qc_fs_set_sizes(fs, cl->window, cl->readahead) < 0 ||
-	    qc_walk_parse(fs, cl->walkahead) < 0)
+	    qc_fs_parse_size("walkahead", cl->walkahead, &fs->walkahead) < 0)
 		return -EINVAL;
 	if (cl->server && !cl->server[strspn(cl->server, " \t")]) {
 		fprintf(stderr, "qftfs: empty server command\n");

@@ -94,12 +94,6 @@ struct batch {
 	uint32_t idx[QC_WALK_NAMES];
 };
 
-int qc_walk_parse(struct qc_fs *fs, const char *s)
-{
-	fs->walkahead = QC_WALK_DEFAULT;
-	return qc_fs_parse_size("walkahead", s, &fs->walkahead);
-}
-
 int qc_walk_init(struct qc_fs *fs)
 {
 	struct qc_walk *w;

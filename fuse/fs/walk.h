@@ -74,9 +74,9 @@ struct qc_walk;
 /* Names of a directory a walk considers: a bigger one is not followed. */
 #define QC_WALK_LIST_MAX  100000u
 
-/* Parses -o walkahead=SIZE (NULL: the default) into fs->walkahead. */
-int qc_walk_parse(struct qc_fs *fs, const char *s);
-/* Sets up fs->walk (nothing when walkahead is 0). */
+/* Sets up fs->walk (nothing when walkahead is 0): after the options set
+ * fs->walkahead (-o walkahead=SIZE, qc_fs_parse_size; QC_WALK_DEFAULT
+ * without it). */
 int qc_walk_init(struct qc_fs *fs);
 /* Frees it, after the session: every FETCH is completed by then. */
 void qc_walk_destroy(struct qc_fs *fs);
