@@ -23,6 +23,7 @@ import time
 import pytest
 
 import util
+import wire
 
 P = os.path.join
 
@@ -385,3 +386,85 @@ def test_tools_copy_off_the_mount_exactly(mount, tmp_path):
     diff(P(src, 'tree'), str(tmp_path / 'tar' / 'tree'))
     same_metadata(P(src, 'tree'), str(tmp_path / 'tar' / 'tree'))
     assert delta(before, stats(mnt))['walk_files'] > 0
+
+
+# ---- FETCH on the wire: what a hostile client can ask ----
+
+def _server(wire_server, root):
+    srv = wire_server(root, hello=False)
+    r = srv.hello(features=wire.FEAT_FETCH)
+    assert r.status == 0 and r['features'] & wire.FEAT_FETCH, r
+    return srv
+
+
+def _fetch(srv, path, names, length=64 << 10):
+    return srv.call('FETCH', path=path, length=length,
+                    data=wire.enc_fetch_names(names))
+
+
+def test_fetch_reads_only_regular_files_inside(wire_server, tmp_path):
+    root = tmp_path / 'root'
+    (root / 'd').mkdir(parents=True)
+    (root / 'd' / 'a').write_bytes(b'alpha')
+    (root / 'd' / 'empty').write_bytes(b'')
+    (root / 'd' / 'big').write_bytes(b'x' * 5000)
+    (root / 'd' / 'sub').mkdir()
+    secret = tmp_path / 'secret'
+    secret.write_bytes(b'outside the root')
+    os.symlink(str(secret), str(root / 'd' / 'out'))
+    os.symlink('a', str(root / 'd' / 'rel'))
+    os.mkfifo(str(root / 'd' / 'fifo'))
+    srv = _server(wire_server, root)
+    r = _fetch(srv, 'd', ['a', 'empty', 'big', 'sub', 'out', 'rel', 'fifo',
+                          'missing'], length=4096)
+    assert r.err == 'OK', r
+    recs = wire.parse_fetch(r['data'])
+    assert [x[0] for x in recs] == ['OK', 'OK', 'OK', 'EINVAL', 'EINVAL',
+                                    'EINVAL', 'EINVAL', 'ENOENT'], recs
+    assert recs[0][2] == wire.FETCH_EOF and recs[0][3] == b'alpha'
+    assert recs[0][1].size == 5
+    assert recs[1][2] == wire.FETCH_EOF and recs[1][3] == b''
+    # More than `length`: not whole, so no bytes at all.
+    assert recs[2][2] == 0 and recs[2][3] == b'' and recs[2][1].size == 5000
+    # Not even a symlink's target's bytes, in or out of the root.
+    assert b'outside' not in r['data']
+    assert wire.alive(srv)
+
+
+@pytest.mark.parametrize('names', [['../secret'], ['a/b'], ['.'], ['..'],
+                                   [''], ['a'] * 257])
+def test_fetch_bad_names_refused(wire_server, tmp_path, names):
+    root = tmp_path / 'root'
+    (root / 'd').mkdir(parents=True)
+    (root / 'd' / 'a').write_bytes(b'alpha')
+    (tmp_path / 'secret').write_bytes(b'outside')
+    srv = _server(wire_server, root)
+    r = _fetch(srv, 'd', names)
+    assert r.err != 'OK', r
+    assert wire.alive(srv)
+
+
+def test_fetch_path_confined_and_bounded(wire_server, tmp_path):
+    root = tmp_path / 'root'
+    root.mkdir()
+    (tmp_path / 'secret').write_bytes(b'outside')
+    os.symlink(str(tmp_path), str(root / 'up'))
+    srv = _server(wire_server, root)
+    for path in ('..', 'up', '../root'):
+        r = _fetch(srv, path, ['secret'])
+        assert r.err != 'OK', (path, r)
+    # A length above the limit and names past the reply's budget.
+    (root / 'f').write_bytes(b'y' * 1000)
+    r = _fetch(srv, '', ['f'], length=(256 << 10) + 1)
+    assert r.err == 'EINVAL', r
+    srv2 = _server(wire_server, root)
+    for i in range(8):
+        (root / ('m%d' % i)).write_bytes(os.urandom(200 << 10))
+    r = _fetch(srv2, '', ['m%d' % i for i in range(8)], length=256 << 10)
+    assert r.err == 'OK', r
+    recs = wire.parse_fetch(r['data'])
+    # 1 MiB of data at most: a prefix of the names, each whole.
+    assert 3 <= len(recs) < 8, len(recs)
+    for i, rec in enumerate(recs):
+        assert rec[3] == (root / ('m%d' % i)).read_bytes()
+    assert wire.alive(srv2)
