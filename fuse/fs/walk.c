@@ -456,8 +456,30 @@ static bool batch_add(struct qc_fs *fs, struct wdir *wd, struct batch *b,
 static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 {
 	struct batch *b = NULL;
+	uint64_t bytes = 0;
+	size_t count = 0;
 
 	wd->probing = false;
+	/* A small directory is fetched whole: whatever the order, the
+	 * walker finds its files here. */
+	for (size_t i = 0; i < wd->n && count <= QC_WALK_WHOLE_FILES; i++)
+		if (may_ask(fs, wd, i)) {
+			count++;
+			bytes += wd->ents[i].attr.size + 1;
+		}
+	if (count && count <= QC_WALK_WHOLE_FILES &&
+	    bytes <= QC_WALK_WHOLE_BYTES &&
+	    fs->walk->held + bytes <= fs->walkahead) {
+		if (!(b = batch_new(fs, wd, out)))
+			return;
+		for (size_t i = 0; i < wd->n; i++)
+			if (may_ask(fs, wd, i) && !batch_add(fs, wd, b, i))
+				return;
+		if (wd->credit < bytes)
+			wd->credit = bytes;
+		wd->ask = wd->n;
+		return;
+	}
 	for (unsigned o = 0; o < ORDERS; o++) {
 		size_t q = place_in(wd, o, wd->last) + 1;
 
@@ -658,7 +680,29 @@ static void send_batches(struct qc_fs *fs, struct batch *list)
 	}
 }
 
-void qc_walk_note_read(struct qc_fs *fs, struct qn_node *n)
+/* Lock held: whether the calling thread's caller read files of another
+ * directory moments ago (a walk it follows). */
+static bool walking_elsewhere(struct qc_fs *fs, struct qn_node *dir,
+			      uint64_t now)
+{
+	for (unsigned k = 0; k < QC_WALK_DIRS; k++) {
+		struct wdir *wd = fs->walk->dirs[k];
+
+		if (wd && wd->dir != dir && now - wd->used_ns < QC_WALK_NEXT_NS &&
+		    same_caller(wd))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The walk of n's directory begins (or goes on): at the first read of a
+ * file of it, or with `at_open` already at the read-only open of one,
+ * when the caller was reading another directory's files moments ago --
+ * a tree walker moving on, whose first file's OPEN and the first FETCH
+ * then share a round trip.
+ */
+static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 {
 	char name[QFT_MAX_NAME + 1];
 	struct qc_walk *w = fs->walk;
@@ -674,10 +718,12 @@ void qc_walk_note_read(struct qc_fs *fs, struct qn_node *n)
 	wd = wdir_find(fs, parent, qc_now_ns(), &g);
 	if (wd) {
 		/* Its open advanced the walk already. */
-		if (same_caller(wd))
+		if (same_caller(wd) && !at_open)
 			top_up(fs, wd, &list);
 		goto out_unlock;
 	}
+	if (at_open && !walking_elsewhere(fs, parent, qc_now_ns()))
+		goto out_unlock;
 	pthread_mutex_unlock(&w->lock);
 	fresh = wdir_new(fs, parent);
 	if (!fresh)
@@ -699,6 +745,11 @@ out_unlock:
 out_unref:
 	grave_empty(fs, &g);
 	qn_unref(&fs->nodes, parent);
+}
+
+void qc_walk_note_read(struct qc_fs *fs, struct qn_node *n)
+{
+	walk_begin(fs, n, false);
 }
 
 /* hit->rep made to own `data` (malloc) as a reply's data. */
@@ -727,7 +778,7 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 	struct wdir *wd;
 	uint8_t *data = NULL;
 	uint32_t len = 0;
-	bool took = false, caller = false, ok = false;
+	bool took = false, caller = false, ok = false, begin = false;
 	size_t i;
 
 	if (!w || (flags & O_ACCMODE) != O_RDONLY ||
@@ -736,6 +787,7 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 		return false;
 	pthread_mutex_lock(&w->lock);
 	wd = wdir_find(fs, parent, qc_now_ns(), &g);
+	begin = !wd;
 	if (!wd || (i = find_name(wd, name)) == SIZE_MAX)
 		goto out_unlock;
 	if (wd->slots[i] == &passed) {
@@ -793,6 +845,8 @@ out_unlock:
 	}
 	grave_empty(fs, &g);
 	qn_unref(&fs->nodes, parent);
+	if (begin)
+		walk_begin(fs, n, true);
 	return ok;
 }
 

@@ -15,7 +15,10 @@
  * (readahead.h), so neither the open nor the reads wait.  Opens of the
  * directory's other files advance the walk and keep the requests ahead
  * of it.  A stat-only walk (find, du, ls -lR) never reads a file, so it
- * fetches nothing.
+ * fetches nothing.  A walker that moves on to the next directory (a
+ * read-only open there by a caller that read another directory's files
+ * within QC_WALK_NEXT_NS) has its walk begin with that open, so that the
+ * first FETCH there travels beside the first file's OPEN.
  *
  * Coherence.  Contents are used only while the directory's listing is
  * under a lease on the live link, its entry for the name unchanged since
@@ -71,6 +74,13 @@ struct qc_walk;
 /* Directories followed at once, and how long an untouched one is kept. */
 #define QC_WALK_DIRS      4u
 #define QC_WALK_IDLE_NS   (10ull * 1000000000u)
+/* A read-only open in a new directory by a caller that read another
+ * directory's files this recently begins its walk at once. */
+#define QC_WALK_NEXT_NS   (2ull * 1000000000u)
+/* A directory with at most this many small files of at most this many
+ * bytes in all is fetched whole by its walk's first FETCH. */
+#define QC_WALK_WHOLE_FILES 64u
+#define QC_WALK_WHOLE_BYTES ((uint64_t)256 << 10)
 /* Names of a directory a walk considers: a bigger one is not followed. */
 #define QC_WALK_LIST_MAX  100000u
 
