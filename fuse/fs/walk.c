@@ -511,14 +511,26 @@ static void top_up(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 	struct batch *b = NULL;
 	uint64_t bytes = 0, limit = QC_WALK_BATCH;
 
-	/* The walker moved on from what other walks hold, when they keep
-	 * this one from the credit it earned. */
-	if (w->held - wd->held + wd->credit > fs->walkahead)
+	/* When the budget is spent, what walks of other directories hold is
+	 * given up, least recently used first: the walker moved on (and
+	 * may come back to one: cp -r goes down into a subdirectory in the
+	 * middle of its directory; what it gave up is then asked again). */
+	while (w->held + QC_WALK_HEADROOM > fs->walkahead) {
+		struct wdir *old = NULL;
+
 		for (unsigned k = 0; k < QC_WALK_DIRS; k++)
 			if (w->dirs[k] && w->dirs[k] != wd &&
-			    w->dirs[k]->held)
-				for (size_t i = 0; i < w->dirs[k]->n; i++)
-					slot_drop(fs, w->dirs[k], i);
+			    w->dirs[k]->held &&
+			    (!old || w->dirs[k]->used_ns < old->used_ns))
+				old = w->dirs[k];
+		if (!old)
+			break;
+		for (size_t i = 0; i < old->n; i++)
+			slot_drop(fs, old, i);
+		old->ask = old->pos;
+		if (old->held)
+			break; /* its FETCHes in flight: their answers go */
+	}
 	if (wd->probing) {
 		probe(fs, wd, out);
 		return;

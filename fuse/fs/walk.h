@@ -81,6 +81,8 @@ struct qc_walk;
  * bytes in all is fetched whole by its walk's first FETCH. */
 #define QC_WALK_WHOLE_FILES 64u
 #define QC_WALK_WHOLE_BYTES ((uint64_t)256 << 10)
+/* Room a walk wants free in the budget before it takes from others. */
+#define QC_WALK_HEADROOM  ((uint64_t)256 << 10)
 /* Names of a directory a walk considers: a bigger one is not followed. */
 #define QC_WALK_LIST_MAX  100000u
 
