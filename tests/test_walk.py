@@ -143,10 +143,12 @@ def test_tree_read_waits_far_less_than_once_per_file(mount, tmp_path, tool):
     # Before walk-ahead: one wait per file (its OPEN).  Now a few per
     # directory: the listing, the first file's OPEN, the first FETCH,
     # a switch of order (rsync sorts), the big file.
+    # An open that finds its file's FETCH still on its way waits too.
     budget = nfiles // 4 + 6 * ndirs
-    assert d['requests_waited'] <= budget, \
+    waited = d['requests_waited'] + d['walk_waits']
+    assert waited <= budget, \
         '%s of %d files waited %d times (budget %d): %r' % (
-            tool, nfiles, d['requests_waited'], budget, d)
+            tool, nfiles, waited, budget, d)
     assert d['walk_files'] >= nfiles // 2, d
     # What was fetched was read, but for the files a walker skips.
     assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 4 + 8192, d

@@ -34,6 +34,7 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_WALK_BYTES]    = "walk_bytes",
 	[QC_STAT_WALK_FETCHED]  = "walk_fetched_bytes",
 	[QC_STAT_WALK_WASTE]    = "walk_waste_bytes",
+	[QC_STAT_WALK_WAITS]    = "walk_waits",
 };
 
 /*

@@ -59,6 +59,7 @@ enum qc_stat {
 	QC_STAT_WALK_BYTES,     /* ... their bytes */
 	QC_STAT_WALK_FETCHED,   /* bytes of contents FETCH brought */
 	QC_STAT_WALK_WASTE,     /* ... never read (dropped, stale, passed) */
+	QC_STAT_WALK_WAITS,     /* opens that waited for a FETCH's answer */
 	QC_STAT__COUNT
 };
 

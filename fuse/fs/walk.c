@@ -809,6 +809,9 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 		goto out_unlock;
 	}
 	wd->refs++;
+	if (wd->slots[i] && wd->slots[i] != &passed && !wd->slots[i]->ready)
+		/* A round trip on the walker's path, as a request's wait. */
+		qc_stat_inc(&fs->stats, QC_STAT_WALK_WAITS);
 	while (wd->slots[i] && wd->slots[i] != &passed &&
 	       !wd->slots[i]->ready && !wd->gone)
 		pthread_cond_wait(&w->cond, &w->lock);
