@@ -138,6 +138,10 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_LOCK] = { "LOCK", { FLD_HANDLE, FLD_OPFLAGS, FLD_LOCK },
 		{ 0 }, QFT_LOCK_KNOWN },
 	[QFT_OP_GETLK] = { "GETLK", { FLD_HANDLE, FLD_LOCK }, { FLD_LOCK } },
+	/* Walk-ahead: the names and the records are checked by
+	 * qft_fetch_names_check and qft_fetch_rec_decode. */
+	[QFT_OP_FETCH] = { "FETCH", { FLD_PATH, FLD_LENGTH, FLD_DATA },
+		{ FLD_DATA }, 0, 0, QFT_FETCH_FILE_MAX },
 };
 
 static const struct op_desc *op_desc(uint16_t op)
@@ -1015,6 +1019,84 @@ int qft_scan_check(const struct qft_blob *data)
 		n++;
 	}
 	return n;
+}
+
+int qft_fetch_name_next(struct qcur *c, struct qft_str *name)
+{
+	struct qcur save = *c;
+	int r;
+
+	if ((r = qcur_get_str(c, &name->s, &name->len, QFT_MAX_NAME)) < 0)
+		return r;
+	if (!qft_name_valid(name->s, name->len)) {
+		*c = save;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int qft_fetch_names_check(const struct qft_blob *data)
+{
+	struct qft_str name;
+	struct qcur c;
+	int n = 0, r;
+
+	qcur_init(&c, data->p, data->len);
+	while (c.left) {
+		if ((r = qft_fetch_name_next(&c, &name)) < 0)
+			return r;
+		if (++n > (int)QFT_FETCH_MAX_NAMES)
+			return -EINVAL;
+	}
+	return n ? n : -EINVAL;
+}
+
+int qft_fetch_rec_encode(struct qbuf *b, const struct qft_fetch_rec *rec)
+{
+	size_t start = b->len;
+	int r;
+
+	if ((r = qbuf_put_u32(b, rec->status)) < 0)
+		return r;
+	if (rec->status == QFT_OK &&
+	    ((r = put_attr(b, &rec->attr)) < 0 ||
+	     (r = qbuf_put_u32(b, rec->flags)) < 0 ||
+	     (r = qbuf_put_blob(b, rec->data.p, rec->data.len)) < 0))
+		goto undo;
+	return 0;
+undo:
+	b->len = start;
+	return r;
+}
+
+int qft_fetch_rec_decode(struct qcur *c, struct qft_fetch_rec *rec,
+			 uint64_t max_len)
+{
+	struct qcur save = *c;
+	int r;
+
+	memset(rec, 0, sizeof(*rec));
+	if ((r = qcur_get_u32(c, &rec->status)) < 0)
+		return r;
+	if (rec->status >= QFT_STATUS__COUNT) {
+		r = -EINVAL;
+		goto fail;
+	}
+	if (rec->status != QFT_OK)
+		return 0;
+	if ((r = get_attr(c, &rec->attr)) < 0 ||
+	    (r = qcur_get_u32(c, &rec->flags)) < 0 ||
+	    (r = qcur_get_blob(c, &rec->data.p, &rec->data.len,
+			       QFT_MAX_DATA)) < 0)
+		goto fail;
+	r = -EINVAL;
+	if ((rec->flags & ~QFT_FETCH_KNOWN) || rec->data.len > max_len ||
+	    (rec->attr.mode & QFT_S_IFMT) != QFT_S_IFREG)
+		goto fail;
+	return 0;
+fail:
+	*c = save;
+	return r;
 }
 
 void qft_attr_from_stat(struct qft_attr *a, const struct stat *st)

@@ -246,6 +246,33 @@ int qft_scan_rec_decode(struct qcur *c, struct qft_scan_rec *rec);
  */
 int qft_scan_check(const struct qft_blob *data);
 
+/*
+ * FETCH (protocol.h, docs/protocol.md "Walk-ahead").  The request's data
+ * is a list of names; each reply record says how reading one went.
+ */
+struct qft_fetch_rec {
+	uint32_t status;       /* enum qft_status; the rest only when 0 */
+	struct qft_attr attr;  /* a regular file's */
+	uint32_t flags;        /* QFT_FETCH_EOF */
+	struct qft_blob data;  /* from offset 0 */
+};
+
+/* The next name of a request's list: -EBADMSG when short, -EINVAL for
+ * an invalid name ("", ".", "..", a '/'); consumes nothing on failure. */
+int qft_fetch_name_next(struct qcur *c, struct qft_str *name);
+/* Checks a whole list: the number of names (1 to QFT_FETCH_MAX_NAMES),
+ * or -EBADMSG/-EINVAL.  Pure: the server and the fuzzers call it. */
+int qft_fetch_names_check(const struct qft_blob *data);
+/* Leaves *b as it was on failure (-EMSGSIZE). */
+int qft_fetch_rec_encode(struct qbuf *b, const struct qft_fetch_rec *rec);
+/*
+ * The next record; -EBADMSG (short) or -EINVAL (unknown status or flag,
+ * more data than `max_len`, attributes invalid or not a regular file's),
+ * consuming nothing on failure.
+ */
+int qft_fetch_rec_decode(struct qcur *c, struct qft_fetch_rec *rec,
+			 uint64_t max_len);
+
 /* Conversions between wire structures and host structures. */
 void qft_attr_from_stat(struct qft_attr *a, const struct stat *st);
 void qft_attr_to_stat(const struct qft_attr *a, struct stat *st);

@@ -178,6 +178,14 @@
  */
 #define QFT_FEAT_HOLES     0x00000800u
 /*
+ * FETCH (walk-ahead): the client may send QFT_OP_FETCH, which reads the
+ * contents of several small files of one directory in one round trip
+ * (docs/protocol.md, "Walk-ahead").  A server that does not know the
+ * opcode cannot decode the frame, so the client sends it only where this
+ * was agreed.
+ */
+#define QFT_FEAT_FETCH     0x00001000u
+/*
  * NOATIME: the client was mounted -o noatime, so reading through
  * this session must not change a file's access time on the server
  * either (executing a program reads it).  A server that grants it opens
@@ -186,7 +194,7 @@
  * changes.
  */
 #define QFT_FEAT_NOATIME   0x00004000u
-#define QFT_FEAT_KNOWN     0x00004fffu
+#define QFT_FEAT_KNOWN     0x00005fffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*
@@ -264,6 +272,9 @@ enum qft_op {
 	/* Server-side copy and holes (QFT_FEAT_COPY, QFT_FEAT_HOLES): */
 	QFT_OP_COPY        = 39, /* a range of one open file into another */
 	QFT_OP_SEEK        = 40, /* lseek SEEK_DATA / SEEK_HOLE on a handle */
+	/* Walk-ahead (QFT_FEAT_FETCH): the contents of named small files of
+	 * one directory, read without handles (42 is kept for it). */
+	QFT_OP_FETCH       = 41,
 	QFT_OP__COUNT
 };
 
@@ -470,6 +481,24 @@ enum qft_status {
  * its listing ended (sent right before its DIR_END).
  */
 #define QFT_SCAN_REC_WATCHED 3u
+
+/*
+ * FETCH (QFT_FEAT_FETCH).  Request: path (a directory), length (the most
+ * data of any one file, at most QFT_FETCH_FILE_MAX), data: 1 to
+ * QFT_FETCH_MAX_NAMES names, each a string (u32 length, bytes), every
+ * one a valid name.  Reply data: one record per name, in the request's
+ * order, for as many names as fit QFT_MAX_DATA (a prefix of them):
+ *   u32 status (enum qft_status; 0 = the file was read), and with 0:
+ *   attr (of the open file), u32 flags, blob data (u32 length <= the
+ *   request's, bytes from offset 0).
+ * EOF in flags: the read was short, so `data` is the whole file as it
+ * was when read.  A name that is not a regular file is QFT_EINVAL; a
+ * symlink is never followed.
+ */
+#define QFT_FETCH_FILE_MAX  ((uint64_t)256 << 10)
+#define QFT_FETCH_MAX_NAMES 256u
+#define QFT_FETCH_EOF       0x0001u
+#define QFT_FETCH_KNOWN     0x0001u
 
 /*
  * File modes use the traditional octal layout (S_IFREG 0100000, permission

@@ -34,6 +34,7 @@
 #include "procfs.h"
 #include "pulse.h"
 #include "scan.h"
+#include "walk.h"
 #include "watch.h"
 
 typedef int (*op_fn)(struct srv *s, const struct qft_msg *req,
@@ -163,6 +164,9 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 		rep->features |= QFT_FEAT_LOCKS;
 		s->locks_on = true;
 	}
+	/* Walk-ahead (walk.h) needs nothing the server might lack. */
+	if (req->features & QFT_FEAT_FETCH)
+		rep->features |= QFT_FEAT_FETCH;
 	/* Lazy handles need nothing the server might lack. */
 	if (req->features & QFT_FEAT_LAZY) {
 		rep->features |= QFT_FEAT_LAZY;
@@ -1529,6 +1533,26 @@ static int op_scan(struct srv *s, const struct qft_msg *req,
 	return 0;
 }
 
+/* Walk-ahead: several small files' contents (walk.h). */
+static int op_fetch(struct srv *s, const struct qft_msg *req,
+		    struct qft_msg *rep)
+{
+	struct qbuf b;
+	int r;
+
+	if ((r = data_reserve(s, SRV_WALK_OUT_MAX)) < 0)
+		return r;
+	memset(&b, 0, sizeof(b));
+	b.data = s->data;
+	b.cap = SRV_WALK_OUT_MAX;
+	b.limit = SRV_WALK_OUT_MAX;
+	if ((r = srv_walk_fetch(&s->root, req, &b)) < 0)
+		return r;
+	rep->data.p = b.data;
+	rep->data.len = (uint32_t)b.len;
+	return 0;
+}
+
 /* The client forgets a watched directory; ending nothing is no error
  * (the watch may have ended with GONE just before). */
 static int op_unwatch(struct srv *s, const struct qft_msg *req,
@@ -1595,6 +1619,7 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 	[QFT_OP_SEEK]        = srv_copy_seek,
 	[QFT_OP_LOCK]        = op_lock,
 	[QFT_OP_GETLK]       = op_getlk,
+	[QFT_OP_FETCH]       = op_fetch,
 };
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)

@@ -69,6 +69,9 @@ OPS = {
     'SEEK': (40, ('handle', 'offset', 'opflags'), ('offset', 'offset2')),
     'LOCK': (36, ('handle', 'opflags', 'lock'), ()),
     'GETLK': (37, ('handle', 'lock'), ('lock',)),
+    # Walk-ahead (FEAT_FETCH); the names and records: enc_fetch_names,
+    # parse_fetch.
+    'FETCH': (41, ('path', 'length', 'data'), ('data',)),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
@@ -645,3 +648,34 @@ class SessionServer:
                 return f.read().decode(errors='replace')
         except OSError:
             return ''
+
+
+# ---------------------------------------------------------------------------
+# FETCH (walk-ahead, docs/protocol.md "Walk-ahead: FETCH")
+
+FEAT_FETCH = 0x1000
+FETCH_EOF = 0x1
+
+
+def enc_fetch_names(names):
+    """A FETCH request's data: each name a string."""
+    return b''.join(enc_str(n) for n in names)
+
+
+def parse_fetch(data):
+    """A FETCH reply's records: list of (status name, Attr or None, flags,
+    bytes)."""
+    out, pos = [], 0
+    while pos < len(data):
+        (st,) = struct.unpack_from('>I', data, pos)
+        pos += 4
+        if st:
+            out.append((STATUS[st], None, 0, b''))
+            continue
+        a = Attr(data[pos:pos + Attr.SIZE])
+        pos += Attr.SIZE
+        flags, n = struct.unpack_from('>II', data, pos)
+        pos += 8
+        out.append(('OK', a, flags, data[pos:pos + n]))
+        pos += n
+    return out

@@ -22,6 +22,7 @@
 #include "fs/dircache.h"
 #include "fs/fs.h"
 #include "fs/idmap.h"
+#include "fs/walk.h"
 #include "login/bootstrap.h"
 #include "login/install.h"
 #include "login/ssh.h"
@@ -60,6 +61,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("transport=%s", transport),
 	OPT("window=%s", window),
 	OPT("readahead=%s", readahead),
+	OPT("walkahead=%s", walkahead),
 	OPT("compress=%s", compress),
 	OPT("timeout=%s", timeout),
 	OPT("keepalive=%s", keepalive),
@@ -155,6 +157,9 @@ void qc_cmdline_usage(void)
 "                           or 256M, 16M until measured; 0: synchronous)\n"
 "    -o readahead=SIZE      read-ahead per sequentially read file\n"
 "                           (default: measured like the window)\n"
+"    -o walkahead=SIZE      contents of small files fetched ahead of a\n"
+"                           process reading a directory's files in turn\n"
+"                           (cp -r, tar, rsync, grep -r; default 4M, 0: off)\n"
 "    -o compress=none|lz4|auto\n"
 "                           lz4 on file data, each chunk sent as it is when\n"
 "                           it does not shrink (default none; auto stops\n"
@@ -647,7 +652,9 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 	fs->commit.on = cl->commit && strcmp(cl->commit, "async") == 0;
 	fs->multi_user = cl->allow_other;
 	fs->follow = cl->follow_symlinks;
-	if (qc_fs_set_sizes(fs, cl->window, cl->readahead) < 0)
+	fs->walkahead = QC_WALK_DEFAULT;
+	if (qc_fs_set_sizes(fs, cl->window, cl->readahead) < 0 ||
+	    qc_fs_parse_size("walkahead", cl->walkahead, &fs->walkahead) < 0)
 		return -EINVAL;
 	if (cl->server && !cl->server[strspn(cl->server, " \t")]) {
 		fprintf(stderr, "qftfs: empty server command\n");
@@ -809,6 +816,7 @@ void qc_cmdline_free(struct qc_cmdline *cl)
 	free(cl->transport);
 	free(cl->window);
 	free(cl->readahead);
+	free(cl->walkahead);
 	free(cl->compress);
 	free(cl->timeout);
 	free(cl->keepalive);

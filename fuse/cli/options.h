@@ -47,6 +47,7 @@ struct qc_cmdline {
 	char *transport;
 	char *window;
 	char *readahead;
+	char *walkahead;
 	char *compress;
 	char *timeout;
 	char *keepalive;

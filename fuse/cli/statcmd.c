@@ -239,6 +239,11 @@ static void print_text(const char *mnt, const struct snap *s)
 	       " ms), %" PRIu64 " of them writes behind\n",
 	       get(s, "server_in_flight"), get(s, "server_oldest_ms"),
 	       get(s, "writes_unacked"));
+	printf("  walkahead %" PRIu64 " files (%s) opened from prefetch; %s "
+	       "fetched, %s never read\n", get(s, "walk_files"),
+	       human(get(s, "walk_bytes"), a, sizeof(a)),
+	       human(get(s, "walk_fetched_bytes"), b, sizeof(b)),
+	       human(get(s, "walk_waste_bytes"), c, sizeof(c)));
 	printf("  backlog   %" PRIu64 " files queued (commit=async), %"
 	       PRIu64 " files in transfer\n", get(s, "async_backlog"),
 	       get(s, "transfers"));

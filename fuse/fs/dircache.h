@@ -51,6 +51,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <fuse_lowlevel.h>
 
@@ -272,6 +273,38 @@ void qc_dir_drop(struct qc_fs *fs, struct qn_node *parent);
  * the reply (whatever it was).
  */
 void qc_dir_xattr_changed(struct qc_fs *fs, struct qn_node *n);
+
+/* ---- For walk-ahead (fs/walk.h; fs/dir/walk.c) ---- */
+
+struct qc_dir_walk_ent {
+	char *name;             /* owned */
+	struct qft_attr attr;
+	bool trusted;           /* attr may be answered now */
+};
+
+/*
+ * The regular files of `dir`'s listing, in listing order, with their
+ * attributes, when the listing is under a lease on the live link, in
+ * *out (freed with qc_dir_walk_free), their number as the result;
+ * `trusted` says whose attributes are trusted now (not opened by this
+ * client since, no other names, not changed on the server since).  -EAGAIN when there is no such listing or it
+ * holds more than `max` names, -ENOMEM.
+ */
+ssize_t qc_dir_walk_list(struct qc_fs *fs, struct qn_node *dir, size_t max,
+			 struct qc_dir_walk_ent **out);
+void qc_dir_walk_free(struct qc_dir_walk_ent *e, size_t n);
+/* The cache's event count now: taken before sending a FETCH. */
+uint64_t qc_dir_walk_seq(struct qc_fs *fs);
+/*
+ * Whether contents of `name` in `dir` read with attributes `a` are the
+ * file's current contents: the listing is under a lease on the live
+ * link, its entry for `name` is unchanged since (no notification about
+ * it) with trusted attributes of the same inode, size, mtime and ctime,
+ * and, with `since`, no change of `dir` was recorded after that event.
+ */
+bool qc_dir_walk_fresh(struct qc_fs *fs, struct qn_node *dir,
+		       const char *name, const struct qft_attr *a,
+		       const uint64_t *since);
 
 /*
  * Change notification (conn.h, qc_notify_fn) for fs: CHANGED forgets the

@@ -13,6 +13,7 @@
 #include "fs/dircache.h"
 #include "fs/file.h"
 #include "fs/fs.h"
+#include "fs/walk.h"
 #include "log.h"
 #include "msg.h"
 #include "fs/node.h"
@@ -60,8 +61,16 @@ int qc_fs_init(struct qc_fs *fs)
 	qc_stream_init(&fs->streams);
 	qc_file_reg_init(&fs->files);
 	qc_lock_init(&fs->locks);
+	/* After the options: walkahead is already set. */
+	if ((r = qc_walk_init(fs)) < 0)
+		return r;
 	/* After the options: commit.on is already set. */
 	return qc_commit_init(&fs->commit, fs->commit.on);
+}
+
+int qc_fs_parse_size(const char *name, const char *s, uint64_t *out)
+{
+	return parse_size(name, s, out);
 }
 
 /*
@@ -106,7 +115,8 @@ static void drop_file(struct qn_file *nf)
 
 void qc_fs_destroy(struct qc_fs *fs)
 {
-	/* Listings hold node references: they go first. */
+	/* Listings and walks hold node references: they go first. */
+	qc_walk_destroy(fs);
 	qc_dir_destroy(fs);
 	qn_table_destroy(&fs->nodes, drop_file);
 	qc_file_reg_destroy(&fs->files);

@@ -19,6 +19,7 @@
  *   stream.c   qc_stream_: the mount's estimates and whether the window
  *              and read-ahead are sized from them
  *   readahead.c   qc_ra_: read-ahead of an open file
+ *   walk.c        qc_walk_: a tree walker's next small files fetched ahead
  *   writebehind.c qc_wb_: write-behind of an open file
  *   steps.c    qc_step_: pipelined steps and the
  *              attributes predicted while they are out
@@ -90,6 +91,11 @@ struct qc_fs {
 	uint64_t window;
 	uint64_t readahead;
 	bool sizes_set;
+	/* -o walkahead=SIZE: most bytes of files fetched ahead of tree
+	 * walkers (walk.h; 0 = off); immutable once mounted.  walk: its
+	 * state (its own lock), NULL when off. */
+	uint64_t walkahead;
+	struct qc_walk *walk;
 	/* Read-ahead bytes asked for and not yet consumed, all handles:
 	 * bounds the client's memory whatever the number of readers. */
 	atomic_uint_fast64_t ra_bytes;
@@ -134,6 +140,9 @@ int qc_fs_init(struct qc_fs *fs);
  */
 int qc_fs_set_sizes(struct qc_fs *fs, const char *window,
 		    const char *readahead);
+
+/* parse_size for other options of the fs layer (-o walkahead=). */
+int qc_fs_parse_size(const char *name, const char *s, uint64_t *out);
 
 /* Frees the node table and what the kernel left open, once the session
  * has ended. */

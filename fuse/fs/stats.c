@@ -35,6 +35,11 @@ static const char *const stat_names[QC_STAT__COUNT] = {
 	[QC_STAT_SEEKS]         = "seeks_on_server",
 	[QC_STAT_SEEKS_LOCAL]   = "seeks_local",
 	[QC_STAT_GETXATTR_LOCAL] = "getxattrs_local",
+	[QC_STAT_WALK_FILES]    = "walk_files",
+	[QC_STAT_WALK_BYTES]    = "walk_bytes",
+	[QC_STAT_WALK_FETCHED]  = "walk_fetched_bytes",
+	[QC_STAT_WALK_WASTE]    = "walk_waste_bytes",
+	[QC_STAT_WALK_WAITS]    = "walk_waits",
 };
 
 /*

@@ -61,6 +61,12 @@ enum qc_stat {
 	QC_STAT_SEEKS_LOCAL,    /* ... the client answered from its replies */
 	QC_STAT_GETXATTR_LOCAL, /* getxattrs answered without the server
 				 * (no xattrs, no labels: xattrs.c) */
+	/* Walk-ahead (walk.h): */
+	QC_STAT_WALK_FILES,     /* opens answered with fetched contents */
+	QC_STAT_WALK_BYTES,     /* ... their bytes */
+	QC_STAT_WALK_FETCHED,   /* bytes of contents FETCH brought */
+	QC_STAT_WALK_WASTE,     /* ... never read (dropped, stale, passed) */
+	QC_STAT_WALK_WAITS,     /* opens that waited for a FETCH's answer */
 	QC_STAT__COUNT
 };
 

@@ -63,6 +63,13 @@ static int link_send(struct qc_conn *c, struct link *l, unsigned lane,
 		req->cred = *thread_caller;
 		req->flags |= QFT_F_CRED;
 	}
+	/* A server that did not agree on FETCH (an older one, after a
+	 * reconnect too) cannot decode it: refused here, unsent. */
+	if (req->op == QFT_OP_FETCH &&
+	    !(l->lane[lane].features & QFT_FEAT_FETCH)) {
+		r = -EOPNOTSUPP;
+		goto out_put;
+	}
 	/* QFT_O_LAZY is a hint the callers set whatever the server: a
 	 * server that did not agree on it (an older one, after a
 	 * reconnect too) would refuse the open, and without it only the

@@ -301,6 +301,7 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	/* Server-side copy and holes: asked always, used where granted
 	 * (qc_conn_features). */
 	m.features |= QFT_FEAT_COPY | QFT_FEAT_HOLES;
+	m.features |= QFT_FEAT_FETCH;
 	if (l->c->o.want_cred)
 		m.features |= QFT_FEAT_CRED;
 	if (l->c->o.want_noatime)

@@ -20,6 +20,7 @@
 #include "ops/internal.h"
 #include "protocol.h"
 #include "fs/readahead.h"
+#include "fs/walk.h"
 #include "fs/writebehind.h"
 
 /*
@@ -74,16 +75,60 @@ static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
 	return ok;
 }
 
+/* The OPEN behind an open answered by walk-ahead: only its failure
+ * matters, for whatever later goes to the server through the handle. */
+static void walked_open_done(void *ctx, int err, struct qc_reply *rep)
+{
+	struct qc_file *f = ctx;
+
+	(void)rep;
+	pthread_mutex_lock(&f->lock);
+	if (err < 0 && err != -ENOTCONN)
+		qc_file_fail(f, qc_conn_user_err(err));
+	qc_file_async_done(f);
+}
+
+/*
+ * An open answered with what walk-ahead fetched (fs/walk.h): the reads
+ * are served from the contents, and the OPEN that binds the handle goes
+ * out without anyone waiting for it -- not even close(), which for a
+ * file only read reports nothing; a request that does reach the server
+ * through the handle is sent behind it on the same stream.  A link lost
+ * meanwhile re-opens the file on the next (handle.h).
+ */
+static void open_walked(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
+			struct fuse_file_info *fi, struct qft_msg *m,
+			struct qc_file *f, uint64_t gen, uint64_t handle,
+			struct qc_walk_hit *hit)
+{
+	bool same;
+
+	/* The size and one byte more were asked for: a short answer. */
+	qc_ra_prime(fs, f, hit->rep.msg.data.len + 1, &hit->rep);
+	qc_reply_free(&hit->rep);
+	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &hit->attr, &same);
+	pthread_mutex_lock(&f->lock);
+	qc_file_hold(f);
+	pthread_mutex_unlock(&f->lock);
+	(void)qc_call_async(fs->conn, gen, m, walked_open_done, f);
+	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
+	fi->keep_cache = 0;
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_open(req, fi) != 0)
+		qc_file_release(fs, f);
+}
+
 void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct qc_fs *fs = fs_of(req);
 	char path[QFT_MAX_PATH + 1];
+	struct qc_walk_hit hit;
 	struct qc_reply rep;
 	struct qc_file *f;
 	struct qft_attr a;
 	struct qft_msg m;
 	uint64_t handle, gen = 0;
-	bool same;
+	bool same, walked;
 	int r;
 
 	r = qc_ops_node_path(fs, ino, NULL, path);
@@ -96,6 +141,12 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = handle;
 	qc_set_str(&m.path, path);
 	m.opflags = qc_file_oflags(fs, fi->flags & ~(O_CREAT | O_EXCL));
+	walked = fs->readahead && fs->window &&
+		 qc_walk_open(fs, qc_fs_node(fs, ino), fi->flags, &hit);
+	if (walked) {
+		open_walked(req, fs, ino, fi, &m, f, gen, handle, &hit);
+		return;
+	}
 	if (open_predicted(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
 		qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
 		r = qc_step_send(fs, f, &m, &a);
@@ -368,8 +419,11 @@ void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	/* From now on the kernel may have the pages (open_data_length);
 	 * once per open file, not a table lock per read. */
-	if (!atomic_exchange(&f->paged_noted, true))
+	if (!atomic_exchange(&f->paged_noted, true)) {
 		qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
+		/* A file of a directory is read: a tree walk may begin. */
+		qc_walk_note_read(fs, qc_fs_node(fs, ino));
+	}
 	qc_ra_read(req, fs, f, size, off);
 }
 

@@ -50,10 +50,15 @@ DIRECTIONS = ["up", "down"]
 # ssh); the others exist for trees only and for the mount tools only:
 # rsync-up = `rsync -a SRC/ MNT/DST/`, tar-x = `tar x` of a tarball of the
 # tree onto the mount, find / du = `find` / `du -s` of the server's copy
-# of the tree through the mount.
-WORKLOADS = ["copy-up", "copy-down", "rsync-up", "tar-x", "find", "du", "randread"]
+# of the tree through the mount.  Reading the server's copy of a tree off
+# the mount (walk-ahead, docs/benchmarks.md): rsync-down = `rsync -a
+# MNT/SRC/ DST/`, tar-c = `tar cf - SRC | wc -c`, grep-r = `grep -r -l
+# '#include' SRC`; copy-down of a tree is `cp -r` off the mount.
+WORKLOADS = ["copy-up", "copy-down", "rsync-up", "tar-x", "find", "du", "randread",
+             "rsync-down", "tar-c", "grep-r"]
 WORKLOAD_DIRECTION = {"copy-up": "up", "copy-down": "down", "rsync-up": "up",
-                      "tar-x": "up", "find": "down", "du": "down", "randread": "down"}
+                      "tar-x": "up", "find": "down", "du": "down", "randread": "down",
+                      "rsync-down": "down", "tar-c": "down", "grep-r": "down"}
 # randread: 4 KiB reads at random offsets of the big file through the
 # mount, one at a time, for this long (randread.py: fio's randread at
 # iodepth 1, every block checked); cold pass only
@@ -62,8 +67,9 @@ RANDREAD_SECONDS = 20
 # unlimited link: see plan_workloads)
 DATA_WORKLOADS = {"big": ["copy-up", "copy-down", "randread"],
                   "json": ["copy-up", "copy-down"],
-                  "tree": ["copy-up", "copy-down", "rsync-up", "tar-x"],
-                  "bigtree": ["copy-up", "find", "du"]}
+                  "tree": ["copy-up", "copy-down", "rsync-up", "tar-x",
+                           "rsync-down", "tar-c", "grep-r"],
+                  "bigtree": ["copy-up", "find", "du", "copy-down", "tar-c"]}
 # the two tree data sets: a small-files tree and a big one (scans, and the
 # copy on an unlimited link)
 TREE_SOURCES = {"tree": "/usr/include/openssl", "bigtree": "/usr/include"}
@@ -608,6 +614,17 @@ def verify_scan(data, workload, out_path, mnt_root):
             lines = f.read().splitlines()
     except OSError as e:
         return False, {"method": workload, "error": str(e)}
+    if workload == "tar-c":
+        m = re.match(r"^(\d+)$", lines[0].strip()) if lines else None
+        n = int(m.group(1)) if m else 0
+        return n >= data["bytes"], {"method": "tar c | wc -c: at least the tree's bytes",
+                                    "bytes": n, "tree_bytes": data["bytes"]}
+    if workload == "grep-r":
+        got = {os.path.normpath(os.path.relpath(x, mnt_root)) for x in lines}
+        want = set(source_manifest(data))
+        return bool(got) and got <= want, {
+            "method": "grep -r -l: printed names are files of the tree",
+            "files": len(got)}
     if workload == "find":
         got = {os.path.normpath(os.path.relpath(x, mnt_root)) for x in lines}
         want = set(source_manifest(data))
@@ -747,6 +764,18 @@ def workload_argv(ctx, tool, data, workload, dst_name):
     if workload in ("find", "du"):
         res.update(argv=["find", src_mnt] if workload == "find" else ["du", "-s", src_mnt],
                    dst=None, stdout=os.path.join(ctx.work, f"{workload}.out"),
+                   scan_root=src_mnt)
+        return res
+    if workload == "rsync-down":
+        res.update(argv=["rsync", "-a", src_mnt + "/", dst_local + "/"], mtimes=True)
+        return res
+    if workload in ("tar-c", "grep-r"):
+        cmd = (f"tar cf - -C {shlex.quote(os.path.dirname(src_mnt))} "
+               f"{shlex.quote(os.path.basename(src_mnt))} | wc -c"
+               if workload == "tar-c" else
+               f"grep -r -l -e '#include' {shlex.quote(src_mnt)}")
+        res.update(argv=["bash", "-o", "pipefail", "-c", cmd], dst=None,
+                   stdout=os.path.join(ctx.work, f"{workload}.out"),
                    scan_root=src_mnt)
         return res
     if workload == "randread":

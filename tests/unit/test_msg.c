@@ -3464,6 +3464,121 @@ static void test_garbage(void)
 	}
 }
 
+/* FETCH (walk-ahead): the request's names and the reply's records. */
+static void test_fetch_codec(void)
+{
+	struct qft_fetch_rec rec, got;
+	struct qft_attr reg = sample_attr;
+	struct qft_str name;
+	struct qft_msg m;
+	struct qbuf b;
+	struct qcur c;
+	uint8_t *copy;
+
+	check_ctx("%s", "FETCH");
+	reg.mode = QFT_S_IFREG | 0644;
+	CHECK(strcmp(qft_op_name(QFT_OP_FETCH), "FETCH") == 0);
+
+	/* Names: valid ones decode in order; a bad one anywhere fails the
+	 * list; 1 to QFT_FETCH_MAX_NAMES of them. */
+	qbuf_init(&b, FRAME_LIMIT);
+	CHECK_EQ(qbuf_put_str(&b, "a.h", 3), 0);
+	CHECK_EQ(qbuf_put_str(&b, "b", 1), 0);
+	CHECK_EQ(qft_fetch_names_check(&(struct qft_blob){ b.data,
+		 (uint32_t)b.len }), 2);
+	qcur_init(&c, b.data, b.len);
+	CHECK_EQ(qft_fetch_name_next(&c, &name), 0);
+	CHECK(strcmp(name.s, "a.h") == 0);
+	CHECK_EQ(qbuf_put_str(&b, "..", 2), 0);
+	CHECK_EQ(qft_fetch_names_check(&(struct qft_blob){ b.data,
+		 (uint32_t)b.len }), -EINVAL);
+	qbuf_reset(&b);
+	CHECK_EQ(qbuf_put_str(&b, "x/y", 3), 0);
+	CHECK_EQ(qft_fetch_names_check(&(struct qft_blob){ b.data,
+		 (uint32_t)b.len }), -EINVAL);
+	qbuf_reset(&b);
+	CHECK_EQ(qft_fetch_names_check(&(struct qft_blob){ b.data, 0 }),
+		 -EINVAL);
+	for (unsigned i = 0; i <= QFT_FETCH_MAX_NAMES; i++)
+		CHECK_EQ(qbuf_put_str(&b, "n", 1), 0);
+	CHECK_EQ(qft_fetch_names_check(&(struct qft_blob){ b.data,
+		 (uint32_t)b.len }), -EINVAL);
+	/* Short: a length past the end. */
+	qbuf_reset(&b);
+	CHECK_EQ(qbuf_put_u32(&b, 10), 0);
+	CHECK_EQ(qft_fetch_names_check(&(struct qft_blob){ b.data,
+		 (uint32_t)b.len }), -EBADMSG);
+
+	/* Records round-trip; an error record carries nothing else. */
+	qbuf_reset(&b);
+	memset(&rec, 0, sizeof(rec));
+	rec.attr = reg;
+	rec.attr.size = 5;
+	rec.flags = QFT_FETCH_EOF;
+	rec.data = (struct qft_blob){ pattern, 5 };
+	CHECK_EQ(qft_fetch_rec_encode(&b, &rec), 0);
+	memset(&rec, 0, sizeof(rec));
+	rec.status = QFT_ENOENT;
+	CHECK_EQ(qft_fetch_rec_encode(&b, &rec), 0);
+	CHECK_EQ(b.len, 4 + QFT_ATTR_WIRE_SIZE + 4 + 4 + 5 + 4);
+	qcur_init(&c, b.data, b.len);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 5), 0);
+	CHECK_EQ(got.status, QFT_OK);
+	CHECK_EQ(got.flags, QFT_FETCH_EOF);
+	CHECK_EQ(got.data.len, 5);
+	CHECK(memcmp(got.data.p, pattern, 5) == 0);
+	CHECK_EQ(got.attr.size, 5);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 5), 0);
+	CHECK_EQ(got.status, QFT_ENOENT);
+	CHECK_EQ(c.left, 0);
+
+	/* More data than asked for, unknown flags or status, not a regular
+	 * file's attributes, a short record: refused, nothing consumed. */
+	qcur_init(&c, b.data, b.len);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 4), -EINVAL);
+	CHECK_EQ(c.left, b.len);
+	qbuf_reset(&b);
+	rec.status = QFT_OK;
+	rec.attr = reg;
+	rec.flags = 0x2;
+	rec.data = (struct qft_blob){ pattern, 1 };
+	CHECK_EQ(qft_fetch_rec_encode(&b, &rec), 0);
+	qcur_init(&c, b.data, b.len);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 10), -EINVAL);
+	qbuf_reset(&b);
+	rec.flags = 0;
+	rec.attr.mode = QFT_S_IFDIR | 0755;
+	CHECK_EQ(qft_fetch_rec_encode(&b, &rec), 0);
+	qcur_init(&c, b.data, b.len);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 10), -EINVAL);
+	qbuf_reset(&b);
+	CHECK_EQ(qbuf_put_u32(&b, QFT_STATUS__COUNT), 0);
+	qcur_init(&c, b.data, b.len);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 10), -EINVAL);
+	qbuf_reset(&b);
+	rec.attr = reg;
+	CHECK_EQ(qft_fetch_rec_encode(&b, &rec), 0);
+	qcur_init(&c, b.data, b.len - 1);
+	CHECK_EQ(qft_fetch_rec_decode(&c, &got, 10), -EBADMSG);
+	CHECK_EQ(c.left, b.len - 1);
+
+	/* The request: `length` is bounded by QFT_FETCH_FILE_MAX. */
+	qft_msg_init(&m, QFT_OP_FETCH, 9);
+	m.path = S("dir");
+	m.length = QFT_FETCH_FILE_MAX;
+	m.data = (struct qft_blob){ (const uint8_t *)"\0\0\0\1a\0", 6 };
+	CHECK_EQ(roundtrip(&m), 0);
+	m.length = QFT_FETCH_FILE_MAX + 1;
+	qbuf_reset(&b);
+	if (qft_msg_encode(&b, &m) == 0) {
+		copy = dup_exact(b.data, b.len);
+		CHECK(qft_msg_decode(&m, copy, b.len) < 0);
+		free(copy);
+	}
+	qbuf_free(&b);
+	check_ctx("%s", "");
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(pattern); i++)
@@ -3502,6 +3617,7 @@ int main(void)
 	test_lazy_open();
 	test_scan_records();
 	test_scan_check();
+	test_fetch_codec();
 	test_host_conversions();
 	test_garbage();
 

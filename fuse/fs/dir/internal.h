@@ -16,6 +16,7 @@
  *   notify.c   the server's notifications and the worker thread that
  *              invalidates the kernel's caches
  *   readdir.c  the kernel's readdir on an open directory
+ *   walk.c     what walk-ahead (fs/walk.h) takes from leased listings
  *   setup.c    -o dircache=N, init, the worker's start and stop, destroy
  */
 #ifndef QC_DIR_INTERNAL_H

@@ -1,0 +1,472 @@
+# SPDX-License-Identifier: MIT
+"""Walk-ahead (fuse/fs/walk.h): the contents of a tree walker's next small
+files come before it opens them.
+
+- Reading a tree off the mount (cp -r, tar, rsync, grep -r) costs far
+  fewer waits than it has files: round trips are counted with the mount's
+  `requests_waited` counter, as tests/test_trees.py does, never timed.
+- Coherence: a file changed, replaced, truncated or removed on the server
+  (or through another mount) while a walk is fetching ahead is read with
+  its new contents, or not found, never with the bytes fetched before --
+  also when the change lands between the fetch and the open.
+- A stat-only walk (find, du, ls -lR) fetches no contents; a walker that
+  stops half-way leaves no more than -o walkahead in flight.
+- cp -a, tar and rsync -a off the mount give the source's bytes and
+  metadata.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import util
+import wire
+
+P = os.path.join
+
+# Long timeouts: whatever the client answers from its caches holds by the
+# directory's lease, not by a timeout that would hide a stale answer.
+LONG = ['entry_timeout=60', 'attr_timeout=60']
+
+
+def stats(mnt):
+    text = os.getxattr(mnt, 'user.qftfs.stats').decode()
+    out = {}
+    for line in text.splitlines():
+        name, value = line.split()
+        out[name] = int(value)
+    return out
+
+
+def delta(before, after):
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def make_dir(root, n, size=700, prefix='f'):
+    """n files of about `size` random bytes; their names in order."""
+    os.makedirs(root, exist_ok=True)
+    names = []
+    for i in range(n):
+        name = '%s%03d.h' % (prefix, i)
+        with open(P(root, name), 'wb') as f:
+            f.write(os.urandom(size + i))
+        names.append(name)
+    return names
+
+
+def make_tree(root, dirs=3, files=40, size=700):
+    os.makedirs(root)
+    n = 0
+    for d in range(dirs):
+        sub = P(root, 'd%02d' % d)
+        n += len(make_dir(sub, files, size))
+        os.symlink('f000.h', P(sub, 'link'))
+    # One bigger file: opened as before, its read-ahead starting with its
+    # OPEN.
+    with open(P(root, 'd00', 'big.bin'), 'wb') as f:
+        f.write(os.urandom(3 << 20))
+    return n + 1
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def diff(a, b):
+    r = util.run(['diff', '-r', '--no-dereference', a, b], timeout=300)
+    assert r.returncode == 0, 'diff -r %s %s:\n%s%s' % (
+        a, b, r.stdout[-3000:], r.stderr[-2000:])
+
+
+def same_metadata(a, b):
+    r = util.run(['rsync', '-a', '--dry-run', '--itemize-changes', '--delete',
+                  a.rstrip('/') + '/', b.rstrip('/') + '/'], timeout=300)
+    assert r.returncode == 0, r.stderr
+    changes = [l for l in r.stdout.splitlines() if l.strip()]
+    assert not changes, 'metadata differs between %s and %s:\n%s' % (
+        a, b, '\n'.join(changes[:40]))
+
+
+def wait_for(pred, bound=10.0, step=0.02):
+    deadline = time.monotonic() + bound * util.timeout_scale()
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
+def seen(mnt_path, src_path):
+    """Whether the mount shows what the server has under that name now
+    (its attributes, or its absence): the change's notification is in."""
+    try:
+        w = os.stat(src_path)
+    except FileNotFoundError:
+        return not os.path.lexists(mnt_path)
+    try:
+        g = os.stat(mnt_path)
+    except FileNotFoundError:
+        return False
+    return (g.st_size, g.st_mtime_ns, g.st_ctime_ns) == \
+        (w.st_size, w.st_mtime_ns, w.st_ctime_ns)
+
+
+# ---- round trips ----
+
+@pytest.mark.parametrize('tool', ['cp', 'tar', 'rsync', 'grep'])
+def test_tree_read_waits_far_less_than_once_per_file(mount, tmp_path, tool):
+    src, mnt = mount
+    nfiles = make_tree(P(src, 'tree'))
+    ndirs = 4
+    out = str(tmp_path / 'out')
+    before = stats(mnt)
+    if tool == 'cp':
+        util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
+    elif tool == 'tar':
+        util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
+                check=True, timeout=120)
+        out = str(tmp_path / 'tree')
+    elif tool == 'rsync':
+        util.run(['rsync', '-a', P(mnt, 'tree') + '/', out + '/'],
+                 check=True, timeout=120)
+    else:
+        r = util.run(['grep', '-r', '-c', 'no such string', P(mnt, 'tree')],
+                     timeout=120)
+        assert r.returncode == 1, r.stderr
+    d = delta(before, stats(mnt))
+    if tool != 'grep':
+        diff(P(src, 'tree'), out)
+    # Before walk-ahead: one wait per file (its OPEN).  Now a few per
+    # directory: the listing, the first file's OPEN, the first FETCH,
+    # a switch of order (rsync sorts), the big file.
+    # An open that finds its file's FETCH still on its way waits too.
+    budget = nfiles // 4 + 6 * ndirs
+    waited = d['requests_waited'] + d['walk_waits']
+    assert waited <= budget, \
+        '%s of %d files waited %d times (budget %d): %r' % (
+            tool, nfiles, waited, budget, d)
+    assert d['walk_files'] >= nfiles // 2, d
+    # What was fetched was read, but for the files a walker skips.
+    assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 4 + 8192, d
+
+
+def test_walkahead_off_waits_once_per_file(mounter, tmp_path):
+    m = mounter(opts=['walkahead=0'])
+    src, mnt = m
+    nfiles = make_tree(P(src, 'tree'), dirs=2, files=20)
+    before = stats(mnt)
+    util.run(['cp', '-r', P(mnt, 'tree'), str(tmp_path / 'out')],
+             check=True, timeout=120)
+    d = delta(before, stats(mnt))
+    diff(P(src, 'tree'), str(tmp_path / 'out'))
+    assert d['walk_files'] == d['walk_fetched_bytes'] == 0, d
+    assert d['requests_waited'] >= nfiles - 2, d
+
+
+def test_stat_only_walk_fetches_no_contents(mount):
+    src, mnt = mount
+    make_tree(P(src, 'tree'))
+    before = stats(mnt)
+    util.run(['find', P(mnt, 'tree')], check=True)
+    util.run(['du', '-s', P(mnt, 'tree')], check=True)
+    util.run(['ls', '-lR', P(mnt, 'tree')], check=True)
+    for root, dirs, files in os.walk(P(mnt, 'tree')):
+        for f in files:
+            os.lstat(P(root, f))
+    d = delta(before, stats(mnt))
+    assert d['walk_fetched_bytes'] == 0 and d['walk_files'] == 0, d
+
+
+def test_walker_that_stops_leaves_at_most_the_budget(mounter):
+    budget = 64 << 10
+    m = mounter(opts=['walkahead=%d' % budget] + LONG)
+    src, mnt = m
+    names = make_dir(P(src, 'd'), 300, size=2000)
+    os.listdir(P(mnt, 'd'))
+    before = stats(mnt)
+    got = 0
+    for name in names[:20]:
+        got += len(read(P(mnt, 'd', name)))
+    # Whatever is in flight lands.
+    time.sleep(1.0)
+    d = delta(before, stats(mnt))
+    assert d['walk_files'] >= 10, d
+    assert d['walk_fetched_bytes'] <= budget + d['walk_bytes'], d
+    # A walker elsewhere takes the budget over.
+    names2 = make_dir(P(src, 'e'), 100, size=2000)
+    os.listdir(P(mnt, 'e'))
+    for name in names2:
+        assert read(P(mnt, 'e', name)) == read(P(src, 'e', name))
+    d = delta(before, stats(mnt))
+    assert d['walk_files'] >= 80, d
+
+
+def test_single_read_fetches_little(mount):
+    """One file read in a big directory is not a walk: what it starts is
+    small until the next opens follow the directory's order."""
+    src, mnt = mount
+    names = make_dir(P(src, 'd'), 300, size=4000)
+    os.listdir(P(mnt, 'd'))
+    before = stats(mnt)
+    assert read(P(mnt, 'd', names[7])) == read(P(src, 'd', names[7]))
+    time.sleep(0.5)
+    d = delta(before, stats(mnt))
+    assert d['walk_fetched_bytes'] <= 40 << 10, d
+
+
+# ---- coherence ----
+
+def _walk_to(mnt_dir, src_dir, names):
+    for name in names:
+        assert read(P(mnt_dir, name)) == read(P(src_dir, name)), name
+
+
+@pytest.mark.parametrize('change', ['rewrite', 'replace', 'truncate',
+                                    'remove', 'append'])
+def test_change_after_fetch_is_seen(mounter, change):
+    m = mounter(opts=LONG)
+    src, mnt = m
+    sd, md = P(src, 'd'), P(mnt, 'd')
+    names = make_dir(sd, 60, size=900)
+    os.listdir(md)
+    before = stats(mnt)
+    _walk_to(md, sd, names[:6])
+    # The next files were fetched by now (the first FETCH answered
+    # before the next open used it).
+    assert wait_for(lambda: delta(before, stats(mnt))['walk_fetched_bytes']
+                    > 10 * 900)
+    victims = names[8:12]
+    for v in victims:
+        path = P(sd, v)
+        if change == 'rewrite':
+            # Same size, other bytes: only the times tell.
+            with open(path, 'r+b') as f:
+                f.write(os.urandom(os.path.getsize(path)))
+        elif change == 'replace':
+            with open(path + '.new', 'wb') as f:
+                f.write(os.urandom(500))
+            os.rename(path + '.new', path)
+        elif change == 'truncate':
+            os.truncate(path, 10)
+        elif change == 'remove':
+            os.unlink(path)
+        else:
+            with open(path, 'ab') as f:
+                f.write(b'more')
+    # The change lands between the fetch and the open: the notification
+    # is in (the mount shows the new attributes), the walk goes on.
+    for v in victims:
+        assert wait_for(lambda: seen(P(md, v), P(sd, v))), v
+    for name in names[6:]:
+        if change == 'remove' and name in victims:
+            with pytest.raises(FileNotFoundError):
+                read(P(md, name))
+            continue
+        assert read(P(md, name)) == read(P(sd, name)), name
+    d = delta(before, stats(mnt))
+    # The walk did serve the others.
+    assert d['walk_files'] >= 30, d
+
+
+def test_changes_between_walks_are_never_served_stale(mounter):
+    """Rounds of rewrites on the server between walks of one directory:
+    each walk reads what the server has once the mount has been told,
+    never what an earlier walk fetched.  (Fewer names change at once
+    than a listing keeps stale names of, fs/dir/internal.h STALE_MAX:
+    past that the lease is given back, and attr_timeout rules again.)"""
+    m = mounter(opts=LONG)
+    src, mnt = m
+    sd, md = P(src, 'd'), P(mnt, 'd')
+    names = make_dir(sd, 80, size=500)
+    os.listdir(md)
+    for rnd in range(4):
+        changed = names[rnd::9]
+        for name in changed:
+            # Same size every round: only the times tell the versions.
+            with open(P(sd, name), 'wb') as f:
+                f.write(b'gen %d %s\n' % (rnd, name.encode()) * 20)
+        for name in changed:
+            assert wait_for(lambda: seen(P(md, name), P(sd, name))), \
+                (rnd, name)
+        before = stats(mnt)
+        # As a walker does: list, then read.
+        assert sorted(os.listdir(md)) == names
+        for name in names:
+            data = read(P(md, name))
+            assert data == read(P(sd, name)), (rnd, name, data[:20])
+        # After the first walk the kernel keeps the pages of the files
+        # that did not change: only the changed ones are read again.
+        d = delta(before, stats(mnt))
+        assert d['walk_files'] >= (40 if rnd == 0 else len(changed) // 2), \
+            (rnd, sorted((k, v) for k, v in d.items() if v))
+
+
+def test_two_mounts(mounter, tmp_path):
+    shared = str(tmp_path / 'shared')
+    os.mkdir(shared)
+    a = mounter(src=shared, opts=LONG)
+    b = mounter(src=shared, opts=LONG)
+    names = make_dir(P(shared, 'd'), 50, size=800)
+    os.listdir(P(a.mnt, 'd'))
+    before = stats(a.mnt)
+    _walk_to(P(a.mnt, 'd'), P(shared, 'd'), names[:5])
+    assert wait_for(lambda: delta(before, stats(a.mnt))['walk_fetched_bytes']
+                    > 5 * 800)
+    # Through the other mount: rewrite, truncate, remove.
+    with open(P(b.mnt, 'd', names[7]), 'r+b') as f:
+        f.write(b'B' * 100)
+    os.truncate(P(b.mnt, 'd', names[8]), 3)
+    os.unlink(P(b.mnt, 'd', names[9]))
+    for v in names[7:10]:
+        assert wait_for(lambda: seen(P(a.mnt, 'd', v), P(shared, 'd', v))), v
+    for name in names[5:]:
+        if name == names[9]:
+            assert not os.path.exists(P(a.mnt, 'd', name))
+            continue
+        assert read(P(a.mnt, 'd', name)) == read(P(shared, 'd', name)), name
+    assert delta(before, stats(a.mnt))['walk_files'] >= 20
+
+
+def test_local_write_is_never_hidden(mount):
+    """A file written through the mount after its contents were fetched
+    reads back with what was written."""
+    src, mnt = mount
+    sd, md = P(src, 'd'), P(mnt, 'd')
+    names = make_dir(sd, 40, size=600)
+    os.listdir(md)
+    before = stats(mnt)
+    _walk_to(md, sd, names[:5])
+    assert wait_for(lambda: delta(before, stats(mnt))['walk_fetched_bytes']
+                    > 5 * 600)
+    with open(P(md, names[7]), 'r+b') as f:
+        f.write(b'L' * 50)
+    os.truncate(P(md, names[8]), 5)
+    with open(P(md, names[9]), 'ab') as f:
+        f.write(b'tail')
+    for name in names[5:]:
+        assert read(P(md, name)) == read(P(sd, name)), name
+
+
+def test_o_direct_reader_reads_the_server(mount):
+    src, mnt = mount
+    sd, md = P(src, 'd'), P(mnt, 'd')
+    names = make_dir(sd, 30, size=4096 - 3)
+    os.listdir(md)
+    before = stats(mnt)
+    _walk_to(md, sd, names[:4])
+    assert wait_for(lambda: delta(before, stats(mnt))['walk_fetched_bytes']
+                    > 4 * 4000)
+    n = before_files = stats(mnt)['walk_files']
+    fd = os.open(P(md, names[4]), os.O_RDONLY | os.O_DIRECT)
+    os.close(fd)
+    assert stats(mnt)['walk_files'] == before_files, n
+
+
+# ---- tools give the source's bytes and metadata ----
+
+def test_tools_copy_off_the_mount_exactly(mount, tmp_path):
+    src, mnt = mount
+    make_tree(P(src, 'tree'))
+    os.chmod(P(src, 'tree', 'd01', 'f003.h'), 0o600)
+    os.utime(P(src, 'tree', 'd01', 'f004.h'), (1e9, 1e9))
+    before = stats(mnt)
+    util.run(['cp', '-a', P(mnt, 'tree'), str(tmp_path / 'cp')],
+             check=True, timeout=120)
+    diff(P(src, 'tree'), str(tmp_path / 'cp'))
+    same_metadata(P(src, 'tree'), str(tmp_path / 'cp'))
+    util.run(['rsync', '-a', P(mnt, 'tree') + '/', str(tmp_path / 'rs') + '/'],
+             check=True, timeout=120)
+    diff(P(src, 'tree'), str(tmp_path / 'rs'))
+    same_metadata(P(src, 'tree'), str(tmp_path / 'rs'))
+    os.mkdir(str(tmp_path / 'tar'))
+    util.sh('tar cf - -C %s tree | tar xpf - -C %s' % (mnt, tmp_path / 'tar'),
+            check=True, timeout=120)
+    diff(P(src, 'tree'), str(tmp_path / 'tar' / 'tree'))
+    same_metadata(P(src, 'tree'), str(tmp_path / 'tar' / 'tree'))
+    assert delta(before, stats(mnt))['walk_files'] > 0
+
+
+# ---- FETCH on the wire: what a hostile client can ask ----
+
+def _server(wire_server, root):
+    srv = wire_server(root, hello=False)
+    r = srv.hello(features=wire.FEAT_FETCH)
+    assert r.status == 0 and r['features'] & wire.FEAT_FETCH, r
+    return srv
+
+
+def _fetch(srv, path, names, length=64 << 10):
+    return srv.call('FETCH', path=path, length=length,
+                    data=wire.enc_fetch_names(names))
+
+
+def test_fetch_reads_only_regular_files_inside(wire_server, tmp_path):
+    root = tmp_path / 'root'
+    (root / 'd').mkdir(parents=True)
+    (root / 'd' / 'a').write_bytes(b'alpha')
+    (root / 'd' / 'empty').write_bytes(b'')
+    (root / 'd' / 'big').write_bytes(b'x' * 5000)
+    (root / 'd' / 'sub').mkdir()
+    secret = tmp_path / 'secret'
+    secret.write_bytes(b'outside the root')
+    os.symlink(str(secret), str(root / 'd' / 'out'))
+    os.symlink('a', str(root / 'd' / 'rel'))
+    os.mkfifo(str(root / 'd' / 'fifo'))
+    srv = _server(wire_server, root)
+    r = _fetch(srv, 'd', ['a', 'empty', 'big', 'sub', 'out', 'rel', 'fifo',
+                          'missing'], length=4096)
+    assert r.err == 'OK', r
+    recs = wire.parse_fetch(r['data'])
+    assert [x[0] for x in recs] == ['OK', 'OK', 'OK', 'EINVAL', 'EINVAL',
+                                    'EINVAL', 'EINVAL', 'ENOENT'], recs
+    assert recs[0][2] == wire.FETCH_EOF and recs[0][3] == b'alpha'
+    assert recs[0][1].size == 5
+    assert recs[1][2] == wire.FETCH_EOF and recs[1][3] == b''
+    # More than `length`: not whole, so no bytes at all.
+    assert recs[2][2] == 0 and recs[2][3] == b'' and recs[2][1].size == 5000
+    # Not even a symlink's target's bytes, in or out of the root.
+    assert b'outside' not in r['data']
+    assert wire.alive(srv)
+
+
+@pytest.mark.parametrize('names', [['../secret'], ['a/b'], ['.'], ['..'],
+                                   [''], ['a'] * 257])
+def test_fetch_bad_names_refused(wire_server, tmp_path, names):
+    root = tmp_path / 'root'
+    (root / 'd').mkdir(parents=True)
+    (root / 'd' / 'a').write_bytes(b'alpha')
+    (tmp_path / 'secret').write_bytes(b'outside')
+    srv = _server(wire_server, root)
+    r = _fetch(srv, 'd', names)
+    assert r.err != 'OK', r
+    assert wire.alive(srv)
+
+
+def test_fetch_path_confined_and_bounded(wire_server, tmp_path):
+    root = tmp_path / 'root'
+    root.mkdir()
+    (tmp_path / 'secret').write_bytes(b'outside')
+    os.symlink(str(tmp_path), str(root / 'up'))
+    srv = _server(wire_server, root)
+    for path in ('..', 'up', '../root'):
+        r = _fetch(srv, path, ['secret'])
+        assert r.err != 'OK', (path, r)
+    # A length above the limit and names past the reply's budget.
+    (root / 'f').write_bytes(b'y' * 1000)
+    r = _fetch(srv, '', ['f'], length=(256 << 10) + 1)
+    assert r.err == 'EINVAL', r
+    srv2 = _server(wire_server, root)
+    for i in range(8):
+        (root / ('m%d' % i)).write_bytes(os.urandom(200 << 10))
+    r = _fetch(srv2, '', ['m%d' % i for i in range(8)], length=256 << 10)
+    assert r.err == 'OK', r
+    recs = wire.parse_fetch(r['data'])
+    # 1 MiB of data at most: a prefix of the names, each whole.
+    assert 3 <= len(recs) < 8, len(recs)
+    for i, rec in enumerate(recs):
+        assert rec[3] == (root / ('m%d' % i)).read_bytes()
+    assert wire.alive(srv2)
