@@ -1546,7 +1546,7 @@ static int op_fetch(struct srv *s, const struct qft_msg *req,
 	b.data = s->data;
 	b.cap = SRV_WALK_OUT_MAX;
 	b.limit = SRV_WALK_OUT_MAX;
-	if ((r = srv_walk_fetch(&s->root, req, &b)) < 0)
+	if ((r = srv_walk_fetch(&s->root, req, s->noatime, &b)) < 0)
 		return r;
 	rep->data.p = b.data;
 	rep->data.len = (uint32_t)b.len;

@@ -43,7 +43,7 @@ static ssize_t read_head(int fd, uint8_t *buf, size_t want)
  * record's, never the request's.  `buf` holds max_len bytes.
  */
 static int fetch_one(int dfd, const char *name, uint64_t max_len,
-		     uint8_t *buf, struct qbuf *out)
+		     bool noatime, uint8_t *buf, struct qbuf *out)
 {
 	struct qft_fetch_rec rec;
 	struct stat st;
@@ -74,6 +74,14 @@ static int fetch_one(int dfd, const char *name, uint64_t max_len,
 	if (fd < 0) {
 		r = fd;
 		goto out_close_pfd;
+	}
+	/* Refused (EPERM) for a file the server's user does not own
+	 * without CAP_FOWNER: read as before, as OPEN does. */
+	if (noatime) {
+		int fl = fcntl(fd, F_GETFL);
+
+		if (fl >= 0)
+			(void)fcntl(fd, F_SETFL, fl | O_NOATIME);
 	}
 	/* The attributes of what is read, taken before reading: a write
 	 * after this changes mtime, so the client never pairs newer bytes
@@ -118,7 +126,7 @@ out_status:
 }
 
 int srv_walk_fetch(const struct srv_root *root, const struct qft_msg *req,
-		   struct qbuf *out)
+		   bool noatime, struct qbuf *out)
 {
 	struct qft_str name;
 	uint8_t *buf;
@@ -139,7 +147,7 @@ int srv_walk_fetch(const struct srv_root *root, const struct qft_msg *req,
 	while (c.left) {
 		if ((r = qft_fetch_name_next(&c, &name)) < 0)
 			goto out_free;
-		r = fetch_one(dfd, name.s, req->length, buf, out);
+		r = fetch_one(dfd, name.s, req->length, noatime, buf, out);
 		if (r == 1)
 			break;
 		if (r < 0)

@@ -22,6 +22,8 @@
 #define SRV_WALK_H
 
 #include "buf.h"
+#include <stdbool.h>
+
 #include "msg.h"
 #include "path.h"
 
@@ -31,9 +33,11 @@
 /*
  * Appends the records answering FETCH `req` to `out` (empty, limit at
  * least SRV_WALK_OUT_MAX).  Fails only when the directory cannot be
- * opened or the name list is malformed.
+ * opened or the name list is malformed.  With `noatime` (the session's
+ * NOATIME feature) the reads leave the files' access times where the
+ * kernel lets them, as OPEN's do.
  */
 int srv_walk_fetch(const struct srv_root *root, const struct qft_msg *req,
-		   struct qbuf *out);
+		   bool noatime, struct qbuf *out);
 
 #endif /* SRV_WALK_H */
