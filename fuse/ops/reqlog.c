@@ -31,7 +31,8 @@ enum op {
 	OP_CREATE, OP_READ, OP_WRITE, OP_FLUSH, OP_RELEASE, OP_FSYNC,
 	OP_OPENDIR, OP_READDIR, OP_READDIRPLUS, OP_RELEASEDIR, OP_FSYNCDIR,
 	OP_STATFS, OP_SETXATTR, OP_GETXATTR, OP_LISTXATTR, OP_REMOVEXATTR,
-	OP_FALLOCATE, OP_COPY_FILE_RANGE, OP_LSEEK, OP__COUNT
+	OP_FALLOCATE, OP_COPY_FILE_RANGE, OP_LSEEK, OP_GETLK, OP_SETLK,
+	OP_FLOCK, OP__COUNT
 };
 
 static const char *const op_names[OP__COUNT] = {
@@ -40,7 +41,7 @@ static const char *const op_names[OP__COUNT] = {
 	"read", "write", "flush", "release", "fsync", "opendir", "readdir",
 	"readdirplus", "releasedir", "fsyncdir", "statfs", "setxattr",
 	"getxattr", "listxattr", "removexattr", "fallocate",
-	"copy_file_range", "lseek",
+	"copy_file_range", "lseek", "getlk", "setlk", "flock",
 };
 
 /* A request between its arrival and its answer. */
@@ -124,6 +125,8 @@ int __real_fuse_reply_xattr(fuse_req_t req, size_t count);
 int __wrap_fuse_reply_xattr(fuse_req_t req, size_t count);
 int __real_fuse_reply_lseek(fuse_req_t req, off_t off);
 int __wrap_fuse_reply_lseek(fuse_req_t req, off_t off);
+int __real_fuse_reply_lock(fuse_req_t req, const struct flock *lock);
+int __wrap_fuse_reply_lock(fuse_req_t req, const struct flock *lock);
 
 static int64_t now_ns(void)
 {
@@ -423,6 +426,12 @@ int __wrap_fuse_reply_lseek(fuse_req_t req, off_t off)
 	return __real_fuse_reply_lseek(req, off);
 }
 
+int __wrap_fuse_reply_lock(fuse_req_t req, const struct flock *lock)
+{
+	end(req, 0, 0, false);
+	return __real_fuse_reply_lock(req, lock);
+}
+
 /* --- the live values and the transfers attribute --- */
 
 static void live(struct qc_stats_live *out)
@@ -700,6 +709,29 @@ static void w_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	R.real->lseek(req, ino, off, whence, fi);
 }
 
+static void w_getlk(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, struct flock *lock)
+{
+	begin(req, OP_GETLK, ino, 0);
+	R.real->getlk(req, ino, fi, lock);
+}
+
+/* A blocking setlk or flock is counted from its arrival to its grant:
+ * the wait is the request's latency. */
+static void w_setlk(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, struct flock *lock, int sleep)
+{
+	begin(req, OP_SETLK, ino, 0);
+	R.real->setlk(req, ino, fi, lock, sleep);
+}
+
+static void w_flock(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, int op)
+{
+	begin(req, OP_FLOCK, ino, 0);
+	R.real->flock(req, ino, fi, op);
+}
+
 /* Each callback the real table has, wrapped; the others stay NULL so
  * libfuse answers them as before. */
 #define WRAP(field) \
@@ -718,7 +750,7 @@ const struct fuse_lowlevel_ops *qc_reqlog_ops(
 	WRAP(readdir); WRAP(readdirplus); WRAP(releasedir); WRAP(fsyncdir);
 	WRAP(statfs); WRAP(setxattr); WRAP(getxattr); WRAP(listxattr);
 	WRAP(removexattr); WRAP(fallocate); WRAP(copy_file_range);
-	WRAP(lseek);
+	WRAP(lseek); WRAP(getlk); WRAP(setlk); WRAP(flock);
 	fs->stats.live = live;
 	fs->stats.backlog = backlog;
 	return &R.ops;
