@@ -201,6 +201,17 @@ static bool file_busy(struct qn_file *nf, void *ctx)
 
 struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n)
 {
+	struct qc_file *f = (struct qc_file *)qn_file_borrow(&fs->nodes, n);
+
+	if (f && !qc_file_writes_in_flight(fs, f)) {
+		qc_file_put(fs, f);
+		f = NULL;
+	}
+	return f;
+}
+
+struct qc_file *qc_file_borrow_behind(struct qc_fs *fs, struct qn_node *n)
+{
 	struct busy_scan b = { .fs = fs };
 	struct qc_file *f;
 
@@ -209,8 +220,8 @@ struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n)
 	 * node lists first: with a second descriptor open (a reader, or the
 	 * same file opened again) a stat after write(2) went by path on
 	 * meta and overtook the writer's WRITEs still on bulk, and showed
-	 * the size from before them.  The FSTAT may go through any handle
-	 * of n on the live link: on bulk it is behind all of them.
+	 * the size from before them.  An FSTAT may go through any handle of
+	 * n on the live link: on bulk it is behind all of them.
 	 */
 	qn_for_each_file(&fs->nodes, n, file_busy, &b);
 	if (!b.busy)
@@ -529,7 +540,7 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 	struct qft_msg m;
 	bool ok = false;
 
-	f = qc_file_borrow_busy(fs, n);
+	f = qc_file_borrow_behind(fs, n);
 	if (f) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 		if (qc_file_call(fs, f, &m, &rep) == 0) {
