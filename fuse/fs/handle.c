@@ -161,6 +161,17 @@ void qc_file_release_now(struct qc_fs *fs, struct qc_file *f)
 		qc_file_close(fs, f);
 }
 
+/* Whether f has a handle on the live link and has not failed. */
+static bool qc_file_live(struct qc_fs *fs, struct qc_file *f)
+{
+	bool live;
+
+	pthread_mutex_lock(&f->lock);
+	live = !f->failed && f->gen == qc_conn_gen(fs->conn);
+	pthread_mutex_unlock(&f->lock);
+	return live;
+}
+
 /* Whether WRITEs sent through f on the live link are still unanswered. */
 bool qc_file_writes_in_flight(struct qc_fs *fs, struct qc_file *f)
 {
@@ -175,11 +186,48 @@ bool qc_file_writes_in_flight(struct qc_fs *fs, struct qc_file *f)
 	return busy;
 }
 
+struct busy_scan {
+	struct qc_fs *fs;
+	bool busy;
+};
+
+static bool file_busy(struct qn_file *nf, void *ctx)
+{
+	struct busy_scan *b = ctx;
+
+	b->busy = qc_file_writes_in_flight(b->fs, (struct qc_file *)nf);
+	return b->busy;
+}
+
 struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n)
 {
 	struct qc_file *f = (struct qc_file *)qn_file_borrow(&fs->nodes, n);
 
 	if (f && !qc_file_writes_in_flight(fs, f)) {
+		qc_file_put(fs, f);
+		f = NULL;
+	}
+	return f;
+}
+
+struct qc_file *qc_file_borrow_behind(struct qc_fs *fs, struct qn_node *n)
+{
+	struct busy_scan b = { .fs = fs };
+	struct qc_file *f;
+
+	/*
+	 * Any open file of n with WRITEs in flight, not only the one the
+	 * node lists first: with a second descriptor open (a reader, or the
+	 * same file opened again) a stat after write(2) went by path on
+	 * meta and overtook the writer's WRITEs still on bulk, and showed
+	 * the size from before them.  An FSTAT may go through any handle of
+	 * n on the live link: on bulk it is behind all of them.
+	 */
+	qn_for_each_file(&fs->nodes, n, file_busy, &b);
+	if (!b.busy)
+		return NULL;
+	f = (struct qc_file *)qn_file_borrow(&fs->nodes, n);
+	if (f && (f->dir || !qc_file_live(fs, f))) {
 		qc_file_put(fs, f);
 		f = NULL;
 	}
@@ -492,7 +540,7 @@ bool qc_file_attr_behind_writes(struct qc_fs *fs, struct qn_node *n,
 	struct qft_msg m;
 	bool ok = false;
 
-	f = qc_file_borrow_busy(fs, n);
+	f = qc_file_borrow_behind(fs, n);
 	if (f) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 		if (qc_file_call(fs, f, &m, &rep) == 0) {

@@ -145,6 +145,14 @@ bool qc_file_writes_in_flight(struct qc_fs *fs, struct qc_file *f);
  * streams").
  */
 struct qc_file *qc_file_borrow_busy(struct qc_fs *fs, struct qn_node *n);
+/*
+ * For an FSTAT of `n` that must see the WRITEs in flight of any of its
+ * open files: an open file of n on the live link, borrowed (qc_file_put),
+ * when one of them has WRITEs or steps in flight; else NULL.  Not for a
+ * request whose outcome counts against the handle (a SETATTR step):
+ * the file may be another than the one writing, opened read-only.
+ */
+struct qc_file *qc_file_borrow_behind(struct qc_fs *fs, struct qn_node *n);
 
 /*
  * The attributes of `n` as an FSTAT through an open handle of it with

@@ -63,11 +63,12 @@ static void reply_predicted(fuse_req_t req, struct qc_fs *fs,
 /*
  * Names the object of a path operation on `ino`: its path, or when it has
  * none any more, or has WRITEs in flight, one of its open handles
- * (*borrowed, to be put back).
+ * (*borrowed, to be put back): for an FSTAT (`fstat`) any handle of the
+ * node behind the WRITEs of all its open files, else the one writing.
  * Callers whose operation has no handle form pass borrowed = NULL.
  */
 static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
-		     struct qc_file **borrowed)
+		     struct qc_file **borrowed, bool fstat)
 {
 	struct qn_file *nf;
 	int r;
@@ -80,7 +81,9 @@ static int target_of(struct qc_fs *fs, fuse_ino_t ino, char *path,
 		 * handle are unanswered, only a request queued behind them
 		 * on the same stream is sure to see them.
 		 */
-		*borrowed = qc_file_borrow_busy(fs, qc_fs_node(fs, ino));
+		*borrowed = fstat ?
+			qc_file_borrow_behind(fs, qc_fs_node(fs, ino)) :
+			qc_file_borrow_busy(fs, qc_fs_node(fs, ino));
 		if (*borrowed) {
 			path[0] = '\0';
 			return 0;
@@ -165,7 +168,7 @@ void qc_ops_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (fi) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 	} else {
-		r = target_of(fs, ino, path, &borrowed);
+		r = target_of(fs, ino, path, &borrowed, true);
 		if (r < 0)
 			goto out_err;
 		if (borrowed) {
@@ -372,7 +375,7 @@ void qc_ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 
 	if (!fi) {
-		r = target_of(fs, ino, path, &borrowed);
+		r = target_of(fs, ino, path, &borrowed, false);
 		if (r < 0)
 			goto out_err;
 	}

@@ -248,7 +248,7 @@ static int fetch_attr(struct qc_fs *fs, fuse_ino_t ino, struct qft_attr *a)
 	struct qft_msg m;
 	int r;
 
-	f = qc_file_borrow_busy(fs, qc_fs_node(fs, ino));
+	f = qc_file_borrow_behind(fs, qc_fs_node(fs, ino));
 	if (f) {
 		qft_msg_init(&m, QFT_OP_FSTAT, 0);
 		r = qc_file_call(fs, f, &m, &rep);
