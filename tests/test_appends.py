@@ -156,23 +156,6 @@ def test_appenders_on_mount_and_server_lose_nothing(mount):
     assert theirs == [b's%02d' % (i % 100) for i in range(n)]
 
 
-@pytest.mark.xfail(reason='the kernel sends a write(2) that crosses a page '
-                   'boundary as two FUSE WRITEs (Linux 6.18, no write-back '
-                   'cache): an O_APPEND record across one lands as two '
-                   'appends, and the server\'s appender can get between '
-                   'them; only a client that joins the pieces again can '
-                   'keep the record whole (docs/architecture.md, "Small '
-                   'writes")')
-def test_appended_records_across_pages_stay_whole(mount):
-    src, mnt = mount
-    n = 3000
-    mine, theirs, lines = appenders(
-        src, mnt, n, lambda who, i: who + b'%03d\n' % (i % 1000))
-    assert len(lines) == 2 * n
-    assert mine == [b'm%03d' % (i % 1000) for i in range(n)], \
-        'a record of the mount was torn by the server\'s append'
-
-
 @pytest.mark.xfail(strict=True, reason='every small write is one WRITE to '
                    'the server until the client gathers them '
                    '(docs/architecture.md, "Small writes")')
