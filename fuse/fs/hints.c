@@ -40,6 +40,22 @@ bool qc_hint_noxattr(struct qc_fs *fs, struct qn_node *n)
 	return now < qn_noxattr_until(&fs->nodes, n);
 }
 
+bool qc_hint_nodefacl(struct qc_fs *fs, struct qn_node *n)
+{
+	return qc_hint_noxattr(fs, n) ||
+	       qc_now_ns() < qn_nodefacl_until(&fs->nodes, n);
+}
+
+void qc_hint_nodefacl_note(struct qc_fs *fs, struct qn_node *n,
+			   uint64_t xgen)
+{
+	if (fs->attr_timeout > 0 &&
+	    atomic_load(&fs->hints.xattr_gen) == xgen)
+		qn_set_nodefacl_until(&fs->nodes, n, qc_now_ns() +
+				      (uint64_t)QC_HINT_NODEFACL_S *
+				      1000000000u);
+}
+
 bool qc_hint_is_caps(const char *name)
 {
 	return strcmp(name, XATTR_CAPS) == 0;
@@ -120,6 +136,7 @@ bool qc_hint_xattr_begin(struct qc_fs *fs, const char *name)
 void qc_hint_xattr_end(struct qc_fs *fs, struct qn_node *n, bool caps)
 {
 	qn_set_noxattr_until(&fs->nodes, n, 0);
+	qn_set_nodefacl_until(&fs->nodes, n, 0);
 	if (caps)
 		nocap_set(fs, n, 0);
 }

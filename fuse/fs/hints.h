@@ -55,6 +55,23 @@ void qc_hint_noxattr_note(struct qc_fs *fs, struct qn_node *n,
 /* Whether `n` is known to have no extended attributes right now. */
 bool qc_hint_noxattr(struct qc_fs *fs, struct qn_node *n);
 
+/*
+ * Whether directory `n` is known to have no default ACL, so that a create
+ * in it takes the caller's umask (its NOXATTR hint, or a GETXATTR that
+ * found none, remembered by qc_hint_nodefacl_note).  A default ACL is
+ * set on a directory about never after it is made, and a stale "none"
+ * costs only the umask the kernel applied before FUSE_CAP_DONT_MASK, so
+ * the answer holds QC_HINT_NODEFACL_S seconds (not attr_timeout: a tree
+ * copy would ask again every second, and wait a deadline per file while
+ * the link is down); a SETXATTR or REMOVEXATTR through the mount forgets
+ * it at once.  attr_timeout=0 turns it off.
+ */
+#define QC_HINT_NODEFACL_S 60
+bool qc_hint_nodefacl(struct qc_fs *fs, struct qn_node *n);
+/* A GETXATTR of n's default ACL sent with xattr_gen `xgen` found none. */
+void qc_hint_nodefacl_note(struct qc_fs *fs, struct qn_node *n,
+			   uint64_t xgen);
+
 /* Whether `name` is the file capability attribute. */
 bool qc_hint_is_caps(const char *name);
 

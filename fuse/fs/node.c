@@ -905,3 +905,21 @@ uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n)
 	pthread_mutex_unlock(&t->lock);
 	return until;
 }
+
+void qn_set_nodefacl_until(struct qn_table *t, struct qn_node *n,
+			   uint64_t until)
+{
+	pthread_mutex_lock(&t->lock);
+	n->nodefacl_until = until;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t qn_nodefacl_until(struct qn_table *t, struct qn_node *n)
+{
+	uint64_t until;
+
+	pthread_mutex_lock(&t->lock);
+	until = n->nodefacl_until;
+	pthread_mutex_unlock(&t->lock);
+	return until;
+}

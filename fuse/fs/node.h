@@ -119,6 +119,9 @@ struct qn_node {
 	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
 	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
 	uint64_t noxattr_until;
+	/* table lock: CLOCK_MONOTONIC ns until which the directory is
+	 * known to have no default ACL (hints.h); 0 = not known */
+	uint64_t nodefacl_until;
 	struct qn_file *files;  /* table lock: open files of this node */
 };
 
@@ -224,6 +227,12 @@ bool qn_replaced(struct qn_table *t, struct qn_node *n,
 void qn_set_noxattr_until(struct qn_table *t, struct qn_node *n,
 			  uint64_t until);
 uint64_t qn_noxattr_until(struct qn_table *t, struct qn_node *n);
+
+/* The default-ACL hint of directory `n` (see qn_node.nodefacl_until):
+ * set (0 forgets it) and read. */
+void qn_set_nodefacl_until(struct qn_table *t, struct qn_node *n,
+			   uint64_t until);
+uint64_t qn_nodefacl_until(struct qn_table *t, struct qn_node *n);
 
 /*
  * References for the directory cache (dircache.c), which keys listings by

@@ -225,9 +225,9 @@ void qc_caller_readlink(fuse_req_t req, fuse_ino_t ino)
  * r-x).  The kernel leaves the umask to us (FUSE_CAP_DONT_MASK, ops.c)
  * and gives it with the request; without that capability it applied it
  * already and gives 0.  The server, whose own umask is 0, makes what it
- * is told, under a default ACL the ACL's.  A directory the listing says
- * has no extended attributes at all needs no question; otherwise one
- * GETXATTR of the default ACL, as the caller.
+ * is told, under a default ACL the ACL's.  A directory known to have
+ * none (hints.h, qc_hint_nodefacl) needs no question; otherwise one
+ * GETXATTR of the default ACL, as the caller, whose "none" is remembered.
  */
 static mode_t caller_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
 {
@@ -236,11 +236,12 @@ static mode_t caller_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
 	char path[QFT_MAX_PATH + 1];
 	struct qc_reply rep;
 	struct qft_msg m;
+	uint64_t xgen;
 	int r;
 
 	if (mask == 0 || (mode & mask) == 0)
 		return mode;
-	if (qc_hint_noxattr(fs, qc_fs_node(fs, parent)))
+	if (qc_hint_nodefacl(fs, qc_fs_node(fs, parent)))
 		return mode & ~mask;
 	if (qc_ops_node_path(fs, parent, NULL, path) < 0)
 		return mode & ~mask;
@@ -248,7 +249,10 @@ static mode_t caller_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
 	qc_set_str(&m.path, path);
 	qc_set_str(&m.xname, "system.posix_acl_default");
 	m.length = 0;
+	xgen = qc_hint_xattr_gen(fs);
 	r = qc_call(fs->conn, &m, &rep);
+	if (r == -ENODATA)
+		qc_hint_nodefacl_note(fs, qc_fs_node(fs, parent), xgen);
 	if (r < 0)
 		return mode & ~mask;
 	qc_reply_free(&rep);
