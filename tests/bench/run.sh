@@ -70,6 +70,6 @@ if [ "${1:-}" = resume ]; then
 fi
 if [ "${1:-}" = copy ]; then
 	shift
-	exec /usr/bin/python3 tests/bench/copy.py --argv0 "bash tests/bench/run.sh copy" "$@"
+	exec /usr/bin/python3 tests/bench/copy_within.py --argv0 "bash tests/bench/run.sh copy" "$@"
 fi
 exec /usr/bin/python3 tests/bench/bench.py --argv0 "bash tests/bench/run.sh" "$@"
