@@ -518,6 +518,13 @@ def test_tar_pattern_fchown_after_futimens_does_not_wait(mounter, opts):
             assert not hung, \
                 'file %d: a step waited for the stopped server' % i
             assert not failures, failures
+            # Lets the server take in what it was sent while stopped
+            # before the next file's steps: neither the next create nor
+            # a close under commit=async waits for it, so without this
+            # a server starved of CPU holds every file's bytes unread,
+            # and by the fifth the socket's buffer is full and a step
+            # blocks sending (the wait is the socket's, not a step's).
+            os.fsync(fd)
         finally:
             os.close(fd)
     if 'commit=async' in opts:
