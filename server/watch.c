@@ -164,9 +164,12 @@ static struct qft_chan *notify_chan(const struct srv_watch *w)
 static void set_all(struct srv_watch *w);
 
 /*
- * `chan` cannot carry notifications any more.  When they move to the
- * other connection, what went on this one may be lost: the client is told
- * to forget everything there.  Lock held.
+ * `chan` cannot carry notifications any more, and what went on it may
+ * never have arrived.  When they move to the other connection, the client
+ * is told there to forget everything; and the next RESUME says so too
+ * (srv_watch_lost_take), because the other connection may be as dead as
+ * this one without the server knowing yet: a link cut drops both, and the
+ * ALL written into the other's socket would be lost with it.  Lock held.
  */
 static void lose_chan(struct srv_watch *w, struct qft_chan *chan)
 {
@@ -176,10 +179,11 @@ static void lose_chan(struct srv_watch *w, struct qft_chan *chan)
 		w->meta_chan = NULL;
 	if (w->bulk_chan == chan)
 		w->bulk_chan = NULL;
-	if (current && notify_chan(w) && w->active)
+	if (!current || !w->active)
+		return;
+	w->lost = true;
+	if (notify_chan(w))
 		set_all(w);
-	else if (current && w->active)
-		w->lost = true;
 }
 
 static void lru_unlink(struct srv_watch *w, struct watch *wt)

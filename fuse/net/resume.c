@@ -681,10 +681,13 @@ void qc_resume_run(struct qc_conn *c)
 		began = now_ns();
 		pthread_mutex_unlock(&c->lock);
 		r = attempt(c, &l, &lost_notify);
-		if (r == 0)
-			r = resume_install(c, l, start);
+		/* Before the link is live: the session kept its generation,
+		 * so its leases outlived the link, and none the server could
+		 * not keep may answer a caller once the session goes on. */
 		if (r == 0 && lost_notify && c->o.notify)
 			c->o.notify(c->o.notify_ctx, 0, QFT_NOTIFY_ALL, "", 0);
+		if (r == 0)
+			r = resume_install(c, l, start);
 		pthread_mutex_lock(&c->lock);
 		if (r == 0 || c->closing)
 			return;
