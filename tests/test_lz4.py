@@ -119,16 +119,18 @@ def copy_both_ways(src, mnt, pid, kind, size, name):
     r1, _ = server_io(pid)
     with open(P(src, name + '.up'), 'rb') as f:
         assert f.read() == data, '%s: the file copied onto the mount differs' % name
-    # Written aside and renamed into place, as rsync does: the change
-    # notifications of the writes name the temp file, so none can reach
-    # the client while it reads `.down` and make it fetch again pages it
-    # had (a notification of a write lags the write by a moment, which
-    # the count would otherwise measure).
-    with open(P(src, name + '.tmp'), 'wb') as f:
+    # Written in a directory of its own, made on the server, which the
+    # mount has never listed and so does not watch: no change notification
+    # names the file.  One that did (its writes', or a rename's into a
+    # watched directory) could reach the client while it reads the file
+    # and drop the pages the kernel had read, which the kernel then reads
+    # again and the count would measure.
+    down = name + '.dir'
+    os.mkdir(P(src, down))
+    with open(P(src, down, name), 'wb') as f:
         f.write(data)
-    os.rename(P(src, name + '.tmp'), P(src, name + '.down'))
     _, w0 = server_io(pid)
-    got = download(P(mnt, name + '.down'))
+    got = download(P(mnt, down, name))
     _, w1 = server_io(pid)
     assert len(got) == len(data), ('%s: read %d bytes off the mount, want %d'
                                    % (name, len(got), len(data)))
