@@ -346,6 +346,7 @@ void qc_link_shutdown(struct link *l);
 void qc_link_join(struct link *l);
 void qc_link_free(struct qc_conn *c, struct link *l, int reap_ms);
 void qc_link_fail(struct qc_conn *c, struct link *l, int err, const char *why);
+void qc_link_go_live(struct qc_conn *c, struct link *l);
 int qc_link_hello(struct link *l, int timeout_s, char *msg, size_t size);
 void qc_link_retire(struct qc_conn *c, struct link *l, int reap_ms);
 int qc_link_get(struct qc_conn *c, uint64_t gen, struct link **out);

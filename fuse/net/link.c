@@ -273,6 +273,28 @@ void qc_link_fail(struct qc_conn *c, struct link *l, int err,
 }
 
 /*
+ * Makes `l` the live link on its generation (l->gen, which the caller
+ * chose: a new one after a reconnect, the session's after a resume), and
+ * wakes whoever waits for a link.  Conn lock held.
+ */
+void qc_link_go_live(struct qc_conn *c, struct link *l)
+{
+	qc_conn_assert_locked(c);
+	c->cur = l;
+	c->lost = false;
+	c->expired = false;
+	/* A new link may reach a server running as someone else. */
+	c->srv_uid = l->srv_uid;
+	c->srv_gid = l->srv_gid;
+	/* The keepalive counts its silence from now, not from the
+	 * handshake. */
+	atomic_store(&l->last_rx, now_ns());
+	atomic_store(&c->live_gen, l->gen);
+	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&c->rcond);
+}
+
+/*
  * Version handshake on a lane that is not reading yet.  See
  * qc_conn_hello for the results.
  */

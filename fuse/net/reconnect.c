@@ -74,14 +74,7 @@ static void link_install(struct qc_conn *c, struct link *l)
 	qc_conn_assert_locked(c);
 	l->gen = ++c->last_gen;
 	qc_handle_reset(c, l->gen);
-	c->cur = l;
-	c->lost = false;
-	c->expired = false;
-	/* A reconnect may reach a server running as someone else. */
-	c->srv_uid = l->srv_uid;
-	c->srv_gid = l->srv_gid;
-	atomic_store(&c->live_gen, l->gen);
-	pthread_cond_broadcast(&c->cond);
+	qc_link_go_live(c, l);
 }
 
 /*

@@ -551,16 +551,8 @@ void qc_resume_go_live(struct qc_conn *c, struct link *l)
 {
 	qc_conn_assert_locked(c);
 	c->rs.held = false;
-	c->cur = l;
-	c->lost = false;
 	c->resuming = false;
-	c->expired = false;
-	c->srv_uid = l->srv_uid;
-	c->srv_gid = l->srv_gid;
-	atomic_store(&c->live_gen, l->gen);
-	atomic_store(&l->last_rx, now_ns());
-	pthread_cond_broadcast(&c->cond);
-	pthread_cond_broadcast(&c->rcond);
+	qc_link_go_live(c, l);
 }
 
 /*
