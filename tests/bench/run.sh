@@ -8,7 +8,7 @@
 #                           [--directions LIST] [--timeout SECS] [--out DIR]
 #   bash tests/bench/run.sh resume [--link NAME] [--cut SECS] [--at FRACTION]
 #                           [--tools qftfs,sshfs]
-#   bash tests/bench/run.sh sqlite [--rows N]
+#   bash tests/bench/run.sh sqlite [--rows N] [--link NAME]
 #
 # Runs qftfs, sshfs, scp, rsync -e ssh and iperf3 side by side over emulated
 # links (big files, and trees: cp -r, rsync -a and tar x onto the mount, cp
@@ -19,7 +19,8 @@
 # `resume` is the outage scenario (tests/bench/resume.py): an upload whose
 # link is cut and healed in the middle, qftfs beside sshfs -o reconnect.
 # `sqlite` is the locks scenario (tests/bench/sqlite2.py): two sqlite
-# writers on two local-mode mounts of one directory, rows/s.
+# writers on two mounts of one directory, rows/s; local-mode mounts, or
+# with --link mounts over ssh across that emulated link.
 #
 # Needs root.  Link emulation: tc netem if the kernel has sch_netem, else the
 # command in QFTFS_BENCH_LINK_CMD (interface: `CMD up RTT_MS RATE_MBIT`,

@@ -5,13 +5,17 @@ transaction, from two writers at once, on two qftfs mounts of one
 directory (locks forwarded to the server, -o locks=server), beside the
 same on one mount and on the served directory itself.
 
-    bash tests/bench/run.sh sqlite [--rows N] [--out DIR]
+    bash tests/bench/run.sh sqlite [--rows N] [--link NAME] [--out DIR]
 
-Local mode (the server a child of each client, on a socketpair): what
-the figures show is the cost of forwarding locks and of sqlite's syncs
-through the mount, not of a link.  Every configuration is checked: every
-row there, `PRAGMA integrity_check` ok.  docs/benchmarks.md ("sqlite on
-two mounts") keeps the latest figures.
+Without --link, local mode (the server a child of each client, on a
+socketpair): what the figures show is the cost of forwarding locks and
+of sqlite's syncs through the mount, not of a link.  With --link (one
+of bench.py's LINKS, emulated as for run.sh's other scenarios: netem
+where the kernel has it, else QFTFS_BENCH_LINK_CMD), the mounts go over
+ssh to the lab's host and every lock and sync pays the round trip.
+Every configuration is checked: every row there, `PRAGMA
+integrity_check` ok.  docs/benchmarks.md ("sqlite on two mounts") keeps
+the latest figures.
 """
 import argparse
 import datetime
@@ -23,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (beside this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -38,12 +45,19 @@ db.close()
 '''
 
 
-def mount(build, src, mnt, opts, log):
+def mount(build, src, mnt, opts, log, lab=None, known_hosts=None):
+    """A qftfs mount of `src` at `mnt`: the server its child (local
+    mode), or over ssh to the lab's host when `lab` is given."""
     os.makedirs(mnt, exist_ok=True)
     argv = [os.path.join(build, 'fuse', 'qftfs'), '-f', '-o',
             'server=' + os.path.join(build, 'server', 'qftfs-server')]
     for o in opts:
         argv += ['-o', o]
+    if lab:
+        argv += ['-p', str(lab.port), '-o',
+                 'IdentityFile=%s,UserKnownHostsFile=%s,'
+                 'StrictHostKeyChecking=yes' % (lab.identity, known_hosts)]
+        src = 'root@%s:%s' % (lab.host, src)
     p = subprocess.Popen(argv + [src, mnt], stdout=log,
                          stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
@@ -93,6 +107,8 @@ def main():
                                  description=__doc__.split('\n\n')[0])
     ap.add_argument('--rows', type=int, default=300,
                     help='rows per writer (one transaction each)')
+    ap.add_argument('--link', choices=sorted(bench.LINKS),
+                    help='mount over ssh across this emulated link')
     ap.add_argument('--out')
     ap.add_argument('--argv0', default='bash tests/bench/run.sh sqlite',
                     help=argparse.SUPPRESS)
@@ -110,6 +126,20 @@ def main():
     os.makedirs(base, exist_ok=True)
     work = tempfile.mkdtemp(prefix='qftfs-sqlite-', dir=base)
     log = open(os.path.join(outdir, 'mounts.log'), 'a')
+    lab = known_hosts = None
+    if args.link:
+        if (not os.environ.get('QFTFS_BENCH_LINK_CMD') and
+                not bench.netem_available()):
+            print('sqlite: no link emulator (see run.sh); skipped')
+            sys.exit(77)
+        lab = bench.Lab('cmd' if os.environ.get('QFTFS_BENCH_LINK_CMD')
+                        else 'netem')
+        lab.up(*bench.LINKS[args.link])
+        known_hosts = os.path.join(work, 'known_hosts')
+        r = subprocess.run(['ssh-keyscan', '-p', str(lab.port), lab.host],
+                           capture_output=True, text=True, timeout=30)
+        with open(known_hosts, 'w') as f:
+            f.write(r.stdout)
     src = os.path.join(work, 'srv')
     os.makedirs(src)
     configs = [
@@ -135,7 +165,8 @@ def main():
                 mnts = []
                 for i, opts in enumerate(mounts):
                     mnt = os.path.join(work, 'mnt%d' % i)
-                    procs.append((mount(build, src, mnt, opts, log), mnt))
+                    procs.append((mount(build, src, mnt, opts, log, lab,
+                                        known_hosts), mnt))
                     mnts.append(mnt)
                 if nm == 0:
                     paths = [db, db]
@@ -160,13 +191,17 @@ def main():
                 rc = 1
     finally:
         log.close()
+        if lab:
+            lab.down()
         shutil.rmtree(work, ignore_errors=True)
     command = ' '.join(args.argv0.split() + sys.argv[1:])
     out = {'command': command, 'date': datetime.datetime.now().astimezone()
-           .isoformat(timespec='seconds'), 'records': records}
+           .isoformat(timespec='seconds'), 'link': args.link or 'local',
+           'records': records}
     with open(os.path.join(outdir, 'results.json'), 'w') as f:
         json.dump(out, f, indent=1)
-    lines = ['# sqlite, two writers, %d rows each' % args.rows, '',
+    lines = ['# sqlite, two writers, %d rows each, %s' % (
+        args.rows, args.link or 'local mode'), '',
              'Produced by `%s` on %s.' % (command, out['date'][:10]), '',
              '| configuration | rows | s | rows/s | verified |',
              '|---|---:|---:|---:|---|']
