@@ -85,6 +85,29 @@ def test_json_counts_a_copy_exactly(mount, build, tmp_path):
         assert word in r.stdout, (word, r.stdout)
 
 
+def test_transfers_kept_are_bounded(mount, build):
+    """A tree walk closes thousands of files a second: the transfers the
+    mount keeps to show are its open files and the last 64 closed ones,
+    not every file read lately (each read looks its file up among those
+    kept, so a walk of 100,000 files slowed down as it went, and what was
+    kept was freed only when someone asked for the statistics)."""
+    src, mnt = mount
+    n = 2000
+    os.mkdir(P(src, 'tree'))
+    for i in range(n):
+        with open(P(src, 'tree', 'f%04d' % i), 'wb') as f:
+            f.write(b'%d\n' % i)
+    r = subprocess.run(['tar', 'cf', '-', '-C', mnt, 'tree'],
+                       stdout=subprocess.PIPE, timeout=300, check=True)
+    assert len(r.stdout) >= n * 512
+    st = stats_json(build, mnt)
+    assert st['files_read'] >= n, st['files_read']
+    assert st['transfers_kept'] <= 64, \
+        '%d transfers kept after reading %d files' % (st['transfers_kept'], n)
+    assert all(x['path'].startswith('tree/f') and not x['open']
+               for x in st['transfers']), st['transfers']
+
+
 def test_stats_not_a_mount(build, tmp_path):
     r = util.run([util.client_bin(build), '--stats', str(tmp_path)],
                  timeout=30)

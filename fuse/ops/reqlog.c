@@ -22,6 +22,9 @@
 #define RATE_SECS   8        /* ring of per-second byte counts */
 #define RATE_OVER   3        /* the rate is over the last full seconds */
 #define XFER_KEEP_NS ((int64_t)3 * 1000000000) /* closed files shown */
+/* Closed files kept to show, at most: a tree walk closes thousands a
+ * second, and every read looks its file up among those kept. */
+#define XFER_CLOSED_MAX 64u
 #define XFER_IDLE_NS ((int64_t)10 * 1000000000) /* open, shown while
 						 * this recent */
 
@@ -89,6 +92,7 @@ static struct {
 	uint64_t in_flight;             /* lock */
 	struct opsum sum[OP__COUNT];    /* lock */
 	struct xfer *xfers;             /* lock */
+	unsigned nclosed;               /* lock: closed ones among xfers */
 	struct {
 		int64_t sec;
 		uint64_t rd, wr;
@@ -195,20 +199,40 @@ static void xfer_note(uint64_t ino)
 	pthread_mutex_unlock(&R.lock);
 }
 
-/* lock held: forgets transfers closed a while ago (an open file's stays,
- * so that it is counted once however long it rests). */
+/* lock held: unlinks and frees the transfer *pp. */
+static void xfer_drop(struct xfer **pp)
+{
+	struct xfer *x = *pp;
+
+	*pp = x->next;
+	if (x->closed_ns)
+		R.nclosed--;
+	free(x->path);
+	free(x);
+}
+
+/*
+ * lock held: forgets transfers closed a while ago, and the oldest closed
+ * ones beyond XFER_CLOSED_MAX (an open file's stays, so that it is
+ * counted once however long it rests).  The list then holds the open
+ * files and a few closed ones, whatever the mount read before.
+ */
 static void xfer_prune(int64_t now)
 {
 	for (struct xfer **pp = &R.xfers; *pp;) {
-		struct xfer *x = *pp;
+		if ((*pp)->closed_ns && now - (*pp)->closed_ns > XFER_KEEP_NS)
+			xfer_drop(pp);
+		else
+			pp = &(*pp)->next;
+	}
+	while (R.nclosed > XFER_CLOSED_MAX) {
+		struct xfer **oldest = NULL;
 
-		if (x->closed_ns && now - x->closed_ns > XFER_KEEP_NS) {
-			*pp = x->next;
-			free(x->path);
-			free(x);
-		} else {
-			pp = &x->next;
-		}
+		for (struct xfer **pp = &R.xfers; *pp; pp = &(*pp)->next)
+			if ((*pp)->closed_ns && (!oldest ||
+			    (*pp)->closed_ns < (*oldest)->closed_ns))
+				oldest = pp;
+		xfer_drop(oldest);
 	}
 }
 
@@ -315,8 +339,11 @@ static void end(fuse_req_t req, int err, size_t bytes, bool created)
 	} else if (r->op == OP_RELEASE) {
 		struct xfer *x = xfer_of(r->ino);
 
-		if (x)
+		if (x) {
 			x->closed_ns = now;
+			R.nclosed++;
+			xfer_prune(now);
+		}
 	}
 	pthread_mutex_unlock(&R.lock);
 
@@ -454,8 +481,10 @@ static void live(struct qc_stats_live *out)
 	out->read_rate /= RATE_OVER;
 	out->write_rate /= RATE_OVER;
 	xfer_prune(now);
-	for (struct xfer *x = R.xfers; x; x = x->next)
+	for (struct xfer *x = R.xfers; x; x = x->next) {
 		out->transfers += !x->closed_ns && xfer_shown(x, now);
+		out->transfers_kept++;
+	}
 	pthread_mutex_unlock(&R.lock);
 }
 
