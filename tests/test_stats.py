@@ -102,8 +102,11 @@ def test_transfers_kept_are_bounded(mount, build):
     assert len(r.stdout) >= n * 512
     st = stats_json(build, mnt)
     assert st['files_read'] >= n, st['files_read']
-    assert st['transfers_kept'] <= 64, \
-        '%d transfers kept after reading %d files' % (st['transfers_kept'], n)
+    # Closed ones only: the kernel sends a file's RELEASE after close()
+    # returned, so a few may still count as open.
+    assert st['transfers_closed'] <= 64, \
+        '%d closed transfers kept after reading %d files' % (
+            st['transfers_closed'], n)
     assert all(x['path'].startswith('tree/f') and not x['open']
                for x in st['transfers']), st['transfers']
 

@@ -138,7 +138,7 @@ size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
 	put(&o, "read_rate", live.read_rate);
 	put(&o, "write_rate", live.write_rate);
 	put(&o, "transfers", live.transfers);
-	put(&o, "transfers_kept", live.transfers_kept);
+	put(&o, "transfers_closed", live.transfers_closed);
 	put(&o, "server_in_flight", cc.pending);
 	put(&o, "server_oldest_ms", cc.oldest_ms);
 	put(&o, "writes_unacked", cc.writes_pending);

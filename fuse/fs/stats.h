@@ -80,8 +80,8 @@ struct qc_stats_live {
 	uint64_t read_rate;     /* bytes per second, last seconds */
 	uint64_t write_rate;
 	uint64_t transfers;     /* files being read or written now */
-	uint64_t transfers_kept; /* files the request log keeps, open and
-				  * lately closed (bounded) */
+	uint64_t transfers_closed; /* closed files the request log keeps
+				    * to show (at most 64) */
 };
 
 struct qc_stats {

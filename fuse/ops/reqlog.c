@@ -483,7 +483,7 @@ static void live(struct qc_stats_live *out)
 	xfer_prune(now);
 	for (struct xfer *x = R.xfers; x; x = x->next) {
 		out->transfers += !x->closed_ns && xfer_shown(x, now);
-		out->transfers_kept++;
+		out->transfers_closed += x->closed_ns != 0;
 	}
 	pthread_mutex_unlock(&R.lock);
 }
