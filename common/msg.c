@@ -29,6 +29,8 @@ enum fld {
 	FLD_HANDLE2, FLD_OFFSET2,
 	/* Locks: struct qft_lock, checked as a whole. */
 	FLD_LOCK,
+	/* HELLO reply, only with QFT_FEAT_TCPCC in its features. */
+	FLD_TCPCC,
 };
 
 #define MAX_FIELDS 10
@@ -49,7 +51,7 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	[QFT_OP_HELLO] = { "HELLO",
 		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES },
 		{ FLD_MAGIC, FLD_VERSION, FLD_FEATURES, FLD_UID, FLD_GID,
-		  FLD_BOOTID } },
+		  FLD_BOOTID, FLD_TCPCC } },
 	[QFT_OP_LSTAT] = { "LSTAT", { FLD_PATH }, { FLD_ATTR } },
 	[QFT_OP_FSTAT] = { "FSTAT", { FLD_HANDLE }, { FLD_ATTR } },
 	[QFT_OP_SETATTR] = { "SETATTR",
@@ -339,13 +341,15 @@ static int get_statfs(struct qcur *c, struct qft_statfs *s)
 
 /*
  * Whether field `f` of *m is left out of the frame: the HELLO reply's
- * boot id travels only when its features grant QFT_FEAT_BOOTID, so
- * that a client that did not ask for it (an older one) gets the reply
- * it knows.  Decoding reads `features` before it comes to the field.
+ * boot id and congestion control travel only when its features grant
+ * QFT_FEAT_BOOTID and QFT_FEAT_TCPCC, so that a client that did not ask
+ * for them (an older one) gets the reply it knows.  Decoding reads
+ * `features` before it comes to the fields.
  */
 static bool field_absent(const struct qft_msg *m, enum fld f)
 {
-	return f == FLD_BOOTID && !(m->features & QFT_FEAT_BOOTID);
+	return (f == FLD_BOOTID && !(m->features & QFT_FEAT_BOOTID)) ||
+	       (f == FLD_TCPCC && !(m->features & QFT_FEAT_TCPCC));
 }
 
 /* Where a credential may travel (protocol.h, QFT_F_CRED): requests only,
@@ -489,6 +493,10 @@ static int put_field(struct qbuf *b, enum fld f, const struct qft_msg *m)
 			return -EINVAL;
 		return qbuf_put_str(b, m->boot_id.s, m->boot_id.len);
 	case FLD_LOCK:     return put_lock(b, &m->lk);
+	case FLD_TCPCC:
+		if (m->tcpcc.len == 0 || m->tcpcc.len > QFT_MAX_TCPCC)
+			return -EINVAL;
+		return qbuf_put_str(b, m->tcpcc.s, m->tcpcc.len);
 	case FLD_END:      break;
 	}
 	return -EINVAL;
@@ -527,6 +535,14 @@ static int get_checked_str(struct qcur *c, struct qft_str *out, enum fld f)
 		ok = out->len > 0 && out->len <= QFT_MAX_BOOT_ID;
 		for (uint32_t i = 0; ok && i < out->len; i++)
 			ok = out->s[i] > ' ' && out->s[i] < 0x7f;
+		break;
+	case FLD_TCPCC:
+		/* A kernel module's name; it goes into logs and stats keys. */
+		ok = out->len > 0 && out->len <= QFT_MAX_TCPCC;
+		for (uint32_t i = 0; ok && i < out->len; i++)
+			ok = (out->s[i] >= 'a' && out->s[i] <= 'z') ||
+			     (out->s[i] >= '0' && out->s[i] <= '9') ||
+			     out->s[i] == '_';
 		break;
 	default: /* symlink target: any non-empty string that fits a path */
 		ok = out->len > 0 && out->len <= QFT_MAX_PATH;
@@ -597,6 +613,7 @@ static int get_field(struct qcur *c, enum fld f, struct qft_msg *m,
 	case FLD_GID: return qcur_get_u32(c, &m->gid);
 	case FLD_SEQ: return qcur_get_u64(c, &m->seq);
 	case FLD_BOOTID: return get_checked_str(c, &m->boot_id, f);
+	case FLD_TCPCC: return get_checked_str(c, &m->tcpcc, f);
 	case FLD_VALID:
 		if ((r = qcur_get_u32(c, &m->valid)) < 0)
 			return r;

@@ -133,6 +133,8 @@ struct qft_msg {
 
 	/* HELLO reply with QFT_FEAT_BOOTID: the server host's boot id. */
 	struct qft_str boot_id;
+	/* HELLO reply with QFT_FEAT_TCPCC: the server's congestion control. */
+	struct qft_str tcpcc;
 
 	/* COPY: the destination handle and where its bytes go (the source
 	 * is `handle` at `offset`). */

@@ -194,7 +194,16 @@
  * changes.
  */
 #define QFT_FEAT_NOATIME   0x00004000u
-#define QFT_FEAT_KNOWN     0x00005fffu
+/*
+ * TCPCC: the HELLO reply ends (after the boot id, when that is there)
+ * with the TCP congestion control the server's socket uses for what it
+ * sends on this connection (1 to QFT_MAX_TCPCC bytes of [a-z0-9_]),
+ * present only when this bit is set in the reply's features: granted
+ * on TCP connections, for the client's statistics and log.
+ */
+#define QFT_FEAT_TCPCC     0x00008000u
+#define QFT_MAX_TCPCC      15u
+#define QFT_FEAT_KNOWN     0x0000dfffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*

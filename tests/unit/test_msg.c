@@ -168,7 +168,8 @@ static void fill(struct qft_msg *m, const struct op_spec *sp, bool reply)
 	if (mask & F_VERSION)
 		m->version = QFT_VERSION;
 	if (mask & F_FEATURES)
-		m->features = reply ? 0xa5a5f00fu : 0x5a5a0ff0u;
+		/* no BOOTID or TCPCC in the reply: their strings are tested apart */
+		m->features = reply ? 0xa5a5700fu : 0x5a5a0ff0u;
 	if (mask & F_HANDLE)
 		m->handle = sp->op == QFT_OP_FSTAT ? QFT_MAX_HANDLES :
 			    1 + sp->op * 977u;
@@ -3012,6 +3013,51 @@ static void test_lock_codec(void)
 }
 
 /*
+ * A HELLO reply as the wire has it (uid and gid 0), with `feat` and,
+ * after the gid, the strings that are not NULL: the boot id, then the
+ * congestion control.  Truncated by the caller where it wants.
+ */
+static void whello_reply(struct wr *w, uint64_t id, uint32_t feat,
+			 const char *boot_id, const char *tcpcc)
+{
+	whdr(w, QFT_OP_HELLO, QFT_F_REPLY, id);
+	wput(w, 0, 4);
+	wput(w, QFT_MAGIC, 4);
+	wput(w, QFT_VERSION, 4);
+	wput(w, feat, 4);
+	wput(w, 0, 4);
+	wput(w, 0, 4);
+	if (boot_id)
+		wstr(w, boot_id);
+	if (tcpcc)
+		wstr(w, tcpcc);
+	wdone(w);
+}
+
+/* Each of `bad` (then `longest`) in the HELLO reply's string `feat`
+ * carries is refused as malformed (-EINVAL), not passed on. */
+static void hello_reply_refuses(uint32_t feat, const char *const *bad,
+				size_t n, const char *longest)
+{
+	struct qft_msg got;
+	struct wr w;
+	uint8_t *p;
+
+	for (size_t i = 0; i < n + 1; i++) {
+		const char *v = i < n ? bad[i] : longest;
+
+		check_ctx("HELLO reply with %s #%zu",
+			  feat == QFT_FEAT_BOOTID ? "boot id" :
+			  "congestion control", i);
+		whello_reply(&w, 9, feat, feat == QFT_FEAT_BOOTID ? v : NULL,
+			     feat == QFT_FEAT_TCPCC ? v : NULL);
+		p = dup_exact(w.b, w.n);
+		CHECK_EQ(qft_msg_decode(&got, p, w.n), -EINVAL);
+		free(p);
+	}
+}
+
+/*
  * The HELLO reply's boot id (QFT_FEAT_BOOTID): present exactly when its
  * features say so, visible ASCII of 1 to QFT_MAX_BOOT_ID bytes, and a
  * reply cut anywhere inside it is malformed.
@@ -3093,30 +3139,98 @@ static void test_bootid_codec(void)
 	 * ASCII (it goes into logs) -- refused, not passed on. */
 	static const char *const bad[] = { "", "a b", "tab\there", "nl\n",
 					   "\x7f", "\xc3\xa9t\xc3\xa9" };
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]) + 1; i++) {
-		const char *v = i < sizeof(bad) / sizeof(bad[0]) ? bad[i] :
-				longid;
-
-		check_ctx("HELLO reply with boot id #%zu", i);
-		whdr(&w, QFT_OP_HELLO, QFT_F_REPLY, 9);
-		wput(&w, 0, 4);
-		wput(&w, QFT_MAGIC, 4);
-		wput(&w, QFT_VERSION, 4);
-		wput(&w, QFT_FEAT_BOOTID, 4);
-		wput(&w, 0, 4);
-		wput(&w, 0, 4);
-		wstr(&w, v);
-		wdone(&w);
-		p = dup_exact(w.b, w.n);
-		CHECK_EQ(qft_msg_decode(&got, p, w.n), -EINVAL);
-		free(p);
-	}
+	hello_reply_refuses(QFT_FEAT_BOOTID, bad, sizeof(bad) / sizeof(bad[0]),
+			    longid);
 	/* The longest allowed goes through. */
 	check_ctx("HELLO reply with the longest boot id");
 	longid[QFT_MAX_BOOT_ID] = '\0';
 	m.boot_id = (struct qft_str){ longid, QFT_MAX_BOOT_ID };
 	CHECK_EQ(decode_copy(&m, &got, &p), 0);
 	CHECK_EQ(got.boot_id.len, QFT_MAX_BOOT_ID);
+	free(p);
+}
+
+/*
+ * The HELLO reply's congestion control (QFT_FEAT_TCPCC): after the boot
+ * id when both are there, present exactly when its bit says so, 1 to
+ * QFT_MAX_TCPCC bytes of [a-z0-9_], and a reply cut inside it is
+ * malformed.
+ */
+static void test_tcpcc_codec(void)
+{
+	static const char id[] = "b00t";
+	char longcc[QFT_MAX_TCPCC + 2];
+	struct qft_msg m, got;
+	uint8_t *p;
+	struct wr w;
+
+	check_ctx("golden HELLO reply with boot id and congestion control");
+	qft_msg_init(&m, QFT_OP_HELLO, 3);
+	m.flags = QFT_F_REPLY;
+	m.magic = QFT_MAGIC;
+	m.version = QFT_VERSION;
+	m.features = QFT_FEAT_BOOTID | QFT_FEAT_TCPCC;
+	m.boot_id = S(id);
+	m.tcpcc = S("bbr");
+	whello_reply(&w, 3, QFT_FEAT_BOOTID | QFT_FEAT_TCPCC, id, "bbr");
+	check_golden(&m, &w);
+	p = dup_exact(w.b, w.n);
+	CHECK_EQ(qft_msg_decode(&got, p, w.n), 0);
+	CHECK_EQ(got.tcpcc.len, 3);
+	CHECK(got.tcpcc.s && strcmp(got.tcpcc.s, "bbr") == 0);
+	CHECK(got.boot_id.s && strcmp(got.boot_id.s, id) == 0);
+	free(p);
+	keep_frame(&m, "HELLO reply with congestion control");
+
+	check_ctx("HELLO reply with congestion control, truncated");
+	for (size_t n = w.n - 1; n >= w.n - 3 - 4; n--) {
+		p = dup_exact(w.b, n);
+		qft_store32(p, (uint32_t)(n - QFT_HDR_SIZE));
+		CHECK(qft_msg_decode(&got, p, n) < 0);
+		free(p);
+	}
+
+	check_ctx("HELLO reply with congestion control alone");
+	m.features = QFT_FEAT_TCPCC;
+	m.boot_id = S("");
+	m.tcpcc = S("cubic");
+	CHECK_EQ(decode_copy(&m, &got, &p), 0);
+	CHECK(got.boot_id.len == 0);
+	CHECK(got.tcpcc.s && strcmp(got.tcpcc.s, "cubic") == 0);
+	free(p);
+
+	check_ctx("HELLO reply with congestion control but not the bit");
+	p = dup_exact(w.b, w.n);
+	qft_store32(p + QFT_HDR_SIZE + 12, QFT_FEAT_BOOTID);
+	CHECK_EQ(qft_msg_decode(&got, p, w.n), -EBADMSG);
+	free(p);
+
+	/* Encoded: empty or too long is the caller's bug, refused. */
+	check_ctx("HELLO reply with an unsendable congestion control");
+	memset(longcc, 'a', sizeof(longcc) - 1);
+	longcc[sizeof(longcc) - 1] = '\0';
+	{
+		struct qbuf b;
+
+		qbuf_init(&b, FRAME_LIMIT);
+		m.tcpcc = S("");
+		CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+		m.tcpcc = (struct qft_str){ longcc, QFT_MAX_TCPCC + 1 };
+		CHECK_EQ(qft_msg_encode(&b, &m), -EINVAL);
+		qbuf_free(&b);
+	}
+
+	/* Decoded: anything but a module name is refused (it becomes part
+	 * of a stats key and a log line). */
+	static const char *const bad[] = { "", "BBR", "b r", "x/y", "nl\n",
+					   "\xc3\xa9", "bbr%n" };
+	hello_reply_refuses(QFT_FEAT_TCPCC, bad, sizeof(bad) / sizeof(bad[0]),
+			    longcc);
+	check_ctx("HELLO reply with the longest congestion control");
+	longcc[QFT_MAX_TCPCC] = '\0';
+	m.tcpcc = (struct qft_str){ longcc, QFT_MAX_TCPCC };
+	CHECK_EQ(decode_copy(&m, &got, &p), 0);
+	CHECK_EQ(got.tcpcc.len, QFT_MAX_TCPCC);
 	free(p);
 }
 
@@ -3598,6 +3712,7 @@ int main(void)
 	test_progress_codec();
 	test_resume_codec();
 	test_bootid_codec();
+	test_tcpcc_codec();
 	test_lock_codec();
 	test_readdir_watch_flags();
 	test_copy_seek_codec();
