@@ -39,6 +39,7 @@
 #include "log.h"
 #include "loop.h"
 #include "session.h"
+#include "tcpcc.h"
 #include "srv.h"
 #include "thread.h"
 #include "uring.h"
@@ -73,11 +74,14 @@ enum {
 	OPT_RESUME,
 	OPT_ATTACH,
 	OPT_ALLOW_DEVICES,
+	OPT_CONGESTION,
 };
 
 /* The grace when --resume is not given: the client's remote command sets
  * it, so that a server predating the option just ignores it. */
 #define RESUME_ENV "QFTFS_RESUME"
+/* Likewise --congestion, from the client's -o congestion=. */
+#define CONGESTION_ENV "QFTFS_CONGESTION"
 
 
 static void usage(FILE *f)
@@ -86,7 +90,7 @@ static void usage(FILE *f)
 		"Usage: qftfs-server --stdio|--session --root DIR [--io=MODE]\n"
 		"                    [--direct=MODE] [--meta-fd N] [--max-watches N]\n"
 		"                    [--follow-symlinks] [--resume=SECS]\n"
-		"                    [--allow-devices] [-d]\n"
+		"                    [--allow-devices] [--congestion=CC] [-d]\n"
 		"       qftfs-server --attach ID\n"
 		"Serve the directory DIR over the qftfs protocol.\n"
 		"\n"
@@ -127,6 +131,13 @@ static void usage(FILE *f)
 		"                resume=); at most %u; 0, the default, ends the\n"
 		"                session with its connection.  Without the\n"
 		"                option, the environment variable " RESUME_ENV "\n"
+		"  --congestion=CC  the TCP congestion control of what this\n"
+		"                server sends over a session's connections\n"
+		"                (downloads): auto (the default: bbr where this\n"
+		"                user may choose it, else the host's default),\n"
+		"                system (the host's default) or an algorithm's\n"
+		"                name.  Without the option, the environment\n"
+		"                variable " CONGESTION_ENV " (qftfs -o congestion=)\n"
 		"  --attach ID   connect this ssh channel to the running session\n"
 		"                ID of this user (qftfs resumes a session over\n"
 		"                ssh with it); exits %d when there is none\n"
@@ -231,6 +242,30 @@ static int parse_resume(const char *opt, unsigned *out)
 }
 
 /* --io, else QFTFS_SERVER_IO (kept for test suites), else the default. */
+/*
+ * --congestion=CC, else QFTFS_CONGESTION, else auto.  A bad option is a
+ * usage error; a bad variable (the client's, maybe newer) is warned
+ * about and auto is used.
+ */
+static int parse_congestion(const char *opt, struct qft_tcpcc *out)
+{
+	const char *env = getenv(CONGESTION_ENV);
+
+	qft_tcpcc_parse(NULL, out);
+	if (opt) {
+		if (qft_tcpcc_parse(opt, out) == 0)
+			return 0;
+		qft_err("--congestion=%s: expected auto, system or an "
+			"algorithm's name (net.ipv4.tcp_available_congestion_"
+			"control)", opt);
+		return -EINVAL;
+	}
+	if (env && qft_tcpcc_parse(env, out) < 0)
+		qft_warn("ignoring %s=%s: expected auto, system or an "
+			 "algorithm's name", CONGESTION_ENV, env);
+	return 0;
+}
+
 static int choose_io(const char *opt, enum srv_io_backend *b)
 {
 	const char *env = getenv(SRV_URING_ENV);
@@ -445,6 +480,7 @@ int main(int argc, char **argv)
 		{ "resume",  required_argument, NULL, OPT_RESUME },
 		{ "attach",  required_argument, NULL, OPT_ATTACH },
 		{ "allow-devices", no_argument, NULL, OPT_ALLOW_DEVICES },
+		{ "congestion", required_argument, NULL, OPT_CONGESTION },
 		{ "debug",   no_argument,       NULL, 'd' },
 		{ "version", no_argument,       NULL, 'V' },
 		{ "help",    no_argument,       NULL, 'h' },
@@ -459,6 +495,8 @@ int main(int argc, char **argv)
 	static struct meta meta;
 	static struct srv_resume rs;
 	const char *resume_arg = NULL, *attach_id = NULL;
+	const char *congestion_arg = NULL;
+	struct qft_tcpcc tcpcc;
 	unsigned grace = 0;
 	bool relayed = false;
 	const char *meta_arg = NULL, *meta_env, *watch_env, *cred_env;
@@ -503,6 +541,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_ALLOW_DEVICES:
 			s.allow_devices = true;
+			break;
+		case OPT_CONGESTION:
+			congestion_arg = optarg;
 			break;
 		case 'd':
 			debug = true;
@@ -576,6 +617,8 @@ int main(int argc, char **argv)
 	srv_xfer_direct(direct_mode);
 	if (parse_resume(resume_arg, &grace) < 0)
 		return EXIT_USAGE;
+	if (parse_congestion(congestion_arg, &tcpcc) < 0)
+		return EXIT_USAGE;
 	if (resume_arg && grace && !session)
 		qft_warn("--resume goes with --session: ignored");
 	if (!session)
@@ -634,7 +677,8 @@ int main(int argc, char **argv)
 		/* The secret is read only once the root is known to open, so
 		 * that a bad directory is reported before anything else. */
 		srv_resume_init(&rs, grace, &ss);
-		r = srv_session_open(&ss, rfd, wfd, &rs, &srv_resume_hooks);
+		r = srv_session_open(&ss, rfd, wfd, &rs, &srv_resume_hooks,
+				     &tcpcc);
 		if (r < 0) {
 			close(rfd);
 			close(wfd);

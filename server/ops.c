@@ -34,6 +34,7 @@
 #include "procfs.h"
 #include "pulse.h"
 #include "scan.h"
+#include "tcpcc.h"
 #include "walk.h"
 #include "watch.h"
 
@@ -202,6 +203,14 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 			rep->boot_id.s = id;
 			rep->features |= QFT_FEAT_BOOTID;
 		}
+	}
+	/* What this connection's downloads are sent with, for the
+	 * client's statistics (session.c chose it at accept). */
+	if ((req->features & QFT_FEAT_TCPCC) &&
+	    qft_tcpcc_get(s->chan.wfd, s->tcpcc) == 0 && s->tcpcc[0]) {
+		rep->tcpcc.s = s->tcpcc;
+		rep->tcpcc.len = (uint32_t)strlen(s->tcpcc);
+		rep->features |= QFT_FEAT_TCPCC;
 	}
 	/* Server-side copy and holes (copy.h). */
 	rep->features |= srv_copy_features(req->features);

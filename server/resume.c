@@ -264,7 +264,7 @@ static void *hs_main(void *arg)
 	struct qft_session_keys keys;
 	struct srv_resume_conn *c;
 	enum qft_cipher cipher;
-	int r, one = 1;
+	int r;
 
 	c = calloc(1, sizeof(*c));
 	r = c ? 0 : -ENOMEM;
@@ -297,11 +297,8 @@ static void *hs_main(void *arg)
 		free(c);
 		goto out_close;
 	}
-	if (a->tcp) {
-		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			   sizeof(one));
-		srv_session_set_liveness(c->fd);
-	}
+	if (a->tcp)
+		srv_session_tune_tcp(rs->ss, c->fd, "resumed connection");
 	if (first_frame(rs, c) == 0)
 		goto out_slot;          /* the lane closes it */
 	conn_free(c, false);

@@ -233,7 +233,7 @@ static int session_listen(int *lfd, unsigned *port)
 
 /* Keepalive and user timeout on the data socket (see above).  Failing to
  * set them costs only the exit on a vanished client: warn, go on. */
-void srv_session_set_liveness(int fd)
+static void set_liveness(int fd)
 {
 	static const struct {
 		int level, name, value;
@@ -254,6 +254,36 @@ void srv_session_set_liveness(int fd)
 			qft_warn("cannot set %s on the data connection: %s; "
 				 "a vanished client may go unnoticed",
 				 opt[i].what, strerror(errno));
+}
+
+void srv_session_tune_tcp(const struct srv_session *ss, int fd,
+			  const char *what)
+{
+	char used[QFT_TCPCC_NAME_MAX], why[384];
+	bool refused;
+	int one = 1, r;
+
+	/* Requests and replies are small and latency-bound. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	set_liveness(fd);
+	r = qft_tcpcc_apply(fd, &ss->tcpcc, used, &refused);
+	if (r == -ENOPROTOOPT)
+		return;
+	if (r < 0) {
+		/* The client asked for it by name (-o congestion=): the
+		 * connection still works, with the host's default, and the
+		 * client's log and statistics show which. */
+		qft_tcpcc_refusal(ss->tcpcc.name, r, why, sizeof(why));
+		qft_warn("%s: %s; sending with the host's default", what,
+			 why);
+		return;
+	}
+	if (refused)
+		qft_debug("%s: congestion control %s (%s is not allowed for "
+			  "this user)", what, used, QFT_TCPCC_PREFERRED);
+	else
+		qft_debug("%s: congestion control %s (congestion=%s)", what,
+			  used, qft_tcpcc_str(&ss->tcpcc));
 }
 
 static const char *auth_reason(int r)
@@ -486,15 +516,10 @@ static int session_wait(struct srv_session *ss, int lfd, const uint8_t *secret)
 	}
 
 	if (winner) {
-		int one = 1;
-
 		ss->tunnel = false;
 		ss->data_fd = winner->fd;
 		winner->fd = -1;
-		/* Requests and replies are small and latency-bound. */
-		setsockopt(ss->data_fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			   sizeof(one));
-		srv_session_set_liveness(ss->data_fd);
+		srv_session_tune_tcp(ss, ss->data_fd, "data connection");
 		qft_debug("client authenticated (%s)",
 			  qft_cipher_name(winner->cipher));
 		r = session_keys(ss, winner->cipher, &winner->keys);
@@ -537,7 +562,8 @@ static void tunnel_resumable(struct srv_session *ss)
 
 int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 		     struct srv_resume *rs,
-		     const struct srv_session_hooks *hooks)
+		     const struct srv_session_hooks *hooks,
+		     const struct qft_tcpcc *tcpcc)
 {
 	uint8_t secret[QFT_SECRET_SIZE];
 	char line[64];
@@ -553,6 +579,7 @@ int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 	ss->afd = -1;
 	ss->resume = rs && rs->grace_s && hooks ? rs : NULL;
 	ss->hooks = hooks;
+	ss->tcpcc = *tcpcc;
 	pthread_mutex_init(&ss->lock, NULL);
 	/* No core file, no ptrace by other processes of the user: the
 	 * secret is about to be in memory. */
@@ -713,7 +740,7 @@ int srv_session_accept_meta(struct srv_session *ss, int *fd,
 {
 	struct qft_session_keys keys;
 	enum qft_cipher cipher;
-	int lfd, one = 1, r;
+	int lfd, r;
 
 	pthread_mutex_lock(&ss->lock);
 	lfd = ss->lfd;
@@ -730,8 +757,7 @@ int srv_session_accept_meta(struct srv_session *ss, int *fd,
 			qft_debug("no meta connection: serving one");
 		return r;
 	}
-	setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	srv_session_set_liveness(*fd);
+	srv_session_tune_tcp(ss, *fd, "meta connection");
 	r = qft_seal_init(tx, cipher, keys.s2c, true);
 	if (r == 0) {
 		r = qft_seal_init(rx, cipher, keys.c2s, false);

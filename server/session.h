@@ -42,6 +42,7 @@
 #include "chan.h"
 #include "protocol.h"
 #include "seal.h"
+#include "tcpcc.h"
 
 struct srv_resume;
 
@@ -83,6 +84,10 @@ struct srv_session {
 	int afd;                /* the accepting thread; -1 once handed */
 	char attach_id[QFT_ATTACH_ID_HEX + 1];
 	struct srv_attach_relay *relay;
+
+	/* --congestion: what the TCP connections of the session send with
+	 * (tcpcc.h); set by srv_session_open, then immutable. */
+	struct qft_tcpcc tcpcc;
 };
 
 /*
@@ -108,10 +113,17 @@ struct srv_session_hooks {
  */
 int srv_session_open(struct srv_session *ss, int in_fd, int out_fd,
 		     struct srv_resume *rs,
-		     const struct srv_session_hooks *hooks);
+		     const struct srv_session_hooks *hooks,
+		     const struct qft_tcpcc *tcpcc);
 
-/* TCP keepalive and user timeout on a data socket. */
-void srv_session_set_liveness(int fd);
+/*
+ * Readies an authenticated TCP connection of the session for requests:
+ * no Nagle delay, keepalive and user timeout, and the congestion control
+ * of --congestion (what the server sends: downloads).  Failures are
+ * logged and cost only what the option was for.
+ */
+void srv_session_tune_tcp(const struct srv_session *ss, int fd,
+			  const char *what);
 
 /*
  * Seals `chan` (set up on the data plane's descriptors) and, over TCP,

@@ -119,6 +119,7 @@ struct srv {
 	size_t data_cap;
 	char link[QFT_MAX_PATH + 1];   /* READLINK target */
 	char errmsg[QFT_MAX_ERRMSG];   /* reply error text */
+	char tcpcc[QFT_MAX_TCPCC + 1]; /* HELLO reply: congestion control */
 };
 
 #endif /* SRV_SRV_H */

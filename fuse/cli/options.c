@@ -29,6 +29,7 @@
 #include "lz4chunk.h"
 #include "net/conn.h"
 #include "protocol.h"
+#include "tcpcc.h"
 
 enum {
 	KEY_HELP,
@@ -59,6 +60,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("StrictHostKeyChecking=%s", strict),
 	OPT("cipher=%s", cipher),
 	OPT("transport=%s", transport),
+	OPT("congestion=%s", congestion),
 	OPT("window=%s", window),
 	OPT("readahead=%s", readahead),
 	OPT("walkahead=%s", walkahead),
@@ -193,6 +195,12 @@ void qc_cmdline_usage(void)
 "                           direct TCP to the server, falling back to the\n"
 "                           ssh channel (auto, default), direct only, or\n"
 "                           the ssh channel only\n"
+"    -o congestion=auto|system|NAME\n"
+"                           TCP congestion control of the direct\n"
+"                           connections, each side for what it sends: bbr\n"
+"                           where the user may choose it, which keeps the\n"
+"                           rate on lossy links (auto, default), the hosts'\n"
+"                           default (system), or the algorithm NAME\n"
 "    -o port=PORT           same as -p\n"
 "    -o User=NAME           remote user when SOURCE names none\n"
 "    -o BatchMode=yes       never ask for a password or passphrase\n"
@@ -373,6 +381,7 @@ static void note_ssh_options(const struct qc_cmdline *cl)
 		{ cl->ssh_command, "ssh_command" },
 		{ cl->n_ssh_extra, "ProxyJump/ProxyCommand/CertificateFile" },
 		{ cl->cipher, "cipher" }, { cl->transport, "transport" },
+		{ cl->congestion, "congestion" },
 	};
 	char list[256] = "";
 	size_t n = 0;
@@ -484,6 +493,13 @@ static int remote_opts(const struct qc_cmdline *cl,
 	    qc_boot_parse_transport(cl->transport, &bo->transport) < 0) {
 		fprintf(stderr, "qftfs: invalid transport '%s': expected auto, "
 			"direct or ssh\n", cl->transport);
+		return -EINVAL;
+	}
+	if (qft_tcpcc_parse(cl->congestion, &bo->tcpcc) < 0) {
+		fprintf(stderr, "qftfs: invalid congestion '%s': expected auto, "
+			"system or an algorithm's name (see sysctl "
+			"net.ipv4.tcp_available_congestion_control)\n",
+			cl->congestion);
 		return -EINVAL;
 	}
 	if (cl->strict && qc_ssh_parse_strict(cl->strict, &bo->ssh.strict) < 0) {
@@ -813,6 +829,7 @@ void qc_cmdline_free(struct qc_cmdline *cl)
 	free(cl->known_hosts);
 	free(cl->strict);
 	free(cl->cipher);
+	free(cl->congestion);
 	free(cl->transport);
 	free(cl->window);
 	free(cl->readahead);

@@ -45,6 +45,7 @@ struct qc_cmdline {
 	char *strict;
 	char *cipher;
 	char *transport;
+	char *congestion;
 	char *window;
 	char *readahead;
 	char *walkahead;

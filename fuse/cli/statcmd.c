@@ -199,6 +199,27 @@ static void print_json(const char *mnt, const struct snap *s)
 	printf("]}\n");
 }
 
+/* The name a "congestion_up_NAME 1" key carries, or NULL. */
+static const char *congestion(const struct snap *s, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	for (size_t i = 0; i < s->n; i++)
+		if (strncmp(s->c[i].name, prefix, n) == 0 && s->c[i].v)
+			return s->c[i].name + n;
+	return NULL;
+}
+
+static void print_congestion(const struct snap *s)
+{
+	const char *up = congestion(s, "congestion_up_");
+	const char *down = congestion(s, "congestion_down_");
+
+	if (up || down)
+		printf(", TCP %s up, %s down", up ? up : "?",
+		       down ? down : "?");
+}
+
 static void print_text(const char *mnt, const struct snap *s)
 {
 	char a[32], b[32], c[32];
@@ -231,6 +252,7 @@ static void print_text(const char *mnt, const struct snap *s)
 		       (double)get(s, "rtt_us") / 1000.0);
 	printf(", %" PRIu64 " reconnects, %" PRIu64 " resumes",
 	       get(s, "reconnects"), get(s, "resumes"));
+	print_congestion(s);
 	if (sent && wire != sent)
 		printf(", lz4 sent %s as %s (%.0f%%)",
 		       human(sent, a, sizeof(a)), human(wire, b, sizeof(b)),

@@ -157,6 +157,20 @@ size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
 	put(&o, "wire_sent", cc.tx_wire);
 	put(&o, "payload_received", cc.rx_bytes);
 	put(&o, "wire_received", cc.rx_wire);
+	/* Names as keys, so that the format stays "key number": which TCP
+	 * congestion control file data goes with each way, when TCP. */
+	if (cc.cc_up[0]) {
+		char key[48];
+
+		snprintf(key, sizeof(key), "congestion_up_%s", cc.cc_up);
+		put(&o, key, 1);
+	}
+	if (cc.cc_down[0]) {
+		char key[48];
+
+		snprintf(key, sizeof(key), "congestion_down_%s", cc.cc_down);
+		put(&o, key, 1);
+	}
 	for (int e = 1; e <= QC_STATS_ERRNO_MAX; e++)
 		errors += atomic_load_explicit(&st->err[e],
 					       memory_order_relaxed);

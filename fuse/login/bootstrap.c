@@ -213,7 +213,7 @@ static void put_words(FILE *m, const char *s)
  * the word "follow" after <dir> for the script.
  */
 static char *build_command(const char *server, const char *dir, bool follow,
-			   int resume_s)
+			   int resume_s, const struct qft_tcpcc *tcpcc)
 {
 	const char *script = qc_install_script();
 	size_t len = 0;
@@ -230,6 +230,11 @@ static char *build_command(const char *server, const char *dir, bool follow,
 	if (resume_s > 0)
 		fprintf(m, "QFTFS_RESUME=%d QFTFS_ATTACH=1; export QFTFS_RESUME "
 			"QFTFS_ATTACH; ", resume_s);
+	/* auto is the server's own default; the others are plain words
+	 * (qft_tcpcc_parse let nothing else through). */
+	if (tcpcc->mode != QFT_TCPCC_AUTO)
+		fprintf(m, "QFTFS_CONGESTION=%s; export QFTFS_CONGESTION; ",
+			qft_tcpcc_str(tcpcc));
 	if (!server) {
 		fputs("exec sh -c ", m);
 		quote_word(m, script, strlen(script));
@@ -344,15 +349,21 @@ static const char *auth_reason(int r)
 }
 
 /*
- * A cut link must end the data connection rather than leave it
- * retransmitting for a quarter of an hour: the connection's own PINGs
- * keep data in flight, which TCP_USER_TIMEOUT bounds; keepalive probes
- * cover the time the connection is idle.
+ * Readies a direct connection.  Requests and replies are small and
+ * latency-bound: no Nagle delay.  A cut link must end the connection
+ * rather than leave it retransmitting for a quarter of an hour: the
+ * connection's own PINGs keep data in flight, which TCP_USER_TIMEOUT
+ * bounds; keepalive probes cover the time it is idle.  And what this
+ * host sends goes with the congestion control of -o congestion= (tcpcc.h).
+ * Returns 0, or the refusal of an algorithm asked for by name, logged.
  */
-static void direct_keepalive(int fd, const struct qc_boot_opts *o)
+static int direct_tune(int fd, const struct qc_boot_opts *o)
 {
-	int one = 1, v;
+	char used[QFT_TCPCC_NAME_MAX], why[384];
+	int one = 1, v, r;
+	bool refused;
 
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	if (o->keepalive_s > 0) {
 		v = o->keepalive_s;
@@ -366,6 +377,18 @@ static void direct_keepalive(int fd, const struct qc_boot_opts *o)
 
 		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
 	}
+	r = qft_tcpcc_apply(fd, &o->tcpcc, used, &refused);
+	if (r == -ENOPROTOOPT)
+		return 0;
+	if (r < 0) {
+		qft_tcpcc_refusal(o->tcpcc.name, r, why, sizeof(why));
+		qft_err("-o congestion=%s: %s", o->tcpcc.name, why);
+		return r;
+	}
+	if (refused)
+		qft_debug("congestion control %s (%s is not allowed for this "
+			  "user)", used, QFT_TCPCC_PREFERRED);
+	return 0;
 }
 
 /*
@@ -379,7 +402,7 @@ static int boot_direct(struct qc_boot *b, const struct qc_boot_opts *o,
 	char addr[NI_MAXHOST + 2], host[NI_MAXHOST];
 	const char *why;
 	socklen_t len;
-	int fd, r, one = 1;
+	int fd, r;
 
 	r = qc_ssh_peer(b->ssh, &ss, &len);
 	if (r < 0) {
@@ -402,8 +425,13 @@ static int boot_direct(struct qc_boot *b, const struct qc_boot_opts *o,
 		why = strerror(-fd);
 		goto out_fallback;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	direct_keepalive(fd, o);
+	r = direct_tune(fd, o);
+	if (r < 0) {
+		/* Asked for by name: no tunnel either, whose ssh
+		 * connection would send without it. */
+		close(fd);
+		return r;
+	}
 	r = qft_auth_client(fd, secret, o->cipher, HANDSHAKE_TIMEOUT_MS,
 			    &b->keys);
 	if (r == 0) {
@@ -471,10 +499,11 @@ int qc_boot_open(struct qc_boot *b, const struct qc_boot_opts *o)
 	if (r < 0)
 		return r;
 	if (!o->server && o->install.enabled)
-		cmd = build_command(NULL, o->dir, o->follow, o->resume_s);
+		cmd = build_command(NULL, o->dir, o->follow, o->resume_s,
+				    &o->tcpcc);
 	else
 		cmd = build_command(o->server ? o->server : SERVER_NAME, o->dir,
-				    o->follow, o->resume_s);
+				    o->follow, o->resume_s, &o->tcpcc);
 	if (!cmd) {
 		r = -ENOMEM;
 		goto out_free_ssh;
@@ -604,7 +633,7 @@ static void meta_wipe(struct qc_boot *b)
 int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
 		      int *fd, struct qft_session_keys *keys)
 {
-	int s, r, one = 1;
+	int s, r;
 
 	if (!b->meta_ok)
 		return -ENOTSUP;
@@ -616,8 +645,11 @@ int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
 			 "connection", strerror(-r));
 		goto out_wipe;
 	}
-	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	direct_keepalive(s, o);
+	r = direct_tune(s, o);
+	if (r < 0) {
+		close(s);
+		goto out_wipe;
+	}
 	r = qft_auth_client(s, b->meta_secret, o->cipher, HANDSHAKE_TIMEOUT_MS,
 			    keys);
 	if (r < 0) {
@@ -636,7 +668,7 @@ out_wipe:
 static int reattach_direct(struct qc_boot *b, const struct qc_boot_opts *o,
 			   int *fd, struct qft_session_keys *keys)
 {
-	int s, r, one = 1;
+	int s, r;
 
 	s = qc_ssh_tcp_connect((struct sockaddr *)&b->peer, b->peer_len,
 			       REATTACH_CONNECT_MS);
@@ -644,8 +676,11 @@ static int reattach_direct(struct qc_boot *b, const struct qc_boot_opts *o,
 		qft_debug("resume: cannot connect: %s", strerror(-s));
 		return s;
 	}
-	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	direct_keepalive(s, o);
+	r = direct_tune(s, o);
+	if (r < 0) {
+		close(s);
+		return r;
+	}
 	r = qft_auth_client(s, b->resume_key, o->cipher,
 			    REATTACH_HANDSHAKE_MS, keys);
 	if (r < 0) {

@@ -34,6 +34,7 @@
 #include "login/install.h"
 #include "protocol.h"
 #include "seal.h"
+#include "tcpcc.h"
 #include "login/ssh.h"
 
 enum qc_transport_mode {
@@ -66,6 +67,9 @@ struct qc_boot_opts {
 	/* -o resume=: exported to the server as QFTFS_RESUME (an older one
 	 * ignores it) when above 0, and the resume key kept (qc_boot). */
 	int resume_s;
+	/* -o congestion=: applied to the direct connections (uploads), and
+	 * exported to the server as QFTFS_CONGESTION (downloads). */
+	struct qft_tcpcc tcpcc;
 };
 
 /* Logins of attached connections kept: two lanes, and the two before. */

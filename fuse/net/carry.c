@@ -453,6 +453,7 @@ static int install(struct qc_conn *c, struct link *l)
 	for (unsigned i = 0; i < l->nlanes; i++)
 		c->rs.features[i] = l->lane[i].features;
 	memcpy(c->rs.boot_id, l->boot_id, sizeof(c->rs.boot_id));
+	memcpy(c->rs.cc_down, l->cc_down, sizeof(c->rs.cc_down));
 	c->restarting = false;
 	if (r < 0)
 		return r;

@@ -323,6 +323,9 @@ int qc_conn_shutdown(struct qc_conn *c, int timeout_ms, int reap_ms)
 	return r;
 }
 
+_Static_assert(sizeof(((struct qc_conn_counts *)0)->cc_up) ==
+	       QFT_TCPCC_NAME_MAX, "conn.h spells the tcpcc.h size out");
+
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 {
 	struct qft_chan_lz4_stats z;
@@ -362,6 +365,8 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 	if (!l)
 		return;
 	qft_chan_lz4_stats(&l->lane[LANE_BULK].chan, &z);
+	memcpy(out->cc_up, l->cc_up, sizeof(out->cc_up));
+	memcpy(out->cc_down, l->cc_down, sizeof(out->cc_down));
 	out->tx_bytes = z.tx_bytes;
 	out->tx_wire = z.tx_wire;
 	out->rx_bytes = z.rx_bytes;

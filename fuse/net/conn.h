@@ -372,6 +372,10 @@ struct qc_conn_counts {
 	uint64_t restarts;
 	/* Request copies kept for a resume: how many, how many bytes. */
 	uint64_t kept, kept_bytes;
+	/* The live link's TCP congestion control of file data, each way
+	 * (uploads: this host's; downloads: the server's); "" when not
+	 * TCP, not told, or no link is live.  QFT_TCPCC_NAME_MAX bytes. */
+	char cc_up[16], cc_down[16];
 };
 
 enum {

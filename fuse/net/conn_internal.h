@@ -61,6 +61,7 @@
 #include "net/conn.h"
 #include "pool.h"
 #include "seal.h"
+#include "tcpcc.h"
 #include "thread.h"
 
 #define PENDING_BUCKETS 256u
@@ -183,6 +184,13 @@ struct link {
 	 * told none), or for a resumed link the session's: set by the
 	 * handshake, before the readers start, then immutable. */
 	char boot_id[QFT_MAX_BOOT_ID + 1];
+	/* The TCP congestion control of the bulk stream's two senders:
+	 * this host's (uploads; qft_tcpcc_get on the socket) and the
+	 * server's (downloads; the HELLO reply's, or for a resumed link
+	 * the session's).  "" where it is not TCP or the server told
+	 * none.  Set before the readers start, then immutable. */
+	char cc_up[QFT_TCPCC_NAME_MAX];
+	char cc_down[QFT_TCPCC_NAME_MAX];
 };
 
 /*
@@ -198,6 +206,9 @@ struct qc_rsess {
 	/* The boot id its server's host told ("" when none): a new server
 	 * that tells the same one can take the session over (carry.c). */
 	char boot_id[QFT_MAX_BOOT_ID + 1];
+	/* The server's congestion control its HELLO told (link.cc_down):
+	 * RESUME does not tell it again. */
+	char cc_down[QFT_TCPCC_NAME_MAX];
 };
 
 struct qc_conn {

@@ -295,6 +295,24 @@ void qc_link_go_live(struct qc_conn *c, struct link *l)
 }
 
 /*
+ * Records what this host sends the bulk stream's data with (the choice
+ * was made on the socket at connect: login/bootstrap.c) and logs both
+ * directions once per link.  A server that was asked for an algorithm by
+ * name (-o congestion=) and could not use it says so in its own log;
+ * here it shows as what it uses instead.
+ */
+static void link_note_cc(struct link *l)
+{
+	struct lane *ln = &l->lane[LANE_BULK];
+
+	if (qft_tcpcc_get(ln->chan.wfd, l->cc_up) < 0)
+		return;
+	qft_debug("congestion control: uploads %s (this host), downloads "
+		  "%s (the server)", l->cc_up,
+		  l->cc_down[0] ? l->cc_down : "not told");
+}
+
+/*
  * Version handshake on a lane that is not reading yet.  See
  * qc_conn_hello for the results.
  */
@@ -340,6 +358,9 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	if (l->c->o.resume_s > 0 && l->ep.resumable &&
 	    ln == &l->lane[LANE_BULK])
 		m.features |= QFT_FEAT_BOOTID;
+	/* What the server sends with, for the statistics and the log. */
+	if (ln == &l->lane[LANE_BULK])
+		m.features |= QFT_FEAT_TCPCC;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		r = -EPIPE;
@@ -432,6 +453,10 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 		if ((m.features & rep.features & QFT_FEAT_BOOTID) &&
 		    rep.boot_id.len < sizeof(l->boot_id))
 			memcpy(l->boot_id, rep.boot_id.s, rep.boot_id.len + 1);
+		if ((m.features & rep.features & QFT_FEAT_TCPCC) &&
+		    rep.tcpcc.len < sizeof(l->cc_down))
+			memcpy(l->cc_down, rep.tcpcc.s, rep.tcpcc.len + 1);
+		link_note_cc(l);
 	}
 	/* A bit that was not asked for grants nothing. */
 	ln->notify = l->c->o.want_notify && (rep.features & QFT_FEAT_NOTIFY);

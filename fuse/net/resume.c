@@ -237,6 +237,7 @@ void qc_resume_retire(struct qc_conn *c, struct link *l)
 			c->rs.features[i] = l->lane[i].features;
 		c->rs.ep.keys = (struct qft_session_keys){ { 0 }, { 0 } };
 		memcpy(c->rs.boot_id, l->boot_id, sizeof(c->rs.boot_id));
+		memcpy(c->rs.cc_down, l->cc_down, sizeof(c->rs.cc_down));
 	}
 	qc_link_retire(c, l, -1);
 }
@@ -444,10 +445,13 @@ static int attempt(struct qc_conn *c, struct link **out, bool *lost_notify)
 		return r;
 	}
 	l->resume = true;
-	/* RESUME tells no boot: the server is the one whose HELLO did. */
+	/* RESUME tells no boot: the server is the one whose HELLO did.
+	 * Nor what it sends with: the same policy on a new socket. */
 	pthread_mutex_lock(&c->lock);
 	memcpy(l->boot_id, c->rs.boot_id, sizeof(l->boot_id));
+	memcpy(l->cc_down, c->rs.cc_down, sizeof(l->cc_down));
 	pthread_mutex_unlock(&c->lock);
+	(void)qft_tcpcc_get(l->lane[LANE_BULK].chan.wfd, l->cc_up);
 	*out = l;
 	return 0;
 }
