@@ -41,7 +41,15 @@ LINKS = {
     "100m-2ms": (2, 100),
     "100m-40ms": (40, 100),
     "50m-100ms": (100, 50),
+    # the loss column (issue 21): each way, this per cent of packets is
+    # dropped (LINK_LOSS), and both hosts' default congestion control is
+    # cubic for the run (LOSS_CC), as on Debian, Ubuntu and Raspberry Pi OS
+    "100m-40ms-1%": (40, 100),
+    "100m-40ms-0.1%": (40, 100),
+    "1g-10ms-0.1%": (10, 1000),
 }
+LINK_LOSS = {"100m-40ms-1%": 1, "100m-40ms-0.1%": 0.1, "1g-10ms-0.1%": 0.1}
+LOSS_CC = "cubic"
 DATA = ["big", "json", "tree", "bigtree"]
 PASSES = ["cold", "warm"]
 DIRECTIONS = ["up", "down"]
@@ -84,7 +92,7 @@ TREE_SOURCES = {"tree": "/usr/include/openssl", "bigtree": "/usr/include"}
 # refuses the option its records say "not available: <the client's message>".
 QFTFS_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
                   "qftfs-chacha20", "qftfs-lz4-auto", "qftfs-async",
-                  "qftfs-buffered"]
+                  "qftfs-buffered", "qftfs-system-cc"]
 QFTFS_DEFAULT_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
                           "qftfs-async"]
 # the variants that run the tree workloads (the others are about bulk data)
@@ -377,16 +385,37 @@ class Lab:
                           os.environ.get("QFTFS_BENCH_EMU_NETNS", "emu") or None)
         self.is_up = False
 
-    def up(self, rtt, rate):
-        log(f"link up: {shlex.join(self.cmd)} up {rtt} {rate}")
+    def up(self, rtt, rate, loss=0, cc=None):
+        """With `loss`, that per cent of packets dropped each way; with
+        `cc`, both hosts' default TCP congestion control set to it until
+        down() (the client's for the machine, the server's namespace's
+        once made), and the machine's allowed list put back after."""
+        argv = self.cmd + ["up", str(rtt), str(rate)] + ([f"{loss:g}"] if loss else [])
+        log(f"link up: {shlex.join(argv)}")
         self.is_up = True
-        sh(self.cmd + ["up", str(rtt), str(rate)], timeout=180)
+        if cc:
+            self.saved_cc = (read_sysctl("tcp_congestion_control"),
+                             read_sysctl("tcp_allowed_congestion_control"))
+            # the machine's first: that also allows it in other namespaces
+            sh(["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"])
+        sh(argv, timeout=180)
+        if cc:
+            sh(["ip", "netns", "exec", self.netns, "sysctl", "-q", "-w",
+                f"net.ipv4.tcp_congestion_control={cc}"])
+            log(f"default congestion control {cc} on both hosts")
 
     def down(self):
         if self.is_up:
             log(f"link down: {shlex.join(self.cmd)} down")
             sh(self.cmd + ["down"], timeout=60, check=False)
             self.is_up = False
+        if getattr(self, "saved_cc", None):
+            cc, allowed = self.saved_cc
+            sh(["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"], check=False)
+            sh(["sysctl", "-q", "-w", f"net.ipv4.tcp_allowed_congestion_control={allowed}"],
+               check=False)
+            log(f"default congestion control {cc} again (allowed: {allowed})")
+            self.saved_cc = None
 
     def netns_pids(self, netns=None):
         r = sh(["ip", "netns", "pids", netns or self.netns], check=False)
@@ -422,7 +451,12 @@ def source_entries(src):
     return sum(len(dirs) + len(names) for _p, dirs, names in os.walk(src))
 
 
-def prepare_data(work, which, quick):
+def read_sysctl(name):
+    with open("/proc/sys/net/ipv4/" + name) as f:
+        return f.read().strip()
+
+
+def prepare_data(work, which, quick, big_mib=None):
     """Creates (or reuses) the source data under WORK/data and returns
     {name: {path, name, kind, bytes, files, sha256, origin}} (trees: also
     dirs, and for "tree" the tarball `tar` for the tar-x workload)."""
@@ -431,7 +465,7 @@ def prepare_data(work, which, quick):
     out = {}
     for d in which:
         if d == "big":
-            size = 256 * MiB if quick else GiB
+            size = big_mib * MiB if big_mib else 256 * MiB if quick else GiB
             name = f"big-{size // MiB}M"
             origin = f"/dev/urandom, {size} bytes"
         elif d == "json":
@@ -691,6 +725,8 @@ def probe_qftfs(build):
     res["qftfs-async"] = None
     res["qftfs-buffered"] = (None if "--direct" in shelp
                              else "qftfs-server --help has no --direct=auto|off")
+    res["qftfs-system-cc"] = (None if "congestion=" in chelp
+                              else "qftfs -h has no -o congestion=")
     return res, client, server
 
 
@@ -737,6 +773,10 @@ def mount_argv(ctx, tool):
         opts.append("compress=auto")
     elif tool == "qftfs-async":
         opts.append("commit=async")
+    elif tool == "qftfs-system-cc":
+        # what qftfs sends with when the hosts forbid it bbr: their
+        # default congestion control (-o congestion=system)
+        opts.append("congestion=system")
     return [ctx.qftfs_client, "-p", str(ctx.lab.port), "-o", ",".join(opts),
             target, ctx.mnt]
 
@@ -1196,12 +1236,17 @@ class Results:
 
 
 def run_iperf(ctx, res, link):
-    for direction in DIRECTIONS:
+    # on a lossy link, four connections too: what striping could reach
+    streams = [1, 4] if link in LINK_LOSS else [1]
+    for direction, n in [(d, n) for n in streams for d in DIRECTIONS]:
         argv = ["iperf3", "-c", ctx.lab.host, "-t", str(IPERF_SECONDS), "-J"]
         if direction == "down":
             argv.append("-R")
+        if n > 1:
+            argv += ["-P", str(n)]
         rec = res.new(link=link, rtt_ms=LINKS[link][0], rate_mbit=LINKS[link][1],
-                      data=None, tool="iperf3", direction=direction, **{"pass": None},
+                      data=None, tool="iperf3" if n == 1 else f"iperf3-P{n}",
+                      direction=direction, **{"pass": None},
                       command=shlex.join(argv))
         try:
             r = sh(argv, timeout=IPERF_SECONDS + 60, check=False)
@@ -1213,7 +1258,7 @@ def run_iperf(ctx, res, link):
                        goodput_mbit=round(end["sum_received"]["bits_per_second"] / 1e6, 1),
                        retransmits=end["sum_sent"].get("retransmits"))
             rec["mb_s"] = round(rec["goodput_mbit"] / 8, 3)
-            log(f"  iperf3 {direction:<4} {rec['goodput_mbit']:.0f} Mbit/s "
+            log(f"  {rec['tool']} {direction:<4} {rec['goodput_mbit']:.0f} Mbit/s "
                 f"({rec['retransmits']} retransmits)")
         except Exception as e:  # noqa: BLE001 - recorded, not fatal
             rec.update(status="FAILED", error=str(e)[-500:])
@@ -1437,6 +1482,10 @@ def main():
                     " (default all; each data set runs those that apply to it)")
     ap.add_argument("--passes", help="cold or cold,warm (default; with --quick: cold,warm "
                     "for downloads, cold for uploads)")
+    ap.add_argument("--big-mib", type=int,
+                    help="the big file's size in MiB (default 256 with --quick, else 1024): "
+                    "smaller for the lossy links, where single-connection tools move "
+                    "well under 1 MB/s")
     ap.add_argument("--directions", default="up,down", help="up, down or up,down (default)")
     ap.add_argument("--timeout", type=int, help="seconds per copy before it is recorded "
                     "as TIMEOUT (default 300 with --quick, else 3600)")
@@ -1587,7 +1636,7 @@ def main():
     iperf_srv = None
     ctx.sampler = None
     try:
-        data = prepare_data(work, datas, args.quick)
+        data = prepare_data(work, datas, args.quick, args.big_mib)
         res.meta["data_sets"] = {k: {x: v.get(x) for x in ("name", "origin", "bytes", "files",
                                                           "dirs")}
                                  for k, v in data.items()}
@@ -1612,9 +1661,11 @@ def main():
 
         for link in links:
             rtt, rate = LINKS[link]
+            loss = LINK_LOSS.get(link, 0)
             log(f"=== link {link}: {rtt} ms round trip, "
-                f"{str(rate) + ' Mbit/s' if rate else 'unlimited'}")
-            ctx.lab.up(rtt, rate)
+                f"{str(rate) + ' Mbit/s' if rate else 'unlimited'}"
+                + (f", {loss:g}% loss, {LOSS_CC} on both hosts" if loss else ""))
+            ctx.lab.up(rtt, rate, loss, LOSS_CC if loss else None)
             r = sh(["ssh-keyscan", "-p", str(ctx.lab.port), ctx.lab.host], timeout=30)
             with open(ctx.known_hosts, "w") as f:
                 f.write(r.stdout)

@@ -4,7 +4,9 @@
 # The benchmark's own link emulator, for kernels with sch_netem:
 #
 #   netem-link.sh probe                  exit 0 if netem qdiscs can be made here
-#   netem-link.sh up RTT_MS RATE_MBIT    build (or rebuild) the two-host lab
+#   netem-link.sh up RTT_MS RATE_MBIT [LOSS_PCT]
+#                                        build (or rebuild) the two-host lab;
+#                                        LOSS_PCT of packets dropped each way
 #   netem-link.sh down                   tear it all down
 #   netem-link.sh cut | heal             drop every packet both ways / stop
 #
@@ -62,11 +64,12 @@ queue_limit() {
 }
 
 shape() {
-	local dev=$1 rtt=$2 rate=$3 netns=${4:-} args
-	[ "$rtt" = 0 ] && [ "$rate" = 0 ] && return 0
+	local dev=$1 rtt=$2 rate=$3 netns=${4:-} loss=${5:-0} args
+	[ "$rtt" = 0 ] && [ "$rate" = 0 ] && [ "$loss" = 0 ] && return 0
 	# half the round trip each way; netem's delay takes ms with fractions
 	args="delay $(awk -v r="$rtt" 'BEGIN { printf "%.3fms", r / 2 }')"
 	[ "$rate" != 0 ] && args="$args rate ${rate}mbit"
+	[ "$loss" != 0 ] && args="$args loss ${loss}%"
 	args="$args limit $(queue_limit "$rtt" "$rate")"
 	if [ -n "$netns" ]; then
 		# shellcheck disable=SC2086
@@ -86,18 +89,19 @@ cut() {
 }
 
 heal() {
-	local rtt rate
+	local rtt rate loss
 	[ -f "$STATE/link" ] || die "no link is up"
-	read -r rtt rate <"$STATE/link"
+	read -r rtt rate loss <"$STATE/link"
 	tc qdisc del dev "$C_IF" root 2>/dev/null || true
 	ip netns exec "$NS" tc qdisc del dev "$S_IF" root 2>/dev/null || true
-	shape "$C_IF" "$rtt" "$rate"
-	shape "$S_IF" "$rtt" "$rate" "$NS"
+	shape "$C_IF" "$rtt" "$rate" "" "${loss:-0}"
+	shape "$S_IF" "$rtt" "$rate" "$NS" "${loss:-0}"
 }
 
 up() {
-	local rtt=$1 rate=$2
+	local rtt=$1 rate=$2 loss=${3:-0}
 	case "$rtt$rate" in *[!0-9]*) die "RTT_MS and RATE_MBIT must be integers" ;; esac
+	case "$loss" in ''|*[!0-9.]*) die "LOSS_PCT must be a number" ;; esac
 	down
 	mkdir -p "$STATE" /run/sshd
 	chmod 700 "$STATE"
@@ -128,9 +132,9 @@ up() {
 	ip netns exec "$NS" ip addr add "$S_ADDR/24" dev "$S_IF"
 	ip netns exec "$NS" ip link set "$S_IF" up
 	ip netns exec "$NS" ip link set lo up
-	shape "$C_IF" "$rtt" "$rate"
-	shape "$S_IF" "$rtt" "$rate" "$NS"
-	echo "$rtt $rate" >"$STATE/link"
+	shape "$C_IF" "$rtt" "$rate" "" "$loss"
+	shape "$S_IF" "$rtt" "$rate" "$NS" "$loss"
+	echo "$rtt $rate $loss" >"$STATE/link"
 
 	ip netns exec "$NS" /usr/sbin/sshd -f "$STATE/sshd_config" -E "$STATE/sshd.log"
 	for _ in $(seq 50); do
@@ -145,7 +149,9 @@ up() {
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 case ${1:-} in
 probe) probe ;;
-up) [ $# -eq 3 ] || die "usage: netem-link.sh up RTT_MS RATE_MBIT"; up "$2" "$3" ;;
+up) [ $# -eq 3 ] || [ $# -eq 4 ] ||
+	die "usage: netem-link.sh up RTT_MS RATE_MBIT [LOSS_PCT]"
+	up "$2" "$3" "${4:-0}" ;;
 down) down ;;
 cut) cut ;;
 heal) heal ;;

@@ -73,7 +73,7 @@ def add_ratios(doc):
         elif r["tool"] == "sshfs":
             sshfs[(r["link"], r["data"], workload(r), r["pass"])] = timed(r)
     for r in doc["runs"]:
-        if r["tool"] == "iperf3":
+        if r["tool"].startswith("iperf3"):
             continue
         r.pop("link_pct", None)
         r.pop("vs_sshfs", None)
@@ -327,8 +327,14 @@ def write_md(doc, path):
                     parts.append(f"{d} FAILED ({r.get('error', '')[:100]})")
             L.append(f"iperf3 goodput ({ip[next(iter(ip))]['command'].split(' -R')[0]} "
                      f"[-R], 10 s): " + "; ".join(parts) + "\n")
-        for data in ordered(r["data"] for r in lr if r["tool"] != "iperf3"):
-            dr = [r for r in lr if r["data"] == data and r["tool"] != "iperf3"]
+        p4 = {r["direction"]: r for r in lr if r["tool"] == "iperf3-P4"
+              and r.get("status") == "ok"}
+        if p4:
+            L.append("iperf3 -P 4 (four connections): " + "; ".join(
+                f"{d} {p4[d]['goodput_mbit']:.0f} Mbit/s = {p4[d]['mb_s']:.1f} MB/s"
+                for d in ("up", "down") if d in p4) + "\n")
+        for data in ordered(r["data"] for r in lr if not r["tool"].startswith("iperf3")):
+            dr = [r for r in lr if r["data"] == data and not r["tool"].startswith("iperf3")]
             tree = dr[0].get("data_kind") == "tree"
             size = (tree_size(dr[0]) if tree else f"{dr[0]['data_bytes'] / 2**20:.0f} MiB")
             L.append(f"### {link} / {data} ({size})\n")
@@ -389,7 +395,7 @@ def write_md(doc, path):
              "`.cold`/`.warm` name the pass):\n")
     seen = set()
     for r in runs:
-        key = (r["tool"], r.get("data_kind"), workload(r) if r["tool"] != "iperf3"
+        key = (r["tool"], r.get("data_kind"), workload(r) if not r["tool"].startswith("iperf3")
                else r["direction"])
         if key in seen or not r.get("command"):
             continue
@@ -426,8 +432,8 @@ def write_chart(doc, path):
 
     runs = doc["runs"]
     links = ordered(r["link"] for r in runs)
-    datas = ordered(r["data"] for r in runs if r["tool"] != "iperf3")
-    tools = ordered(r["tool"] for r in runs if r["tool"] != "iperf3")
+    datas = ordered(r["data"] for r in runs if not r["tool"].startswith("iperf3"))
+    tools = ordered(r["tool"] for r in runs if not r["tool"].startswith("iperf3"))
     if not datas or not tools:
         return False
     cells = [[(data, t, g) for data in datas for t, g in chart_panels(runs, link, data)]
