@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /* Frame transport over a byte stream (see chan.h). */
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -18,6 +22,8 @@
 #define SEND_LIMIT (QFT_SEAL_MAX_RECORD + QFT_LZ4_HDR_SIZE)
 _Static_assert(QFT_LZ4_MAX_CHUNK >= QFT_MAX_PAYLOAD,
 	       "any payload must fit one chunk");
+_Static_assert(QFT_CHAN_MAX_STRIPES == QFT_MAX_STRIPES,
+	       "a channel holds the stripes the protocol allows");
 
 int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 {
@@ -35,6 +41,16 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 	qbuf_init(&c->zbuf, QFT_MAX_PAYLOAD);
 	qbuf_init(&c->gbuf, QFT_MAX_PAYLOAD);
 	memset(&c->st, 0, sizeof(c->st));
+	c->nstripes = 1;
+	for (unsigned i = 0; i < QFT_CHAN_MAX_STRIPES; i++)
+		c->sfd[i] = -1;
+	c->tx_striped = c->rx_striped = false;
+	c->tx_use = 1;
+	c->tx_next = 0;
+	c->tx_seq = c->rx_seq = 0;
+	memset(c->tx_records, 0, sizeof(c->tx_records));
+	memset(c->rx_known, 0, sizeof(c->rx_known));
+	memset(c->rx_head, 0, sizeof(c->rx_head));
 	r = pthread_mutex_init(&c->wlock, NULL);
 	return -r;
 }
@@ -136,6 +152,10 @@ void qft_chan_destroy(struct qft_chan *c)
 	if (c->wfd >= 0 && c->wfd != c->rfd)
 		close(c->wfd);
 	c->rfd = c->wfd = -1;
+	for (unsigned i = 1; i < c->nstripes; i++)
+		if (c->sfd[i] >= 0)
+			close(c->sfd[i]);
+	c->nstripes = 1;
 	qbuf_free(&c->sbuf);
 	qbuf_free(&c->zbuf);
 	qbuf_free(&c->gbuf);
@@ -144,6 +164,13 @@ void qft_chan_destroy(struct qft_chan *c)
 
 void qft_chan_shutdown(struct qft_chan *c)
 {
+	unsigned n;
+
+	pthread_mutex_lock(&c->wlock);
+	n = c->nstripes;
+	pthread_mutex_unlock(&c->wlock);
+	for (unsigned i = 1; i < n; i++)
+		shutdown(c->sfd[i], SHUT_RDWR);
 	/* Sockets wake their readers; for pipes closing our write end lets
 	 * the peer see EOF, which makes it close its side in turn. */
 	if (shutdown(c->rfd, SHUT_RDWR) < 0 && c->wfd != c->rfd) {
@@ -202,6 +229,79 @@ static int writev_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
+/* Stripe i's socket (0: the channel's own). */
+static int stripe_wfd(const struct qft_chan *c, unsigned i)
+{
+	return i ? c->sfd[i] : c->wfd;
+}
+
+static int stripe_rfd(const struct qft_chan *c, unsigned i)
+{
+	return i ? c->sfd[i] : c->rfd;
+}
+
+/*
+ * The stripe to send the next record on (wlock): the one with the
+ * fewest bytes not yet sent (a stripe slowed by a loss keeps them),
+ * ties going round from the one after the last choice, so idle stripes
+ * share the records evenly.  A socket that cannot say (not TCP) counts
+ * as empty.
+ */
+static unsigned pick_stripe(struct qft_chan *c)
+{
+	unsigned best = c->tx_next % c->tx_use;
+	int least = INT_MAX;
+
+	for (unsigned k = 0; k < c->tx_use; k++) {
+		unsigned i = (c->tx_next + k) % c->tx_use;
+		int q = 0;
+
+		if (ioctl(stripe_wfd(c, i), SIOCOUTQNSD, &q) < 0)
+			q = 0;
+		if (q < least) {
+			least = q;
+			best = i;
+		}
+	}
+	c->tx_next = best + 1;
+	return best;
+}
+
+/*
+ * Writes a record (or plain frame) iov[0..n) whole: on the channel's
+ * own socket, or when striped behind its number on the stripe
+ * pick_stripe chose; wlock.  The pieces are not changed.
+ */
+static int emit(struct qft_chan *c, const struct iovec *iov, int n)
+{
+	struct iovec out[QFT_CHAN_MAX_IOV + 3];
+	uint8_t num[QFT_CHAN_STRIPE_HDR];
+	unsigned s;
+	int r;
+
+	if (!c->tx_striped) {
+		memcpy(out, iov, (size_t)n * sizeof(*iov));
+		return writev_all(c->wfd, out, n);
+	}
+	s = c->tx_use > 1 ? pick_stripe(c) : 0;
+	qft_store64(num, c->tx_seq);
+	out[0] = (struct iovec){ num, sizeof(num) };
+	memcpy(out + 1, iov, (size_t)n * sizeof(*iov));
+	r = writev_all(stripe_wfd(c, s), out, n + 1);
+	if (r == 0) {
+		c->tx_seq++;
+		c->tx_records[s]++;
+	}
+	return r;
+}
+
+static int emit1(struct qft_chan *c, const void *p, size_t len)
+{
+	struct iovec v = { .iov_base = (void *)p, .iov_len = len };
+
+	return emit(c, &v, 1);
+}
+
 /*
  * Seals the frame iov[0..n) (`len` bytes) and writes the record; wlock.
  * An encrypting cipher writes the body into the channel's one record
@@ -225,7 +325,7 @@ static int send_sealed(struct qft_chan *c, const struct iovec *iov, int n,
 		out[0] = (struct iovec){ lenf, sizeof(lenf) };
 		memcpy(out + 1, iov, (size_t)n * sizeof(*iov));
 		out[n + 1] = (struct iovec){ tag, sizeof(tag) };
-		return writev_all(c->wfd, out, n + 2);
+		return emit(c, out, n + 2);
 	}
 	qbuf_reset(&c->sbuf);
 	rec = qbuf_extend(&c->sbuf, QFT_SEAL_OVERHEAD + len);
@@ -235,7 +335,7 @@ static int send_sealed(struct qft_chan *c, const struct iovec *iov, int n,
 			 rec + QFT_SEAL_LEN_SIZE + len);
 	if (r < 0)
 		return r;
-	return qft_write_all(c->wfd, rec, c->sbuf.len);
+	return emit1(c, rec, c->sbuf.len);
 }
 
 /*
@@ -313,7 +413,6 @@ static int send_locked(struct qft_chan *c, const struct iovec *iov, int n,
 		       size_t len)
 {
 	size_t off = c->tx ? QFT_SEAL_LEN_SIZE : 0, zlen = 0;
-	struct iovec out[QFT_CHAN_MAX_IOV];
 	int r;
 
 	if (c->txz.mode != QFT_LZ4_NONE)
@@ -324,12 +423,11 @@ static int send_locked(struct qft_chan *c, const struct iovec *iov, int n,
 						    zlen)) < 0)
 			return r;
 		c->sbuf.len = off + zlen + (c->tx ? QFT_SEAL_TAG_SIZE : 0);
-		r = qft_write_all(c->wfd, c->sbuf.data, c->sbuf.len);
+		r = emit1(c, c->sbuf.data, c->sbuf.len);
 	} else if (c->tx) {
 		r = send_sealed(c, iov, n, len);
 	} else {
-		memcpy(out, iov, (size_t)n * sizeof(*iov));
-		r = writev_all(c->wfd, out, n);
+		r = emit(c, iov, n);
 	}
 	if (r == 0) {
 		c->st.tx_frames++;
@@ -340,10 +438,10 @@ static int send_locked(struct qft_chan *c, const struct iovec *iov, int n,
 	return r;
 }
 
-int qft_chan_sendv(struct qft_chan *c, const struct iovec *iov, int n)
+/* The frame's length, once its pieces are known to make one. */
+static int frame_len(const struct iovec *iov, int n, size_t *out)
 {
 	size_t len = 0;
-	int r;
 
 	if (n < 1 || n > QFT_CHAN_MAX_IOV || iov[0].iov_len < QFT_HDR_SIZE)
 		return -EINVAL;
@@ -355,6 +453,17 @@ int qft_chan_sendv(struct qft_chan *c, const struct iovec *iov, int n)
 	/* The header must say what follows it, or the peer loses sync. */
 	if (qft_load32(iov[0].iov_base) != len - QFT_HDR_SIZE)
 		return -EINVAL;
+	*out = len;
+	return 0;
+}
+
+int qft_chan_sendv(struct qft_chan *c, const struct iovec *iov, int n)
+{
+	size_t len;
+	int r;
+
+	if ((r = frame_len(iov, n, &len)) < 0)
+		return r;
 	pthread_mutex_lock(&c->wlock);
 	r = c->werr;
 	if (r == 0) {
@@ -365,6 +474,95 @@ int qft_chan_sendv(struct qft_chan *c, const struct iovec *iov, int n)
 	}
 	pthread_mutex_unlock(&c->wlock);
 	return r;
+}
+
+int qft_chan_stripes_add(struct qft_chan *c, const int *fds, unsigned n)
+{
+	int r = -EINVAL;
+
+	pthread_mutex_lock(&c->wlock);
+	if (c->nstripes == 1 && n >= 1 && n < QFT_CHAN_MAX_STRIPES) {
+		for (unsigned i = 0; i < n; i++)
+			c->sfd[i + 1] = fds[i];
+		c->nstripes = n + 1;
+		r = 0;
+	}
+	pthread_mutex_unlock(&c->wlock);
+	return r;
+}
+
+int qft_chan_send_switch(struct qft_chan *c, const void *frame, size_t len,
+			 unsigned use)
+{
+	struct iovec v = { .iov_base = (void *)frame, .iov_len = len };
+	int r;
+
+	if ((r = frame_len(&v, 1, &len)) < 0)
+		return r;
+	pthread_mutex_lock(&c->wlock);
+	r = c->werr;
+	if (r == 0 && (c->tx_striped || use < 1 || use > c->nstripes))
+		r = -EINVAL;
+	else if (r == 0 && (r = send_locked(c, &v, 1, len)) < 0)
+		c->werr = r;
+	if (r == 0) {
+		/* From the next record on, behind its number. */
+		c->tx_striped = true;
+		c->tx_use = use;
+		c->tx_seq = 0;
+	}
+	pthread_mutex_unlock(&c->wlock);
+	return r;
+}
+
+void qft_chan_recv_switch(struct qft_chan *c)
+{
+	c->rx_striped = true;
+	c->rx_seq = 0;
+	memset(c->rx_known, 0, sizeof(c->rx_known));
+}
+
+void qft_chan_stripes_drop(struct qft_chan *c)
+{
+	pthread_mutex_lock(&c->wlock);
+	for (unsigned i = 1; i < c->nstripes; i++)
+		if (c->sfd[i] >= 0)
+			close(c->sfd[i]);
+	for (unsigned i = 0; i < QFT_CHAN_MAX_STRIPES; i++)
+		c->sfd[i] = -1;
+	c->nstripes = 1;
+	c->tx_striped = false;
+	c->tx_use = 1;
+	pthread_mutex_unlock(&c->wlock);
+	c->rx_striped = false;
+	memset(c->rx_known, 0, sizeof(c->rx_known));
+}
+
+void qft_chan_end_locked(struct qft_chan *c)
+{
+	shutdown(c->wfd, SHUT_WR);
+	for (unsigned i = 1; i < c->nstripes; i++)
+		shutdown(c->sfd[i], SHUT_WR);
+}
+
+unsigned qft_chan_stripes(struct qft_chan *c)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&c->wlock);
+	n = c->nstripes;
+	pthread_mutex_unlock(&c->wlock);
+	return n;
+}
+
+unsigned qft_chan_tx_use(struct qft_chan *c)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&c->wlock);
+	n = c->tx_striped ? c->tx_use : 1;
+	pthread_mutex_unlock(&c->wlock);
+	return n;
 }
 
 int qft_chan_send(struct qft_chan *c, const void *frame, size_t len)
@@ -495,7 +693,8 @@ static void count_plain(struct qft_chan *c, const struct qft_hdr *h)
  * aside, the body straight to in->data, so the frame is at the start of
  * the buffer without being moved there.
  */
-static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
+static int recv_sealed(struct qft_chan *c, int fd, struct qbuf *in,
+		       struct qft_hdr *h)
 {
 	uint8_t lenf[QFT_SEAL_LEN_SIZE];
 	size_t got, body, flen;
@@ -503,7 +702,7 @@ static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	bool lz4;
 	int r;
 
-	r = read_all(c->rfd, lenf, sizeof(lenf), &got);
+	r = read_all(fd, lenf, sizeof(lenf), &got);
 	if (r < 0)
 		return r == -EPIPE && got ? -EIO : r;
 	/* Bound the body before allocating anything the peer asked for. */
@@ -513,7 +712,7 @@ static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	p = qbuf_extend(in, body);
 	if (!p)
 		return -ENOMEM;
-	r = read_all(c->rfd, p, body, &got);
+	r = read_all(fd, p, body, &got);
 	if (r < 0)
 		return r == -EPIPE ? -EIO : r;
 	r = qft_open_split(c->rx, lenf, in->data, body, &flen);
@@ -538,20 +737,18 @@ static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 	return expand(c, in, c->zbuf.data, h->len, h);
 }
 
-int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
+static int recv_plain(struct qft_chan *c, int fd, struct qbuf *in,
+		      struct qft_hdr *h)
 {
 	size_t got;
 	uint8_t *p;
 	bool lz4;
 	int r;
 
-	qbuf_reset(in);
-	if (c->rx)
-		return recv_sealed(c, in, h);
 	p = qbuf_extend(in, QFT_HDR_SIZE);
 	if (!p)
 		return -ENOMEM;
-	r = read_all(c->rfd, p, QFT_HDR_SIZE, &got);
+	r = read_all(fd, p, QFT_HDR_SIZE, &got);
 	if (r < 0)
 		return r == -EPIPE && got ? -EIO : r;
 	/* Check the length before allocating anything the peer asked for. */
@@ -569,7 +766,7 @@ int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 		if (!p)
 			return -ENOMEM;
 	}
-	r = read_all(c->rfd, p, h->len, &got);
+	r = read_all(fd, p, h->len, &got);
 	if (r == -EPIPE)
 		return -EIO;
 	if (r < 0)
@@ -578,4 +775,94 @@ int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 		return expand(c, in, p, h->len, h);
 	count_plain(c, h);
 	return 0;
+}
+
+/*
+ * Finds the stripe that holds the record due (rx_seq), reading the
+ * numbers of the stripes' next records as they arrive.  Records of one
+ * stripe come in increasing order, so once every stripe's next number
+ * is known and none is the one due, it never comes: -EBADMSG, as for
+ * a number already past.
+ */
+static int rx_due(struct qft_chan *c, unsigned *out)
+{
+	for (;;) {
+		struct pollfd p[QFT_CHAN_MAX_STRIPES];
+		unsigned idx[QFT_CHAN_MAX_STRIPES];
+		nfds_t np = 0;
+
+		for (unsigned i = 0; i < c->nstripes; i++) {
+			if (c->rx_known[i] && c->rx_head[i] == c->rx_seq) {
+				*out = i;
+				return 0;
+			}
+			if (!c->rx_known[i]) {
+				p[np] = (struct pollfd){ .fd = stripe_rfd(c, i),
+							 .events = POLLIN };
+				idx[np++] = i;
+			}
+		}
+		if (np == 0)
+			return -EBADMSG;
+		if (poll(p, np, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (nfds_t k = 0; k < np; k++) {
+			uint8_t num[QFT_CHAN_STRIPE_HDR];
+			size_t got;
+			int r;
+
+			if (!p[k].revents)
+				continue;
+			r = read_all(p[k].fd, num, sizeof(num), &got);
+			if (r < 0)
+				return r == -EPIPE && got ? -EIO : r;
+			c->rx_head[idx[k]] = qft_load64(num);
+			c->rx_known[idx[k]] = true;
+			if (c->rx_head[idx[k]] < c->rx_seq)
+				return -EBADMSG;
+		}
+	}
+}
+
+int qft_chan_rx_fds(struct qft_chan *c, int *fds, int max)
+{
+	int n = 0;
+
+	if (!c->rx_striped || max < 1) {
+		fds[0] = c->rfd;
+		return 1;
+	}
+	for (unsigned i = 0; i < c->nstripes; i++)
+		if (c->rx_known[i] && c->rx_head[i] == c->rx_seq) {
+			fds[0] = stripe_rfd(c, i);
+			return 1;
+		}
+	for (unsigned i = 0; i < c->nstripes && n < max; i++)
+		if (!c->rx_known[i])
+			fds[n++] = stripe_rfd(c, i);
+	if (n == 0)
+		fds[n++] = c->rfd;     /* the receive reports the fault */
+	return n;
+}
+
+int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
+{
+	unsigned s = 0;
+	int fd = c->rfd, r;
+
+	qbuf_reset(in);
+	if (c->rx_striped) {
+		if ((r = rx_due(c, &s)) < 0)
+			return r;
+		fd = stripe_rfd(c, s);
+	}
+	r = c->rx ? recv_sealed(c, fd, in, h) : recv_plain(c, fd, in, h);
+	if (r == 0 && c->rx_striped) {
+		c->rx_known[s] = false;
+		c->rx_seq++;
+	}
+	return r;
 }

@@ -21,6 +21,20 @@
  * writev.  A received record's body is read straight into the caller's
  * buffer and opened there.  docs/architecture.md, "The data path".
  *
+ * Striping (docs/architecture.md, "Striping").  A stream may also run
+ * over more sockets, its stripes, so that one lossy TCP connection's
+ * window does not bound it: qft_chan_stripes_add gives the channel the
+ * extra sockets, and each side turns its own direction over with the
+ * frame that announces it -- qft_chan_send_switch sends that frame the
+ * old way and every later one striped; the receiver calls
+ * qft_chan_recv_switch once it has read the peer's announcing frame.
+ * Striped, a record goes whole on one stripe (the sender takes the one
+ * with the least data unacknowledged, among the first `use`), behind
+ * its 8-byte number in the stream; the receiver reads the stripe that
+ * holds the next number, so frames come out in the order they were
+ * sent and sealed records open in counter order.  Any stripe failing
+ * fails the channel.
+ *
  * Error convention: 0 or a negative errno.  qft_chan_sendv returns
  * -EINVAL, sending nothing, for pieces that do not make a frame (see
  * there); a failed write is sticky.  qft_chan_recv returns -EPIPE
@@ -66,6 +80,11 @@
  */
 #define QFT_CHAN_LZ4_REPROBE 4u
 
+/* Sockets of one striped stream, the channel's own included. */
+#define QFT_CHAN_MAX_STRIPES 8u
+/* The number before each striped record. */
+#define QFT_CHAN_STRIPE_HDR 8u
+
 /* What compression did on one channel (payload bytes, headers excluded). */
 struct qft_chan_lz4_stats {
 	uint64_t tx_bytes;    /* payload bytes of the frames sent */
@@ -101,6 +120,22 @@ struct qft_chan {
 	bool lz4_on;             /* set_lz4 was called: log the counts */
 	struct qbuf zbuf;
 	struct qft_chan_lz4_stats st;
+
+	/* Striping: stripe i > 0 is sfd[i], stripe 0 the channel's own
+	 * descriptors.  nstripes (1: none) and sfd are set under wlock
+	 * before either switch and then fixed; the tx fields are wlock's,
+	 * the rx fields the receiver's. */
+	unsigned nstripes;
+	int sfd[QFT_CHAN_MAX_STRIPES];
+	bool tx_striped;
+	unsigned tx_use;         /* stripes sent on: the first tx_use */
+	unsigned tx_next;        /* where the search for one starts */
+	uint64_t tx_seq;         /* the next record's number */
+	uint64_t tx_records[QFT_CHAN_MAX_STRIPES]; /* sent on each */
+	bool rx_striped;
+	uint64_t rx_seq;         /* the number of the record due */
+	bool rx_known[QFT_CHAN_MAX_STRIPES]; /* rx_head read from it */
+	uint64_t rx_head[QFT_CHAN_MAX_STRIPES]; /* its next record's number */
 };
 
 int qft_chan_init(struct qft_chan *c, int rfd, int wfd);
@@ -149,6 +184,36 @@ void qft_chan_lz4_stats(struct qft_chan *c, struct qft_chan_lz4_stats *st);
 void qft_chan_destroy(struct qft_chan *c);
 /* Shuts the stream down so that a blocked receiver wakes with -EPIPE. */
 void qft_chan_shutdown(struct qft_chan *c);
+
+/*
+ * Striping (see above).  stripes_add hands the channel n more sockets
+ * (it closes them with its own), 1 <= n < QFT_CHAN_MAX_STRIPES, once:
+ * -EINVAL otherwise, taking none.  send_switch sends `frame` as any
+ * frame and then turns sending over to striping, on the first `use`
+ * stripes (1 .. stripes; 1 keeps the data on the channel's own socket
+ * but numbered); recv_switch turns receiving over, from the receiving
+ * thread.  stripes() says how many sockets the stream has (1: not
+ * striped), tx_use() how many of them this side sends on.
+ */
+int qft_chan_stripes_add(struct qft_chan *c, const int *fds, unsigned n);
+int qft_chan_send_switch(struct qft_chan *c, const void *frame, size_t len,
+			 unsigned use);
+void qft_chan_recv_switch(struct qft_chan *c);
+unsigned qft_chan_stripes(struct qft_chan *c);
+/* Closes the stripes and turns striping off both ways, for a channel
+ * moved to a new socket (a resumed lane); receiving thread. */
+void qft_chan_stripes_drop(struct qft_chan *c);
+/* Shuts the sending side of every socket of the stream: the peer reads
+ * the end of it.  wlock held. */
+void qft_chan_end_locked(struct qft_chan *c);
+unsigned qft_chan_tx_use(struct qft_chan *c);
+/*
+ * The descriptors a receiver waiting for the next frame should poll: the
+ * channel's own, or when striped the stripe known to hold the next
+ * record, else every stripe whose next record is not known yet.  Fills
+ * fds[0..max) and returns how many (at least 1).  Receiving thread only.
+ */
+int qft_chan_rx_fds(struct qft_chan *c, int *fds, int max);
 
 /* Writes all n bytes to a blocking fd, retrying on EINTR; 0 or -errno. */
 int qft_write_all(int fd, const void *buf, size_t n);

@@ -144,6 +144,8 @@ static const struct op_desc ops[QFT_OP__COUNT] = {
 	 * qft_fetch_names_check and qft_fetch_rec_decode. */
 	[QFT_OP_FETCH] = { "FETCH", { FLD_PATH, FLD_LENGTH, FLD_DATA },
 		{ FLD_DATA }, 0, 0, QFT_FETCH_FILE_MAX },
+	[QFT_OP_STRIPE] = { "STRIPE", { FLD_COUNT, FLD_OPFLAGS },
+		{ FLD_COUNT }, QFT_STRIPE_KNOWN },
 };
 
 static const struct op_desc *op_desc(uint16_t op)

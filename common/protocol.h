@@ -203,7 +203,23 @@
  */
 #define QFT_FEAT_TCPCC     0x00008000u
 #define QFT_MAX_TCPCC      15u
-#define QFT_FEAT_KNOWN     0x0000dfffu
+/*
+ * STRIPES: bulk data may also travel over up to QFT_MAX_STRIPES - 1
+ * more connections (docs/protocol.md, "Striping").  Asked on the bulk
+ * HELLO; granted on a resumable TCP session, whose listener takes them:
+ * each is authenticated like a resumed connection and its first frame
+ * is STRIPE with count 0 (a join).  A STRIPE with count n on bulk then
+ * takes n joined ones, and each side sends striped from the frame after
+ * its STRIPE (request, reply) and reads striped from the frame after
+ * the peer's.
+ */
+#define QFT_FEAT_STRIPES   0x00010000u
+#define QFT_MAX_STRIPES    8u
+/* STRIPE request flag: the user asked for the stripes (-o streams=N):
+ * the server sends on all of them too, whatever its congestion control. */
+#define QFT_STRIPE_ALL     0x0001u
+#define QFT_STRIPE_KNOWN   0x0001u
+#define QFT_FEAT_KNOWN     0x0001dfffu
 #define QFT_PROGRESS_INTERVAL_MS 1000u
 
 /*
@@ -284,6 +300,9 @@ enum qft_op {
 	/* Walk-ahead (QFT_FEAT_FETCH): the contents of named small files of
 	 * one directory, read without handles (42 is kept for it). */
 	QFT_OP_FETCH       = 41,
+	/* Striping (QFT_FEAT_STRIPES): join a session's bulk stream, or
+	 * take the joined connections as stripes (count). */
+	QFT_OP_STRIPE      = 43,
 	QFT_OP__COUNT
 };
 

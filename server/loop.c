@@ -40,24 +40,29 @@ static void log_malformed(const struct qft_hdr *h)
 static int wait_input(struct srv *s)
 {
 	for (;;) {
-		struct pollfd p[2];
-		int r;
+		struct pollfd p[QFT_CHAN_MAX_STRIPES + 1];
+		int fds[QFT_CHAN_MAX_STRIPES], n, r;
+		bool input = false;
 
 		if (!srv_xfer_pending(s))
 			return 0;
-		p[0].fd = s->chan.rfd;
-		p[0].events = POLLIN;
-		p[1].fd = srv_xfer_fd(s);
-		p[1].events = POLLIN;
-		p[0].revents = p[1].revents = 0;
-		if (poll(p, 2, POLL_RECHECK_MS) < 0 && errno != EINTR) {
+		/* The socket the next frame comes on: the stripe that holds
+		 * it, when striped (chan.h). */
+		n = qft_chan_rx_fds(&s->chan, fds, QFT_CHAN_MAX_STRIPES);
+		for (int i = 0; i < n; i++)
+			p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+		p[n] = (struct pollfd){ .fd = srv_xfer_fd(s), .events = POLLIN };
+		if (poll(p, (nfds_t)n + 1, POLL_RECHECK_MS) < 0 &&
+		    errno != EINTR) {
 			r = -errno;
 			qft_err("closing connection: poll failed: %s",
 				strerror(-r));
 			return r;
 		}
 		/* Hang-ups and errors too: the receive reports them. */
-		if (p[0].revents)
+		for (int i = 0; i < n; i++)
+			input |= p[i].revents != 0;
+		if (input)
 			return 0;
 		if ((r = srv_xfer_reap(s, false)) < 0)
 			return r;
@@ -145,7 +150,8 @@ static int serve(struct srv *s)
 				(unsigned long long)h.id);
 			return -EBADMSG;
 		}
-		if (s->replay) {
+		/* STRIPE belongs to this connection, not to the session. */
+		if (s->replay && h.op != QFT_OP_STRIPE) {
 			r = numbered(s, &h);
 			if (r < 0)
 				return r;

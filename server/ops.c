@@ -204,6 +204,13 @@ static int op_hello(struct srv *s, const struct qft_msg *req,
 			rep->features |= QFT_FEAT_BOOTID;
 		}
 	}
+	/* Striping (chan.h): bulk data over more connections, which the
+	 * session's listener takes as it takes resumed ones. */
+	if ((req->features & QFT_FEAT_STRIPES) && s->lane == SRV_LANE_BULK &&
+	    (rep->features & QFT_FEAT_RESUME) &&
+	    qft_tcpcc_get(s->chan.wfd, s->tcpcc) == 0 &&
+	    srv_resume_stripes_grant(s->resume))
+		rep->features |= QFT_FEAT_STRIPES;
 	/* What this connection's downloads are sent with, for the
 	 * client's statistics (session.c chose it at accept). */
 	if ((req->features & QFT_FEAT_TCPCC) &&
@@ -1693,7 +1700,7 @@ void srv_op_link_down(struct srv *s)
 		return;
 	s->link_dead = true;
 	/* The receive ends too, so the loop detaches the lane. */
-	shutdown(s->chan.rfd, SHUT_RDWR);
+	qft_chan_shutdown(&s->chan);
 }
 
 int srv_op_reply(struct srv *s, const struct qft_msg *rep)
@@ -1726,6 +1733,9 @@ int srv_op_dispatch(struct srv *s, const struct qft_msg *req)
 			qft_op_name(req->op));
 		return -EPROTO;
 	}
+	/* Answered by a switch of the channel, never kept for a replay. */
+	if (req->op == QFT_OP_STRIPE)
+		return srv_resume_stripe(s, req);
 	qft_msg_init_reply(&rep, req);
 	/* The decoder accepts only known opcodes, all of which are here. */
 	if (req->op < QFT_OP__COUNT && handlers[req->op])

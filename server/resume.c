@@ -21,15 +21,21 @@
 #include "chan.h"
 #include "errmap.h"
 #include "log.h"
+#include "ops.h"
 #include "replay.h"
 #include "resume.h"
 #include "session.h"
 #include "srv.h"
+#include "tcpcc.h"
 #include "thread.h"
 #include "watch.h"
 
 /* A resumed connection's first frame must arrive within this. */
 #define FIRST_FRAME_MS 5000
+/* A STRIPE on bulk waits this long for connections still joining: the
+ * client sends it once their joins were answered, so only a thread not
+ * yet scheduled can be late. */
+#define STRIPE_WAIT_S 5
 
 static const char *lane_name(enum srv_lane lane)
 {
@@ -127,6 +133,16 @@ bool srv_resume_active(struct srv_resume *rs)
 	return on;
 }
 
+/* Shuts a lane's connection and its stripes down; lock held. */
+static void lane_cut(struct srv_resume_lane *ln)
+{
+	if (!ln->attached || ln->fd < 0)
+		return;
+	shutdown(ln->fd, SHUT_RDWR);
+	for (unsigned i = 0; i < ln->nsfd; i++)
+		shutdown(ln->sfd[i], SHUT_RDWR);
+}
+
 /* Sends `m` sealed with c's keys on a channel of its own. */
 static int conn_reply(struct srv_resume_conn *c, struct qft_chan *ch,
 		      const struct qft_msg *m)
@@ -141,16 +157,65 @@ static int conn_reply(struct srv_resume_conn *c, struct qft_chan *ch,
 }
 
 static void conn_error(struct srv_resume_conn *c, struct qft_chan *ch,
-		       uint64_t id, int err, const char *msg)
+		       uint16_t op, uint64_t id, int err, const char *msg)
 {
 	struct qft_msg m;
 
-	qft_msg_init(&m, QFT_OP_RESUME, id);
+	qft_msg_init(&m, op, id);
 	m.flags = QFT_F_REPLY;
 	m.status = qft_status_from_errno(err);
 	m.errmsg.s = msg;
 	m.errmsg.len = (uint32_t)strlen(msg);
 	(void)conn_reply(c, ch, &m);
+}
+
+/*
+ * A connection whose first frame is a STRIPE join: answered on its own
+ * keys, then queued for the STRIPE on bulk to take (its records are
+ * sealed with bulk's keys from then on).  0 once queued (c is freed,
+ * its socket kept), or -errno (logged; the caller frees c).
+ */
+static int stripe_join(struct srv_resume *rs, struct srv_resume_conn *c,
+		       struct qft_chan *ch, const struct qft_msg *m)
+{
+	const struct timeval off = { 0 };
+	struct qft_msg rep;
+	const char *why = NULL;
+	int r;
+
+	pthread_mutex_lock(&rs->lock);
+	if (!rs->stripes_ok || rs->ending || m->count != 0)
+		why = "this session does not stripe";
+	else if (rs->njoined >= QFT_MAX_STRIPES - 1)
+		why = "too many stripes joined";
+	pthread_mutex_unlock(&rs->lock);
+	if (why) {
+		qft_warn("stripe connection refused: %s", why);
+		conn_error(c, ch, QFT_OP_STRIPE, m->id, EPROTO, why);
+		return -EPROTO;
+	}
+	/* Answered before it is queued: once taken, bulk's records go on
+	 * it, and the answer must not land between them. */
+	qft_msg_init(&rep, QFT_OP_STRIPE, m->id);
+	rep.flags = QFT_F_REPLY;
+	r = conn_reply(c, ch, &rep);
+	if (r < 0) {
+		qft_warn("stripe connection: cannot answer: %s", strerror(-r));
+		return r;
+	}
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &off, sizeof(off));
+	pthread_mutex_lock(&rs->lock);
+	if (rs->njoined < QFT_MAX_STRIPES - 1 && !rs->ending) {
+		rs->joined[rs->njoined++] = c->fd;
+		c->fd = -1;
+		pthread_cond_broadcast(&rs->cond);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	if (c->fd >= 0)
+		return -EPROTO;
+	qft_debug("a stripe connection joined");
+	conn_free(c, false);
+	return 0;
 }
 
 /*
@@ -188,6 +253,12 @@ static int first_frame(struct srv_resume *rs, struct srv_resume_conn *c)
 		goto out;
 	}
 	r = qft_msg_decode(&m, in.data, in.len);
+	if (r == 0 && m.op == QFT_OP_STRIPE && m.flags == 0) {
+		r = stripe_join(rs, c, &ch, &m);
+		qbuf_free(&in);
+		qft_chan_destroy(&ch);
+		return r;
+	}
 	if (r < 0 || m.op != QFT_OP_RESUME || m.flags != 0 ||
 	    m.magic != QFT_MAGIC) {
 		qft_warn("resumed connection: the first frame is no RESUME "
@@ -198,7 +269,8 @@ static int first_frame(struct srv_resume *rs, struct srv_resume_conn *c)
 	if (m.version != QFT_VERSION) {
 		qft_warn("resumed connection: protocol v%u, not v%u",
 			 m.version, QFT_VERSION);
-		conn_error(c, &ch, m.id, EPROTO, "protocol version mismatch");
+		conn_error(c, &ch, QFT_OP_RESUME, m.id, EPROTO,
+			   "protocol version mismatch");
 		r = -EPROTO;
 		goto out;
 	}
@@ -211,7 +283,8 @@ static int first_frame(struct srv_resume *rs, struct srv_resume_conn *c)
 		pthread_mutex_unlock(&rs->lock);
 		qft_warn("RESUME of the %s connection: it has no session "
 			 "state to resume", lane_name(lane));
-		conn_error(c, &ch, m.id, ESTALE, "no such connection");
+		conn_error(c, &ch, QFT_OP_RESUME, m.id, ESTALE,
+			   "no such connection");
 		r = -ESTALE;
 		goto out;
 	}
@@ -219,8 +292,7 @@ static int first_frame(struct srv_resume *rs, struct srv_resume_conn *c)
 	conn_free(ln->pending, true);
 	ln->pending = c;
 	/* The lane may not have noticed its connection died. */
-	if (ln->attached && ln->fd >= 0)
-		shutdown(ln->fd, SHUT_RDWR);
+	lane_cut(ln);
 	pthread_cond_broadcast(&rs->cond);
 	pthread_mutex_unlock(&rs->lock);
 	qft_debug("RESUME of the %s connection from seq %llu: handed over",
@@ -476,8 +548,7 @@ void srv_resume_end(struct srv_resume *rs)
 	pthread_mutex_lock(&rs->lock);
 	rs->ending = true;
 	for (size_t i = 0; i < SRV_LANES; i++)
-		if (rs->lane[i].attached && rs->lane[i].fd >= 0)
-			shutdown(rs->lane[i].fd, SHUT_RDWR);
+		lane_cut(&rs->lane[i]);
 	pthread_cond_broadcast(&rs->cond);
 	join = rs->running;
 	rs->running = false;
@@ -498,6 +569,10 @@ void srv_resume_free(struct srv_resume *rs)
 		conn_free(rs->lane[i].cur, false);
 		rs->lane[i].cur = NULL;
 	}
+	/* Joined, never taken. */
+	for (unsigned i = 0; i < rs->njoined; i++)
+		close(rs->joined[i]);
+	rs->njoined = 0;
 	for (size_t i = 0; i < 2; i++)
 		if (rs->wake[i] >= 0)
 			close(rs->wake[i]);
@@ -520,6 +595,12 @@ static void rebind(struct srv *s, struct srv_resume_lane *ln,
 	if (s->lane == SRV_LANE_META)
 		/* Before its number may be reused. */
 		srv_session_forget_meta(s->resume->ss);
+	/* The dead link's stripes go with it; the client stripes the new
+	 * one afresh. */
+	pthread_mutex_lock(&s->resume->lock);
+	ln->nsfd = 0;
+	pthread_mutex_unlock(&s->resume->lock);
+	qft_chan_stripes_drop(&s->chan);
 	pthread_mutex_lock(&s->chan.wlock);
 	oldfd = s->chan.rfd;
 	s->chan.rfd = s->chan.wfd = c->fd;
@@ -575,8 +656,7 @@ static void expire(struct srv_resume *rs)
 {
 	rs->ending = true;
 	for (size_t i = 0; i < SRV_LANES; i++)
-		if (rs->lane[i].attached && rs->lane[i].fd >= 0)
-			shutdown(rs->lane[i].fd, SHUT_RDWR);
+		lane_cut(&rs->lane[i]);
 	pthread_cond_broadcast(&rs->cond);
 }
 
@@ -590,11 +670,12 @@ int srv_resume_wait(struct srv *s)
 	pthread_mutex_lock(&rs->lock);
 	ln->attached = false;
 	ln->fd = -1;
+	ln->nsfd = 0;
 	pthread_mutex_unlock(&rs->lock);
 	/* Nothing more goes out on it (its replies are kept): the peer --
 	 * the relay of an attach, a half-closed client -- learns so now,
-	 * not when a RESUME replaces it. */
-	shutdown(s->chan.rfd, SHUT_RDWR);
+	 * not when a RESUME replaces it.  Its stripes too. */
+	qft_chan_shutdown(&s->chan);
 	/* Notifications wait for no one: dropped (and remembered) until the
 	 * lane is back. */
 	if (s->notify)
@@ -670,6 +751,97 @@ int srv_resume_wait(struct srv *s)
 			 lost ? " (notifications were lost)" : "");
 		return 0;
 	}
+}
+
+bool srv_resume_stripes_grant(struct srv_resume *rs)
+{
+	bool ok;
+
+	if (!rs)
+		return false;
+	pthread_mutex_lock(&rs->lock);
+	ok = rs->lane[SRV_LANE_BULK].granted && !rs->refused && !rs->ending;
+	rs->stripes_ok = ok;
+	pthread_mutex_unlock(&rs->lock);
+	return ok;
+}
+
+int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
+{
+	struct srv_resume *rs = s->resume;
+	struct srv_resume_lane *ln;
+	char cc[QFT_TCPCC_NAME_MAX] = "";
+	int fds[QFT_MAX_STRIPES - 1];
+	unsigned n = (unsigned)req->count, use;
+	struct timespec until;
+	struct qft_msg rep;
+	int r = 0;
+
+	/* The client sends from the frame after it striped: a refusal
+	 * could not be read, so every one closes the connection. */
+	if (!rs || s->lane != SRV_LANE_BULK ||
+	    !(s->features & QFT_FEAT_STRIPES) || req->count < 1 ||
+	    req->count >= QFT_MAX_STRIPES || qft_chan_stripes(&s->chan) != 1) {
+		qft_err("closing connection: a STRIPE of %llu connections "
+			"that was not agreed on",
+			(unsigned long long)req->count);
+		return -EPROTO;
+	}
+	ln = &rs->lane[SRV_LANE_BULK];
+	deadline_at(&until, STRIPE_WAIT_S);
+	pthread_mutex_lock(&rs->lock);
+	while (rs->njoined < n && !rs->ending && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&rs->cond, &rs->lock, &until);
+	if (rs->njoined < n) {
+		unsigned got = rs->njoined;
+
+		pthread_mutex_unlock(&rs->lock);
+		qft_err("closing connection: STRIPE of %u connections, %u "
+			"joined within %d s", n, got, STRIPE_WAIT_S);
+		return -EPROTO;
+	}
+	/* The first n joined are this link's; any others are left from an
+	 * attempt the client gave up. */
+	memcpy(fds, rs->joined, n * sizeof(int));
+	for (unsigned i = n; i < rs->njoined; i++)
+		close(rs->joined[i]);
+	rs->njoined = 0;
+	memcpy(ln->sfd, fds, n * sizeof(int));
+	ln->nsfd = n;
+	if (rs->ending)
+		lane_cut(ln);
+	pthread_mutex_unlock(&rs->lock);
+
+	r = qft_chan_stripes_add(&s->chan, fds, n);
+	if (r < 0) {
+		for (unsigned i = 0; i < n; i++)
+			close(fds[i]);
+		qft_err("closing connection: cannot stripe: %s", strerror(-r));
+		return r;
+	}
+	qft_chan_recv_switch(&s->chan);
+	/* Downloads are the server's to spread: over every stripe unless
+	 * it sends with bbr, which keeps one connection's rate under loss
+	 * (or the user asked for the stripes). */
+	(void)qft_tcpcc_get(s->chan.wfd, cc);
+	use = (req->opflags & QFT_STRIPE_ALL) ||
+	      strcmp(cc, QFT_TCPCC_PREFERRED) != 0 ? n + 1 : 1;
+	qft_msg_init(&rep, QFT_OP_STRIPE, req->id);
+	rep.flags = QFT_F_REPLY;
+	rep.count = use;
+	qbuf_reset(&s->out);
+	r = qft_msg_encode(&s->out, &rep);
+	if (r == 0)
+		r = qft_chan_send_switch(&s->chan, s->out.data, s->out.len,
+					 use);
+	if (r < 0) {
+		qft_debug("cannot answer STRIPE: %s", strerror(-r));
+		srv_op_link_down(s);
+		return 0;
+	}
+	qft_info("bulk data striped over %u connections; downloads go on "
+		 "%u (congestion control %s)", n + 1, use, cc[0] ? cc : "?");
+	return 0;
 }
 
 const struct srv_session_hooks srv_resume_hooks = {

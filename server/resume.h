@@ -32,6 +32,8 @@
 
 #include "auth.h"
 #include "gate.h"
+#include "msg.h"
+#include "protocol.h"
 #include "seal.h"
 
 struct srv;
@@ -59,6 +61,10 @@ struct srv_resume_lane {
 	struct srv_resume_conn *cur;     /* the lane's thread: the seals its
 					  * channel uses, NULL for the first
 					  * connection's */
+	/* Bulk: the stripes its channel reads (chan.h), for cutting them
+	 * with it. */
+	int sfd[QFT_MAX_STRIPES];        /* lock */
+	unsigned nsfd;                   /* lock */
 };
 
 struct srv_resume {
@@ -70,6 +76,11 @@ struct srv_resume {
 	struct srv_resume_lane lane[SRV_LANES];
 	bool refused;            /* lock: bulk's HELLO did not ask */
 	bool ending;             /* lock: the session is ending */
+	/* Striping (protocol.h, QFT_FEAT_STRIPES): bulk's HELLO granted it,
+	 * and the connections that joined and are not taken yet. */
+	bool stripes_ok;                 /* lock */
+	int joined[QFT_MAX_STRIPES - 1]; /* lock */
+	unsigned njoined;                /* lock */
 
 	/* The acceptor, once srv_resume_listen started it. */
 	uint8_t key[QFT_SECRET_SIZE];    /* K_r; wiped at the end */
@@ -119,6 +130,16 @@ extern const struct srv_session_hooks srv_resume_hooks;
  * passed (the session is then ending) or -ECANCELED when it ends anyway.
  */
 int srv_resume_wait(struct srv *s);
+
+/*
+ * Striping.  stripes_grant: bulk's HELLO asked for QFT_FEAT_STRIPES;
+ * true when granted (the session takes connections: resumable).
+ * srv_resume_stripe answers a STRIPE on bulk (s's lane): takes the
+ * connections that joined, switches the channel to them and replies; 0,
+ * or -errno when the connection must close (logged).
+ */
+bool srv_resume_stripes_grant(struct srv_resume *rs);
+int srv_resume_stripe(struct srv *s, const struct qft_msg *req);
 
 /* The session ends: lanes waiting give up, attached ones are cut, no more
  * connections are accepted.  Idempotent. */

@@ -61,6 +61,7 @@ static const struct fuse_opt cmdline_opts[] = {
 	OPT("cipher=%s", cipher),
 	OPT("transport=%s", transport),
 	OPT("congestion=%s", congestion),
+	OPT("streams=%s", streams),
 	OPT("window=%s", window),
 	OPT("readahead=%s", readahead),
 	OPT("walkahead=%s", walkahead),
@@ -201,6 +202,9 @@ void qc_cmdline_usage(void)
 "                           where the user may choose it, which keeps the\n"
 "                           rate on lossy links (auto, default), the hosts'\n"
 "                           default (system), or the algorithm NAME\n"
+"    -o streams=auto|N      TCP connections carrying file data: on a far\n"
+"                           link where a side cannot send with bbr, 4\n"
+"                           (auto, default); N from 1 (one) to 8\n"
 "    -o port=PORT           same as -p\n"
 "    -o User=NAME           remote user when SOURCE names none\n"
 "    -o BatchMode=yes       never ask for a password or passphrase\n"
@@ -381,7 +385,7 @@ static void note_ssh_options(const struct qc_cmdline *cl)
 		{ cl->ssh_command, "ssh_command" },
 		{ cl->n_ssh_extra, "ProxyJump/ProxyCommand/CertificateFile" },
 		{ cl->cipher, "cipher" }, { cl->transport, "transport" },
-		{ cl->congestion, "congestion" },
+		{ cl->congestion, "congestion" }, { cl->streams, "streams" },
 	};
 	char list[256] = "";
 	size_t n = 0;
@@ -600,6 +604,28 @@ static int check_yes_no(const struct qc_cmdline *cl)
 	return 0;
 }
 
+/* -o streams=auto|N: 0 for auto, else 1 to QFT_MAX_STRIPES. */
+static int parse_streams(const char *s, unsigned *out)
+{
+	char *end;
+	long v;
+
+	if (strcmp(s, "auto") == 0) {
+		*out = 0;
+		return 0;
+	}
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < 1 || v > QFT_MAX_STRIPES) {
+		fprintf(stderr, "qftfs: invalid streams '%s': expected auto or "
+			"a number of connections from 1 to %u\n", s,
+			QFT_MAX_STRIPES);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
 /*
  * -o resume=SECS: whole seconds, 0 (off) up to QFT_RESUME_MAX_S, the cap
  * the server applies too; beyond it, a message that says so rather than
@@ -684,6 +710,8 @@ int qc_cmdline_settings(const struct qc_cmdline *cl, struct qc_fs *fs,
 				   &co->keepalive_s) < 0))
 		return -EINVAL;
 	if (cl->resume && parse_resume(cl->resume, &co->resume_s) < 0)
+		return -EINVAL;
+	if (cl->streams && parse_streams(cl->streams, &co->streams) < 0)
 		return -EINVAL;
 	if (cl->reconnect && strcmp(cl->reconnect, "yes") != 0 &&
 	    strcmp(cl->reconnect, "no") != 0) {
@@ -830,6 +858,7 @@ void qc_cmdline_free(struct qc_cmdline *cl)
 	free(cl->strict);
 	free(cl->cipher);
 	free(cl->congestion);
+	free(cl->streams);
 	free(cl->transport);
 	free(cl->window);
 	free(cl->readahead);

@@ -46,6 +46,7 @@ struct qc_cmdline {
 	char *cipher;
 	char *transport;
 	char *congestion;
+	char *streams;
 	char *window;
 	char *readahead;
 	char *walkahead;

@@ -218,6 +218,10 @@ static void print_congestion(const struct snap *s)
 	if (up || down)
 		printf(", TCP %s up, %s down", up ? up : "?",
 		       down ? down : "?");
+	if (get(s, "streams") > 1)
+		printf(", striped over %" PRIu64 " connections (%" PRIu64
+		       " up, %" PRIu64 " down)", get(s, "streams"),
+		       get(s, "streams_up"), get(s, "streams_down"));
 }
 
 static void print_text(const char *mnt, const struct snap *s)

@@ -157,6 +157,9 @@ size_t qc_stats_format(struct qc_stats *st, struct qc_conn *conn,
 	put(&o, "wire_sent", cc.tx_wire);
 	put(&o, "payload_received", cc.rx_bytes);
 	put(&o, "wire_received", cc.rx_wire);
+	put(&o, "streams", cc.streams ? cc.streams : 1);
+	put(&o, "streams_up", cc.streams_up ? cc.streams_up : 1);
+	put(&o, "streams_down", cc.streams_down ? cc.streams_down : 1);
 	/* Names as keys, so that the format stays "key number": which TCP
 	 * congestion control file data goes with each way, when TCP. */
 	if (cc.cc_up[0]) {

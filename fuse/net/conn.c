@@ -139,6 +139,9 @@ int qc_conn_hello(struct qc_conn *c, int timeout_s, char *msg, size_t size)
 	/* Before the threads: nothing else uses the link yet. */
 	assert(!c->started);
 	r = qc_link_hello(c->cur, timeout_s, msg, size);
+	if (r == 0 && (r = qc_stripe_setup(c, c->cur)) < 0)
+		snprintf(msg, size, "cannot stripe the data connection (%s); "
+			 "mount with -o streams=1 to use one", strerror(-r));
 	/* Still single threaded: no lock needed, but it costs nothing. */
 	pthread_mutex_lock(&c->lock);
 	c->srv_uid = c->cur->srv_uid;
@@ -251,7 +254,7 @@ static void link_drain(struct qc_conn *c, struct link *l, int64_t until)
 
 		if (pthread_mutex_timedlock(&ch->wlock, &rt) != 0)
 			return;
-		shutdown(ch->wfd, SHUT_WR);
+		qft_chan_end_locked(ch);
 		pthread_mutex_unlock(&ch->wlock);
 	}
 
@@ -366,6 +369,9 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 		return;
 	qft_chan_lz4_stats(&l->lane[LANE_BULK].chan, &z);
 	memcpy(out->cc_up, l->cc_up, sizeof(out->cc_up));
+	out->streams = l->streams ? l->streams : 1;
+	out->streams_up = l->streams ? l->streams_up : 1;
+	out->streams_down = l->streams ? l->streams_down : 1;
 	memcpy(out->cc_down, l->cc_down, sizeof(out->cc_down));
 	out->tx_bytes = z.tx_bytes;
 	out->tx_wire = z.tx_wire;

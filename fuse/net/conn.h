@@ -227,6 +227,9 @@ struct qc_conn_opts {
 	/* -o resume=: seconds a lost link's session is resumed for, 0 to
 	 * QFT_RESUME_MAX_S; 0: never (a loss fails the waiters). */
 	int resume_s;
+	/* -o streams=: the bulk stream's connections, 0 (auto: striped on a
+	 * far link where a side lacks bbr) or 1 to QFT_MAX_STRIPES. */
+	unsigned streams;
 	enum qft_lz4_mode compress; /* -o compress=: asked for in each HELLO */
 	const char *host;       /* for messages ("reconnected to HOST") */
 	const struct qc_transport_ops *ops;
@@ -376,6 +379,9 @@ struct qc_conn_counts {
 	 * (uploads: this host's; downloads: the server's); "" when not
 	 * TCP, not told, or no link is live.  QFT_TCPCC_NAME_MAX bytes. */
 	char cc_up[16], cc_down[16];
+	/* ... and its connections (1: not striped), how many carry each
+	 * way's data. */
+	unsigned streams, streams_up, streams_down;
 };
 
 enum {

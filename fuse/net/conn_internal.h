@@ -11,6 +11,8 @@
  *   pending.c   the table of requests in flight and completing them
  *   link.c      a link: its streams, handshake, failure, users
  *   reader.c    a link's reader threads: routing what the server sends
+ *   stripe.c    striping a new link's bulk stream over more connections
+ *               (qc_stripe_setup)
  *   resume.c    sending numbered requests, and resuming a session
  *               after a loss (qc_resume_*)
  *   carry.c     carrying a session whose server died over to a new
@@ -191,6 +193,10 @@ struct link {
 	 * none.  Set before the readers start, then immutable. */
 	char cc_up[QFT_TCPCC_NAME_MAX];
 	char cc_down[QFT_TCPCC_NAME_MAX];
+	/* The bulk stream's connections (stripe.c; 0 until striped, then
+	 * 2 or more), and on how many of them each side sends.  Set before
+	 * the readers start, then immutable. */
+	unsigned streams, streams_up, streams_down;
 };
 
 /*
@@ -266,6 +272,10 @@ struct qc_conn {
 	atomic_uint_fast64_t n_waited;
 	atomic_uint_fast64_t n_async;
 	atomic_uint_fast64_t n_noreply;
+
+	/* A link's bulk stream could not be striped: the next ones are
+	 * not (stripe.c). */
+	atomic_bool stripes_off;
 
 	/* Receive buffers of every link (RPOOL_*); its own locking. */
 	struct qft_pool *rpool;
@@ -365,6 +375,9 @@ void qc_link_put(struct qc_conn *c, struct link *l);
 
 /* reader.c */
 int qc_reader_start(struct link *l);
+
+/* stripe.c */
+int qc_stripe_setup(struct qc_conn *c, struct link *l);
 
 /* call.c */
 int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,

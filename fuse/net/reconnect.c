@@ -47,6 +47,9 @@ static int link_make(struct qc_conn *c, struct link **out)
 	pthread_mutex_unlock(&c->lock);
 	if (r == 0)
 		r = qc_link_hello(l, c->o.timeout_s, msg, sizeof(msg));
+	if (r == 0 && (r = qc_stripe_setup(c, l)) < 0)
+		snprintf(msg, sizeof(msg), "cannot stripe the data connection "
+			 "(%s)", strerror(-r));
 	pthread_mutex_lock(&c->lock);
 	c->attempt = NULL;
 	if (c->closing && r < 0)

@@ -452,6 +452,14 @@ static int attempt(struct qc_conn *c, struct link **out, bool *lost_notify)
 	memcpy(l->cc_down, c->rs.cc_down, sizeof(l->cc_down));
 	pthread_mutex_unlock(&c->lock);
 	(void)qft_tcpcc_get(l->lane[LANE_BULK].chan.wfd, l->cc_up);
+	/* The dead link's stripes died with it: new ones for this one.
+	 * Should that fail, the next attempt goes without. */
+	r = qc_stripe_setup(c, l);
+	if (r < 0) {
+		qc_link_shutdown(l);
+		qc_link_free(c, l, -1);
+		return -EAGAIN;
+	}
 	*out = l;
 	return 0;
 }

@@ -92,7 +92,8 @@ TREE_SOURCES = {"tree": "/usr/include/openssl", "bigtree": "/usr/include"}
 # refuses the option its records say "not available: <the client's message>".
 QFTFS_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
                   "qftfs-chacha20", "qftfs-lz4-auto", "qftfs-async",
-                  "qftfs-buffered", "qftfs-system-cc"]
+                  "qftfs-buffered", "qftfs-system-cc", "qftfs-system-cc-1",
+                  "qftfs-system-cc-8"]
 QFTFS_DEFAULT_VARIANTS = ["qftfs", "qftfs-cipher-none", "qftfs-lz4", "qftfs-uring",
                           "qftfs-async"]
 # the variants that run the tree workloads (the others are about bulk data)
@@ -727,6 +728,9 @@ def probe_qftfs(build):
                              else "qftfs-server --help has no --direct=auto|off")
     res["qftfs-system-cc"] = (None if "congestion=" in chelp
                               else "qftfs -h has no -o congestion=")
+    for n in ("1", "8"):
+        res["qftfs-system-cc-" + n] = (None if "streams=" in chelp
+                                       else "qftfs -h has no -o streams=")
     return res, client, server
 
 
@@ -773,10 +777,13 @@ def mount_argv(ctx, tool):
         opts.append("compress=auto")
     elif tool == "qftfs-async":
         opts.append("commit=async")
-    elif tool == "qftfs-system-cc":
+    elif tool.startswith("qftfs-system-cc"):
         # what qftfs sends with when the hosts forbid it bbr: their
-        # default congestion control (-o congestion=system)
+        # default congestion control (-o congestion=system), striped as
+        # auto chooses, on one connection (-1) or on eight (-8)
         opts.append("congestion=system")
+        if tool != "qftfs-system-cc":
+            opts.append("streams=" + tool.rsplit("-", 1)[1])
     return [ctx.qftfs_client, "-p", str(ctx.lab.port), "-o", ",".join(opts),
             target, ctx.mnt]
 

@@ -1291,6 +1291,199 @@ static void test_lz4_negotiation(void)
 	check_ctx("%s", "");
 }
 
+/* ---- striping ---- */
+
+#define NSTRIPES 4u
+
+/*
+ * A striped pair: `tx` sends on its socketpair and NSTRIPES-1 more,
+ * `rx` reads the other ends.  The switch frame (a PING) goes the old
+ * way; the receiver switches once it has it.
+ */
+static void striped_pair(struct qft_chan *tx, struct qft_chan *rx,
+			 unsigned use, struct qbuf *in)
+{
+	int sv[2], txs[NSTRIPES - 1], rxs[NSTRIPES - 1];
+	uint8_t ping[QFT_HDR_SIZE];
+	struct qft_hdr h;
+
+	make_pair(sv);
+	CHECK_EQ(qft_chan_init(tx, sv[0], sv[0]), 0);
+	CHECK_EQ(qft_chan_init(rx, sv[1], sv[1]), 0);
+	for (unsigned i = 0; i < NSTRIPES - 1; i++) {
+		make_pair(sv);
+		txs[i] = sv[0];
+		rxs[i] = sv[1];
+	}
+	CHECK_EQ(qft_chan_stripes_add(tx, txs, NSTRIPES - 1), 0);
+	CHECK_EQ(qft_chan_stripes_add(rx, rxs, NSTRIPES - 1), 0);
+	/* once only */
+	CHECK_EQ(qft_chan_stripes_add(tx, txs, 1), -EINVAL);
+	CHECK_EQ(qft_chan_stripes(tx), NSTRIPES);
+	put_header(ping, 0, QFT_OP_PING, 0, 99);
+	CHECK_EQ(qft_chan_send_switch(tx, ping, sizeof(ping), NSTRIPES + 1),
+		 -EINVAL);
+	CHECK_EQ(qft_chan_send_switch(tx, ping, sizeof(ping), use), 0);
+	CHECK_EQ(qft_chan_tx_use(tx), use);
+	CHECK_EQ(qft_chan_recv(rx, in, &h), 0);
+	CHECK_EQ(h.op, QFT_OP_PING);
+	CHECK_EQ(h.id, 99);
+	qft_chan_recv_switch(rx);
+}
+
+/*
+ * Concurrent senders over four stripes, sealed or not, compressed or
+ * not: every frame arrives intact and in its sender's order, and every
+ * stripe carried some.  Then the sender's end: a clean -EPIPE.
+ */
+static void test_striped(enum qft_lz4_mode mode, bool sealed)
+{
+	struct qft_chan tx, rx;
+	struct sender s[NSENDERS];
+	pthread_t t[NSENDERS];
+	int next[NSENDERS] = { 0 };
+	struct seals k;
+	struct qbuf in;
+	struct qft_hdr h;
+	struct qft_msg m;
+	int received = 0, bad = 0, r;
+
+	check_ctx("striped, compress=%s, %s", qft_lz4_mode_name(mode),
+		  sealed ? "sealed" : "plain");
+	qbuf_init(&in, FRAME_LIMIT);
+	if (sealed) {
+		seals_init(&k);
+	}
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	if (sealed) {
+		/* Sealing from the switch on is the same as from the start:
+		 * records are counted across the stripes. */
+		qft_chan_set_seal(&tx, &k.tx, NULL);
+		qft_chan_set_seal(&rx, NULL, &k.rx);
+	}
+	if (mode != QFT_LZ4_NONE) {
+		qft_chan_set_lz4(&tx, mode);
+		qft_chan_set_lz4(&rx, QFT_LZ4_NONE);
+	}
+	for (int i = 0; i < NSENDERS; i++) {
+		s[i] = (struct sender){ .ch = &tx, .idx = i };
+		start(&t[i], sender_run, &s[i]);
+	}
+	while (received < NSENDERS * PER_SENDER) {
+		r = qft_chan_recv(&rx, &in, &h);
+		if (r < 0) {
+			CHECK_EQ(r, 0);
+			break;
+		}
+		r = qft_msg_decode(&m, in.data, in.len);
+		if (r < 0) {
+			CHECK_EQ(r, 0);
+			break;
+		}
+		int idx = (int)(m.id >> 32), seq = (int)(uint32_t)m.id;
+		bool ok = idx >= 0 && idx < NSENDERS && seq == next[idx] &&
+			  m.data.len == frame_data_len(idx, seq);
+
+		for (size_t i = 0; ok && i < m.data.len; i++)
+			ok = m.data.p[i] == frame_byte(m.id, i);
+		if (!ok && ++bad <= 3)
+			CHECK(!"striped frame arrived intact and in order");
+		if (idx >= 0 && idx < NSENDERS)
+			next[idx] = seq + 1;
+		received++;
+	}
+	for (int i = 0; i < NSENDERS; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ(s[i].err, 0);
+	}
+	CHECK_EQ(received, NSENDERS * PER_SENDER);
+	CHECK_EQ(bad, 0);
+	for (unsigned i = 0; i < NSTRIPES; i++)
+		CHECK(tx.tx_records[i] > 0);
+	qft_chan_destroy(&tx);
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EPIPE);
+	qft_chan_destroy(&rx);
+	qbuf_free(&in);
+	if (sealed)
+		seals_free(&k);
+	check_ctx("%s", "");
+}
+
+/* A striped record behind a raw number, on stripe i of the pair. */
+static void raw_striped(int fd, uint64_t num, uint16_t op, uint64_t id)
+{
+	uint8_t b[QFT_CHAN_STRIPE_HDR + QFT_HDR_SIZE];
+
+	qft_store64(b, num);
+	put_header(b + QFT_CHAN_STRIPE_HDR, 0, op, 0, id);
+	raw_write(fd, b, sizeof(b));
+}
+
+/*
+ * What a broken or hostile sender makes: a number already past, one
+ * that never comes (every stripe's next is later), a stripe cut inside
+ * a number; and use=1 keeps everything on the channel's own socket.
+ */
+static void test_striped_hostile(void)
+{
+	struct qft_chan tx, rx;
+	struct qbuf in;
+	struct qft_hdr h;
+	uint8_t ping[QFT_HDR_SIZE];
+
+	qbuf_init(&in, FRAME_LIMIT);
+
+	check_ctx("striped: a number never sent");
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	for (unsigned i = 0; i < NSTRIPES; i++)
+		raw_striped(i ? tx.sfd[i] : tx.wfd, 5 + i, QFT_OP_PING, i);
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EBADMSG);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+
+	check_ctx("striped: a number already past");
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	raw_striped(tx.sfd[2], 0, QFT_OP_PING, 1);
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
+	raw_striped(tx.sfd[1], 0, QFT_OP_PING, 2);
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EBADMSG);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+
+	check_ctx("striped: a stripe cut inside a number");
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	raw_write(tx.sfd[3], "\0\0\0", 3);
+	close(tx.sfd[3]);
+	tx.sfd[3] = -1;
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EIO);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+
+	check_ctx("striped: use=1 sends on the channel's own socket");
+	striped_pair(&tx, &rx, 1, &in);
+	put_header(ping, 0, QFT_OP_PING, 0, 7);
+	for (int i = 0; i < 20; i++)
+		CHECK_EQ(qft_chan_send(&tx, ping, sizeof(ping)), 0);
+	for (int i = 0; i < 20; i++)
+		CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
+	CHECK_EQ(tx.tx_records[0], 20);
+	for (unsigned i = 1; i < NSTRIPES; i++)
+		CHECK_EQ(tx.tx_records[i], 0);
+	/* the receiver waits on the one stripe that holds what is due */
+	{
+		int fds[QFT_CHAN_MAX_STRIPES];
+
+		CHECK_EQ(qft_chan_rx_fds(&rx, fds, QFT_CHAN_MAX_STRIPES),
+			 (int)NSTRIPES);
+		CHECK_EQ(qft_chan_send(&tx, ping, sizeof(ping)), 0);
+		CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
+	}
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+	qbuf_free(&in);
+	check_ctx("%s", "");
+}
+
 int main(void)
 {
 	/* A dead peer must show up as -EPIPE, not kill the process. */
@@ -1313,5 +1506,9 @@ int main(void)
 	test_lz4_hostile();
 	test_lz4_auto();
 	test_lz4_negotiation();
+	test_striped(QFT_LZ4_NONE, false);
+	test_striped(QFT_LZ4_NONE, true);
+	test_striped(QFT_LZ4_ALWAYS, true);
+	test_striped_hostile();
 	return check_exit("test_chan");
 }
