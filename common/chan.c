@@ -48,9 +48,12 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 	c->tx_use = 1;
 	c->tx_next = 0;
 	c->tx_seq = c->rx_seq = 0;
-	memset(c->tx_records, 0, sizeof(c->tx_records));
+	memset(c->tx_chunks, 0, sizeof(c->tx_chunks));
+	c->rx_cur = 0;
+	c->rx_left = 0;
 	memset(c->rx_known, 0, sizeof(c->rx_known));
 	memset(c->rx_head, 0, sizeof(c->rx_head));
+	memset(c->rx_hlen, 0, sizeof(c->rx_hlen));
 	r = pthread_mutex_init(&c->wlock, NULL);
 	return -r;
 }
@@ -269,30 +272,55 @@ static unsigned pick_stripe(struct qft_chan *c)
 
 /*
  * Writes a record (or plain frame) iov[0..n) whole: on the channel's
- * own socket, or when striped behind its number on the stripe
- * pick_stripe chose; wlock.  The pieces are not changed.
+ * own socket, or when striped as chunks, each behind its number and
+ * length on the stripe pick_stripe chose for it; wlock.  The pieces are
+ * not changed.
  */
 static int emit(struct qft_chan *c, const struct iovec *iov, int n)
 {
 	struct iovec out[QFT_CHAN_MAX_IOV + 3];
-	uint8_t num[QFT_CHAN_STRIPE_HDR];
-	unsigned s;
-	int r;
+	uint8_t hdr[QFT_CHAN_STRIPE_HDR];
+	size_t left = 0, at = 0;     /* at: offset within iov[i] */
+	int i = 0, r;
 
 	if (!c->tx_striped) {
 		memcpy(out, iov, (size_t)n * sizeof(*iov));
 		return writev_all(c->wfd, out, n);
 	}
-	s = c->tx_use > 1 ? pick_stripe(c) : 0;
-	qft_store64(num, c->tx_seq);
-	out[0] = (struct iovec){ num, sizeof(num) };
-	memcpy(out + 1, iov, (size_t)n * sizeof(*iov));
-	r = writev_all(stripe_wfd(c, s), out, n + 1);
-	if (r == 0) {
+	for (int k = 0; k < n; k++)
+		left += iov[k].iov_len;
+	while (left) {
+		size_t want = left < QFT_CHAN_STRIPE_CHUNK ? left :
+			      QFT_CHAN_STRIPE_CHUNK, took = 0;
+		unsigned s = c->tx_use > 1 ? pick_stripe(c) : 0;
+		int m = 1;
+
+		/* The chunk's slices of the pieces. */
+		while (took < want) {
+			size_t k = iov[i].iov_len - at;
+
+			if (k > want - took)
+				k = want - took;
+			out[m++] = (struct iovec){
+				(uint8_t *)iov[i].iov_base + at, k };
+			took += k;
+			at += k;
+			if (at == iov[i].iov_len) {
+				i++;
+				at = 0;
+			}
+		}
+		qft_store64(hdr, c->tx_seq);
+		qft_store32(hdr + 8, (uint32_t)want);
+		out[0] = (struct iovec){ hdr, sizeof(hdr) };
+		r = writev_all(stripe_wfd(c, s), out, m);
+		if (r < 0)
+			return r;
 		c->tx_seq++;
-		c->tx_records[s]++;
+		c->tx_chunks[s]++;
+		left -= want;
 	}
-	return r;
+	return 0;
 }
 
 static int emit1(struct qft_chan *c, const void *p, size_t len)
@@ -519,6 +547,7 @@ void qft_chan_recv_switch(struct qft_chan *c)
 {
 	c->rx_striped = true;
 	c->rx_seq = 0;
+	c->rx_left = 0;
 	memset(c->rx_known, 0, sizeof(c->rx_known));
 }
 
@@ -535,6 +564,7 @@ void qft_chan_stripes_drop(struct qft_chan *c)
 	c->tx_use = 1;
 	pthread_mutex_unlock(&c->wlock);
 	c->rx_striped = false;
+	c->rx_left = 0;
 	memset(c->rx_known, 0, sizeof(c->rx_known));
 }
 
@@ -601,6 +631,9 @@ static int read_all(int fd, uint8_t *p, size_t n, size_t *got)
 	}
 	return 0;
 }
+
+static int stream_read(struct qft_chan *c, uint8_t *p, size_t n,
+		       size_t *got);
 
 /*
  * qft_hdr_decode for a received header, which may carry QFT_F_LZ4: the
@@ -693,8 +726,7 @@ static void count_plain(struct qft_chan *c, const struct qft_hdr *h)
  * aside, the body straight to in->data, so the frame is at the start of
  * the buffer without being moved there.
  */
-static int recv_sealed(struct qft_chan *c, int fd, struct qbuf *in,
-		       struct qft_hdr *h)
+static int recv_sealed(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
 	uint8_t lenf[QFT_SEAL_LEN_SIZE];
 	size_t got, body, flen;
@@ -702,7 +734,7 @@ static int recv_sealed(struct qft_chan *c, int fd, struct qbuf *in,
 	bool lz4;
 	int r;
 
-	r = read_all(fd, lenf, sizeof(lenf), &got);
+	r = stream_read(c, lenf, sizeof(lenf), &got);
 	if (r < 0)
 		return r == -EPIPE && got ? -EIO : r;
 	/* Bound the body before allocating anything the peer asked for. */
@@ -712,7 +744,7 @@ static int recv_sealed(struct qft_chan *c, int fd, struct qbuf *in,
 	p = qbuf_extend(in, body);
 	if (!p)
 		return -ENOMEM;
-	r = read_all(fd, p, body, &got);
+	r = stream_read(c, p, body, &got);
 	if (r < 0)
 		return r == -EPIPE ? -EIO : r;
 	r = qft_open_split(c->rx, lenf, in->data, body, &flen);
@@ -737,8 +769,7 @@ static int recv_sealed(struct qft_chan *c, int fd, struct qbuf *in,
 	return expand(c, in, c->zbuf.data, h->len, h);
 }
 
-static int recv_plain(struct qft_chan *c, int fd, struct qbuf *in,
-		      struct qft_hdr *h)
+static int recv_plain(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
 	size_t got;
 	uint8_t *p;
@@ -748,7 +779,7 @@ static int recv_plain(struct qft_chan *c, int fd, struct qbuf *in,
 	p = qbuf_extend(in, QFT_HDR_SIZE);
 	if (!p)
 		return -ENOMEM;
-	r = read_all(fd, p, QFT_HDR_SIZE, &got);
+	r = stream_read(c, p, QFT_HDR_SIZE, &got);
 	if (r < 0)
 		return r == -EPIPE && got ? -EIO : r;
 	/* Check the length before allocating anything the peer asked for. */
@@ -766,7 +797,7 @@ static int recv_plain(struct qft_chan *c, int fd, struct qbuf *in,
 		if (!p)
 			return -ENOMEM;
 	}
-	r = read_all(fd, p, h->len, &got);
+	r = stream_read(c, p, h->len, &got);
 	if (r == -EPIPE)
 		return -EIO;
 	if (r < 0)
@@ -778,11 +809,12 @@ static int recv_plain(struct qft_chan *c, int fd, struct qbuf *in,
 }
 
 /*
- * Finds the stripe that holds the record due (rx_seq), reading the
- * numbers of the stripes' next records as they arrive.  Records of one
+ * Finds the stripe that holds the chunk due (rx_seq), reading the
+ * headers of the stripes' next chunks as they arrive.  Chunks of one
  * stripe come in increasing order, so once every stripe's next number
- * is known and none is the one due, it never comes: -EBADMSG, as for
- * a number already past.
+ * is known and none is the one due, it never comes: -EBADMSG, as for a
+ * number already past or a length out of bounds.  -EPIPE when a stripe
+ * ends between chunks.
  */
 static int rx_due(struct qft_chan *c, unsigned *out)
 {
@@ -810,21 +842,58 @@ static int rx_due(struct qft_chan *c, unsigned *out)
 			return -errno;
 		}
 		for (nfds_t k = 0; k < np; k++) {
-			uint8_t num[QFT_CHAN_STRIPE_HDR];
+			uint8_t hdr[QFT_CHAN_STRIPE_HDR];
+			unsigned s = idx[k];
 			size_t got;
 			int r;
 
 			if (!p[k].revents)
 				continue;
-			r = read_all(p[k].fd, num, sizeof(num), &got);
+			r = read_all(p[k].fd, hdr, sizeof(hdr), &got);
 			if (r < 0)
 				return r == -EPIPE && got ? -EIO : r;
-			c->rx_head[idx[k]] = qft_load64(num);
-			c->rx_known[idx[k]] = true;
-			if (c->rx_head[idx[k]] < c->rx_seq)
+			c->rx_head[s] = qft_load64(hdr);
+			c->rx_hlen[s] = qft_load32(hdr + 8);
+			c->rx_known[s] = true;
+			if (c->rx_head[s] < c->rx_seq || c->rx_hlen[s] == 0 ||
+			    c->rx_hlen[s] > QFT_CHAN_STRIPE_CHUNK)
 				return -EBADMSG;
 		}
 	}
+}
+
+/*
+ * Reads exactly n bytes of the stream: from rfd, or when striped from
+ * the chunks in order.  *got as read_all's; a stream that ends between
+ * chunks before the first byte is -EPIPE, inside one -EIO.
+ */
+static int stream_read(struct qft_chan *c, uint8_t *p, size_t n, size_t *got)
+{
+	if (!c->rx_striped)
+		return read_all(c->rfd, p, n, got);
+	*got = 0;
+	while (*got < n) {
+		size_t k, g;
+		unsigned s = 0;
+		int r;
+
+		if (c->rx_left == 0) {
+			r = rx_due(c, &s);
+			if (r < 0)
+				return r;
+			c->rx_cur = s;
+			c->rx_left = c->rx_hlen[s];
+			c->rx_known[s] = false;
+			c->rx_seq++;
+		}
+		k = n - *got < c->rx_left ? n - *got : c->rx_left;
+		r = read_all(stripe_rfd(c, c->rx_cur), p + *got, k, &g);
+		*got += g;
+		c->rx_left -= (uint32_t)g;
+		if (r < 0)
+			return r == -EPIPE ? -EIO : r;
+	}
+	return 0;
 }
 
 int qft_chan_rx_fds(struct qft_chan *c, int *fds, int max)
@@ -833,6 +902,10 @@ int qft_chan_rx_fds(struct qft_chan *c, int *fds, int max)
 
 	if (!c->rx_striped || max < 1) {
 		fds[0] = c->rfd;
+		return 1;
+	}
+	if (c->rx_left) {
+		fds[0] = stripe_rfd(c, c->rx_cur);
 		return 1;
 	}
 	for (unsigned i = 0; i < c->nstripes; i++)
@@ -850,19 +923,6 @@ int qft_chan_rx_fds(struct qft_chan *c, int *fds, int max)
 
 int qft_chan_recv(struct qft_chan *c, struct qbuf *in, struct qft_hdr *h)
 {
-	unsigned s = 0;
-	int fd = c->rfd, r;
-
 	qbuf_reset(in);
-	if (c->rx_striped) {
-		if ((r = rx_due(c, &s)) < 0)
-			return r;
-		fd = stripe_rfd(c, s);
-	}
-	r = c->rx ? recv_sealed(c, fd, in, h) : recv_plain(c, fd, in, h);
-	if (r == 0 && c->rx_striped) {
-		c->rx_known[s] = false;
-		c->rx_seq++;
-	}
-	return r;
+	return c->rx ? recv_sealed(c, in, h) : recv_plain(c, in, h);
 }

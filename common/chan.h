@@ -28,12 +28,14 @@
  * frame that announces it -- qft_chan_send_switch sends that frame the
  * old way and every later one striped; the receiver calls
  * qft_chan_recv_switch once it has read the peer's announcing frame.
- * Striped, a record goes whole on one stripe (the sender takes the one
- * with the least data unacknowledged, among the first `use`), behind
- * its 8-byte number in the stream; the receiver reads the stripe that
- * holds the next number, so frames come out in the order they were
- * sent and sealed records open in counter order.  Any stripe failing
- * fails the channel.
+ * Striped, the stream's bytes go in chunks of at most
+ * QFT_CHAN_STRIPE_CHUNK, each on one stripe (the one with the fewest
+ * bytes not yet sent, among the first `use`) behind its number and
+ * length; the receiver reads the chunks in number order, so the bytes
+ * come out as one stream and records are read and opened as ever.
+ * Chunks, not whole records, so that a slow stripe holds up a chunk's
+ * worth and the sender never waits for one while others are idle.  Any
+ * stripe failing fails the channel.
  *
  * Error convention: 0 or a negative errno.  qft_chan_sendv returns
  * -EINVAL, sending nothing, for pieces that do not make a frame (see
@@ -82,8 +84,10 @@
 
 /* Sockets of one striped stream, the channel's own included. */
 #define QFT_CHAN_MAX_STRIPES 8u
-/* The number before each striped record. */
-#define QFT_CHAN_STRIPE_HDR 8u
+/* A striped chunk: u64 number, u32 length (1 .. QFT_CHAN_STRIPE_CHUNK),
+ * the bytes. */
+#define QFT_CHAN_STRIPE_HDR 12u
+#define QFT_CHAN_STRIPE_CHUNK 65536u
 
 /* What compression did on one channel (payload bytes, headers excluded). */
 struct qft_chan_lz4_stats {
@@ -130,12 +134,15 @@ struct qft_chan {
 	bool tx_striped;
 	unsigned tx_use;         /* stripes sent on: the first tx_use */
 	unsigned tx_next;        /* where the search for one starts */
-	uint64_t tx_seq;         /* the next record's number */
-	uint64_t tx_records[QFT_CHAN_MAX_STRIPES]; /* sent on each */
+	uint64_t tx_seq;         /* the next chunk's number */
+	uint64_t tx_chunks[QFT_CHAN_MAX_STRIPES]; /* sent on each */
 	bool rx_striped;
-	uint64_t rx_seq;         /* the number of the record due */
-	bool rx_known[QFT_CHAN_MAX_STRIPES]; /* rx_head read from it */
-	uint64_t rx_head[QFT_CHAN_MAX_STRIPES]; /* its next record's number */
+	uint64_t rx_seq;         /* the number of the chunk due */
+	unsigned rx_cur;         /* the stripe of the chunk being read */
+	uint32_t rx_left;        /* its bytes not read yet */
+	bool rx_known[QFT_CHAN_MAX_STRIPES]; /* its next header was read */
+	uint64_t rx_head[QFT_CHAN_MAX_STRIPES]; /* its next chunk's number */
+	uint32_t rx_hlen[QFT_CHAN_MAX_STRIPES]; /* ... and length */
 };
 
 int qft_chan_init(struct qft_chan *c, int rfd, int wfd);

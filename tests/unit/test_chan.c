@@ -1399,7 +1399,7 @@ static void test_striped(enum qft_lz4_mode mode, bool sealed)
 	CHECK_EQ(received, NSENDERS * PER_SENDER);
 	CHECK_EQ(bad, 0);
 	for (unsigned i = 0; i < NSTRIPES; i++)
-		CHECK(tx.tx_records[i] > 0);
+		CHECK(tx.tx_chunks[i] > 0);
 	qft_chan_destroy(&tx);
 	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EPIPE);
 	qft_chan_destroy(&rx);
@@ -1409,13 +1409,24 @@ static void test_striped(enum qft_lz4_mode mode, bool sealed)
 	check_ctx("%s", "");
 }
 
-/* A striped record behind a raw number, on stripe i of the pair. */
+/* A plain frame as one striped chunk behind a raw number. */
 static void raw_striped(int fd, uint64_t num, uint16_t op, uint64_t id)
 {
 	uint8_t b[QFT_CHAN_STRIPE_HDR + QFT_HDR_SIZE];
 
 	qft_store64(b, num);
+	qft_store32(b + 8, QFT_HDR_SIZE);
 	put_header(b + QFT_CHAN_STRIPE_HDR, 0, op, 0, id);
+	raw_write(fd, b, sizeof(b));
+}
+
+/* A chunk header alone, with the length given. */
+static void raw_chunk_hdr(int fd, uint64_t num, uint32_t len)
+{
+	uint8_t b[QFT_CHAN_STRIPE_HDR];
+
+	qft_store64(b, num);
+	qft_store32(b + 8, len);
 	raw_write(fd, b, sizeof(b));
 }
 
@@ -1450,6 +1461,35 @@ static void test_striped_hostile(void)
 	qft_chan_destroy(&tx);
 	qft_chan_destroy(&rx);
 
+	check_ctx("striped: chunk lengths 0 and over the chunk size");
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	raw_chunk_hdr(tx.wfd, 0, 0);
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EBADMSG);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	raw_chunk_hdr(tx.sfd[1], 0, QFT_CHAN_STRIPE_CHUNK + 1);
+	CHECK_EQ(qft_chan_recv(&rx, &in, &h), -EBADMSG);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+
+	check_ctx("striped: a frame split over chunks of two stripes");
+	striped_pair(&tx, &rx, NSTRIPES, &in);
+	{
+		uint8_t f[QFT_HDR_SIZE];
+
+		put_header(f, 0, QFT_OP_PING, 0, 42);
+		raw_chunk_hdr(tx.sfd[2], 1, QFT_HDR_SIZE - 5);
+		raw_write(tx.sfd[2], f + 5, QFT_HDR_SIZE - 5);
+		raw_chunk_hdr(tx.wfd, 0, 5);
+		raw_write(tx.wfd, f, 5);
+		CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
+		CHECK_EQ(h.op, QFT_OP_PING);
+		CHECK_EQ(h.id, 42);
+	}
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+
 	check_ctx("striped: a stripe cut inside a number");
 	striped_pair(&tx, &rx, NSTRIPES, &in);
 	raw_write(tx.sfd[3], "\0\0\0", 3);
@@ -1466,9 +1506,9 @@ static void test_striped_hostile(void)
 		CHECK_EQ(qft_chan_send(&tx, ping, sizeof(ping)), 0);
 	for (int i = 0; i < 20; i++)
 		CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
-	CHECK_EQ(tx.tx_records[0], 20);
+	CHECK_EQ(tx.tx_chunks[0], 20);
 	for (unsigned i = 1; i < NSTRIPES; i++)
-		CHECK_EQ(tx.tx_records[i], 0);
+		CHECK_EQ(tx.tx_chunks[i], 0);
 	/* the receiver waits on the one stripe that holds what is due */
 	{
 		int fds[QFT_CHAN_MAX_STRIPES];
