@@ -216,8 +216,9 @@ void qft_chan_end_locked(struct qft_chan *c);
 unsigned qft_chan_tx_use(struct qft_chan *c);
 /*
  * The descriptors a receiver waiting for the next frame should poll: the
- * channel's own, or when striped the stripe known to hold the next
- * record, else every stripe whose next record is not known yet.  Fills
+ * channel's own, or when striped the stripe of the chunk being read or
+ * known to hold the next one, else every stripe whose next chunk is not
+ * known yet.  Fills
  * fds[0..max) and returns how many (at least 1).  Receiving thread only.
  */
 int qft_chan_rx_fds(struct qft_chan *c, int *fds, int max);

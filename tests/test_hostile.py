@@ -617,6 +617,12 @@ def _stdio_faults():
             (_frame('WRITE', wpay[:-4] + b'') + evil, False),
         'unknown-flag-mkdir': (wire.frame('MKDIR', mk, flags=0x4000) + write,
                                False),
+        # a STRIPE switch the connection never agreed on (no session to
+        # take stripes from): the peer would send striped next, so the
+        # server must close rather than answer
+        'stripe-not-agreed': (wire.encode_request('STRIPE', 52, count=3,
+                                                  opflags=0) + evil + write,
+                              False),
     }
 
 

@@ -72,6 +72,8 @@ OPS = {
     # Walk-ahead (FEAT_FETCH); the names and records: enc_fetch_names,
     # parse_fetch.
     'FETCH': (41, ('path', 'length', 'data'), ('data',)),
+    # Striping (FEAT_STRIPES): count 0 joins, 1..7 on bulk takes.
+    'STRIPE': (43, ('count', 'opflags'), ('count',)),
 }
 OP_NAMES = {v[0]: k for k, v in OPS.items()}
 
