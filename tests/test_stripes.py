@@ -23,7 +23,7 @@ import os
 import random
 import re
 import subprocess
-import time
+import threading
 
 import pytest
 
@@ -31,8 +31,8 @@ import util
 from util import MiB
 
 from netns import lab, link  # noqa: F401
-from test_faults import (COPY_SIZE, FeedCopy, home, served,  # noqa: F401
-                         ssh_mount, wait_for)
+from test_faults import (COPY_SIZE, Bg, FeedCopy, home,  # noqa: F401
+                         served, ssh_mount, wait_for)
 from test_resume import fed_digest
 
 P = os.path.join
@@ -137,30 +137,90 @@ def test_striped_copies_both_ways(link, mounter, tmp_path, served, home,
     assert len(busy_up) == 4 and len(busy_down) == 4, conns
 
 
-@pytest.mark.deadline(240)
-def test_one_stripe_reset_mid_copy(link, mounter, tmp_path, served, home):
-    """`ss -K` of one stripe's connection 16 MiB into a 64 MiB striped
-    upload: the session resumes (stripes made anew) and the copy
-    completes byte for byte."""
-    m = striped_mount(mounter, link, home, served, opts=['resume=60'])
-    target = P(served, 'big')
-    copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)
-    assert copy.feed(24 * MiB), 'cp stopped reading before any fault'
-    wait_for(lambda: os.path.exists(target) and
-             os.path.getsize(target) >= 16 * MiB, 60,
-             'the server to write 16 MiB')
-    busy = [c for c in server_conns(link.ns, served) if c[2] > MiB]
-    assert len(busy) >= 2, busy
-    port = busy[-1][0]
-    r = util.run(link.ns.nsenter() + ['ss', '-K', '-t', 'state',
+def reset_one_stripe(lab_, served_, busy):
+    """`ss -K` of one of the server's connections that `busy` picks
+    (a stripe that carried data), by its client-side port."""
+    conns = [c for c in server_conns(lab_.ns, served_) if busy(c)]
+    assert len(conns) >= 2, conns
+    port = conns[-1][0]
+    r = util.run(lab_.ns.nsenter() + ['ss', '-K', '-t', 'state',
                                       'established', 'dport', '=',
                                       ':' + port], timeout=10)
     assert r.returncode == 0, r.stderr
-    copy.done()
-    rc = copy.cp.wait(120 * util.timeout_scale())
-    copy.finish()
-    assert rc == 0, 'cp failed across a stripe reset: %s' % copy.cp.output
-    assert digest(target) == fed_digest(COPY_SIZE)
+    return port
+
+
+@pytest.mark.deadline(240)
+@pytest.mark.parametrize('compress', ['none', 'lz4'])
+@pytest.mark.parametrize('mode', ['up', 'up-async', 'down'])
+def test_one_stripe_reset_mid_copy(link, mounter, tmp_path, served, home,
+                                   mode, compress):
+    """`ss -K` of one stripe's connection 16 MiB into a 64 MiB striped
+    copy (up with commit=close or async, down): the session resumes,
+    the new link is striped again, and the copy completes byte for
+    byte."""
+    opts = ['resume=60', 'compress=' + compress]
+    if mode == 'up-async':
+        opts.append('commit=async')
+    m = striped_mount(mounter, link, home, served, opts=opts)
+    if mode.startswith('up'):
+        target = P(served, 'big')
+        copy = FeedCopy(tmp_path, P(m.mnt, 'big'), m)
+        try:
+            assert copy.feed(24 * MiB), 'cp stopped reading before any fault'
+            wait_for(lambda: os.path.exists(target) and
+                     os.path.getsize(target) >= 16 * MiB, 60,
+                     'the server to write 16 MiB')
+            reset_one_stripe(link, served, lambda c: c[2] > MiB)
+            copy.done()
+            rc = copy.cp.wait(120 * util.timeout_scale())
+        finally:
+            copy.finish()
+        assert rc == 0, 'cp failed across a stripe reset: %s' % \
+            copy.cp.output
+        if mode == 'up-async':
+            r = util.run([util.client_bin(m.build), '--sync', m.mnt],
+                         timeout=120)
+            assert r.returncode == 0, r.stderr
+        assert digest(target) == fed_digest(COPY_SIZE)
+    else:
+        src = P(served, 'big')
+        write_random(src, COPY_SIZE, 5)
+        want = digest(src)
+        fifo = str(tmp_path / 'out')
+        os.mkfifo(fifo)
+        cp = Bg(['cp', P(m.mnt, 'big'), fifo], m, tmp=str(tmp_path))
+        got = {'n': 0, 'h': hashlib.sha256(), 'err': None}
+        go = threading.Event()
+
+        def drain():
+            try:
+                with open(fifo, 'rb') as f:
+                    while True:
+                        if got['n'] >= 16 * MiB and not go.is_set():
+                            go.wait(120)
+                        b = f.read(64 * 1024)
+                        if not b:
+                            break
+                        got['h'].update(b)
+                        got['n'] += len(b)
+            except OSError as e:
+                got['err'] = e
+
+        t = threading.Thread(target=drain, daemon=True)
+        t.start()
+        try:
+            wait_for(lambda: got['n'] >= 16 * MiB, 60, 'cp to read 16 MiB')
+            reset_one_stripe(link, served, lambda c: c[1] > MiB)
+            go.set()
+            rc = cp.wait(120 * util.timeout_scale())
+            t.join(30)
+        finally:
+            go.set()
+            cp.finish()
+        assert rc == 0, 'cp failed across a stripe reset: %s' % cp.output
+        assert got['err'] is None, got['err']
+        assert got['n'] == COPY_SIZE and got['h'].hexdigest() == want
     st = stats(m)
     assert st['resumes'] >= 1, st
     assert st['streams'] == 4, st
