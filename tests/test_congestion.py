@@ -97,9 +97,10 @@ def chosen(st):
     return (up[0] if up else None, down[0] if down else None)
 
 
-def server_socket_cc(ns, served):
-    """The congestion control of every established TCP socket of the
-    qftfs-server serving `served`, as the kernel shows them."""
+def server_sockets(ns, served):
+    """The established TCP sockets of the qftfs-server serving `served`
+    (a unique temp path), as `ss -ti` in its namespace shows them: a list
+    of (client-side port, the details line)."""
     pids = {str(p) for p in util.find_processes('--root ' + served)}
     r = util.run(ns.nsenter() + ['ss', '-t', '-i', '-n', '-p', '-H',
                                  'state', 'established'], timeout=10)
@@ -113,6 +114,14 @@ def server_socket_cc(ns, served):
         # ss prints the details on the next, indented line (or, with
         # -H, sometimes on the same one)
         info = line + ' ' + (lines[i + 1] if i + 1 < len(lines) else '')
+        found.append((line.split()[-2].rsplit(':', 1)[1], info))
+    return found
+
+
+def server_socket_cc(ns, served):
+    """The congestion control of each of those sockets."""
+    found = []
+    for _, info in server_sockets(ns, served):
         names = [w for w in info.split() if w in available()]
         assert names, 'no algorithm in: %r' % info
         found.append(names[0])
@@ -268,15 +277,7 @@ def test_resumed_connections_keep_the_choice(link, mounter, served, home):
 
 def data_ports(ns, served):
     """The client-side ports of the server's established connections."""
-    pids = {str(p) for p in util.find_processes('--root ' + served)}
-    r = util.run(ns.nsenter() + ['ss', '-t', '-n', '-p', '-H', 'state',
-                                 'established'], timeout=10)
-    ports = []
-    for line in r.stdout.splitlines():
-        m = re.search(r'"qftfs-server",pid=(\d+)', line)
-        if m and m.group(1) in pids:
-            ports.append(line.split()[-2].rsplit(':', 1)[1])
-    return ports
+    return [port for port, _ in server_sockets(ns, served)]
 
 
 def test_local_mount_has_no_congestion_keys(mounter):

@@ -270,6 +270,59 @@ class FeedCopy:
                 pass
 
 
+class DrainCopy:
+    """`cp SOURCE FIFO` with the FIFO drained by the test, which stops
+    reading once `pause_at` bytes came, until go(): the download is then
+    in the middle however fast the machine is.  n, digest(): what was
+    read; err: an error reading it."""
+
+    def __init__(self, tmp_path, source, mount, pause_at):
+        self.fifo = str(tmp_path / 'out')
+        os.mkfifo(self.fifo)
+        self.pause_at = pause_at
+        self.n = 0
+        self.err = None
+        self._h = hashlib.sha256()
+        self._go = threading.Event()
+        self.cp = Bg(['cp', source, self.fifo], mount, tmp=str(tmp_path))
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+
+    def _drain(self):
+        try:
+            with open(self.fifo, 'rb') as f:
+                while True:
+                    if self.n >= self.pause_at and not self._go.is_set():
+                        self._go.wait(120)
+                    b = f.read(64 * 1024)
+                    if not b:
+                        break
+                    self._h.update(b)
+                    self.n += len(b)
+        except OSError as e:
+            self.err = e
+
+    def paused(self, timeout=60):
+        """Waits until the drain reached pause_at (fails otherwise)."""
+        wait_for(lambda: self.n >= self.pause_at, timeout,
+                 'cp to read %d bytes' % self.pause_at)
+
+    def go(self):
+        self._go.set()
+
+    def wait(self, timeout):
+        rc = self.cp.wait(timeout)
+        self._t.join(30)
+        return rc
+
+    def digest(self):
+        return self._h.hexdigest()
+
+    def finish(self):
+        self._go.set()
+        self.cp.finish()
+
+
 # ---------------------------------------------------------------------------
 # Mounts
 

@@ -47,7 +47,7 @@ import wire
 from util import MiB
 
 from netns import lab, link  # noqa: F401
-from test_faults import (Bg, FeedCopy, file_size, home, served,  # noqa: F401
+from test_faults import (DrainCopy, FeedCopy, file_size, home, served,  # noqa: F401
                          kill_servers, server_pids, ssh_mount, until_works,
                          wait_for, run_bounded, wait_no_server)
 
@@ -175,45 +175,23 @@ def test_download_across_cut(link, mounter, tmp_path, served, home):
             f.write(rnd.randbytes(MiB))
     want = digest(src)
     m = ssh_mount(mounter, link, home, served, opts=OPTS)
-    fifo = str(tmp_path / 'out')
-    os.mkfifo(fifo)
-    cp = Bg(['cp', P(m.mnt, 'big'), fifo], m, tmp=str(tmp_path))
-    got = {'n': 0, 'h': hashlib.sha256(), 'err': None}
-    go = threading.Event()
-
-    def drain():
-        try:
-            with open(fifo, 'rb') as f:
-                while True:
-                    if got['n'] >= 16 * MiB and not go.is_set():
-                        go.wait(120)
-                    b = f.read(64 * 1024)
-                    if not b:
-                        break
-                    got['h'].update(b)
-                    got['n'] += len(b)
-        except OSError as e:
-            got['err'] = e
-
-    t = threading.Thread(target=drain, daemon=True)
-    t.start()
+    cp = DrainCopy(tmp_path, P(m.mnt, 'big'), m, 16 * MiB)
     try:
-        wait_for(lambda: got['n'] >= 16 * MiB, 60, 'cp to read 16 MiB')
+        cp.paused()
         link.cut()
-        go.set()
+        cp.go()
         time.sleep(CUT)
-        assert cp.proc.poll() is None, 'cp ended in the cut: ' + cp.output
-        assert got['n'] < COPY_SIZE, \
+        assert cp.cp.proc.poll() is None, 'cp ended in the cut: ' + \
+            cp.cp.output
+        assert cp.n < COPY_SIZE, \
             'the whole file was read before the heal: the cut was late'
         link.heal()
         rc = cp.wait(GRACE + SLACK)
-        t.join(30)
     finally:
-        go.set()
         cp.finish()
-    assert rc == 0, 'cp failed across a %d s cut: %s' % (CUT, cp.output)
-    assert got['err'] is None, got['err']
-    assert got['n'] == COPY_SIZE and got['h'].hexdigest() == want
+    assert rc == 0, 'cp failed across a %d s cut: %s' % (CUT, cp.cp.output)
+    assert cp.err is None, cp.err
+    assert cp.n == COPY_SIZE and cp.digest() == want
     assert_resumed(m)
     problems = m.stop()
     assert not problems, '\n'.join(problems)

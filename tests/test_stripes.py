@@ -18,12 +18,10 @@ streams=1 keeps one connection.
 """
 
 import hashlib
-import json
 import os
 import random
 import re
 import subprocess
-import threading
 
 import pytest
 
@@ -31,21 +29,15 @@ import util
 from util import MiB
 
 from netns import lab, link  # noqa: F401
-from test_faults import (COPY_SIZE, Bg, FeedCopy, home,  # noqa: F401
-                         served, ssh_mount, wait_for)
+from test_faults import (COPY_SIZE, DrainCopy, FeedCopy,  # noqa: F401
+                         home, served, ssh_mount, wait_for)
+from test_congestion import server_sockets, stats
 from test_resume import fed_digest
 
 P = os.path.join
 SIZES = [0, 1, 4095, 65537, MiB + 1, 13 * MiB + 7]
 NO_NET_ADMIN = 'setpriv --bounding-set=-net_admin --inh-caps=-net_admin'
 RTT_KNOB = 'QFTFS_FAULT_STRIPE_RTT_US'
-
-
-def stats(m):
-    r = util.run([util.client_bin(m.build), '--stats', '--json', m.mnt],
-                 timeout=10)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 def digest(path):
@@ -67,19 +59,10 @@ def write_random(path, size, seed):
 
 
 def server_conns(ns, served):
-    """The server's established connections: (client port, bytes acked
-    by the client... as ss -ti shows them)."""
-    pids = {str(p) for p in util.find_processes('--root ' + served)}
-    r = util.run(ns.nsenter() + ['ss', '-t', '-i', '-n', '-p', '-H',
-                                 'state', 'established'], timeout=10)
+    """The server's established connections: (client-side port, bytes
+    the client acknowledged, bytes received from it)."""
     out = []
-    lines = r.stdout.splitlines()
-    for i, line in enumerate(lines):
-        m = re.search(r'"qftfs-server",pid=(\d+)', line)
-        if not m or m.group(1) not in pids:
-            continue
-        info = line + ' ' + (lines[i + 1] if i + 1 < len(lines) else '')
-        port = line.split()[-2].rsplit(':', 1)[1]
+    for port, info in server_sockets(ns, served):
         acked = re.search(r'bytes_acked:(\d+)', info)
         rcvd = re.search(r'bytes_received:(\d+)', info)
         out.append((port, int(acked.group(1)) if acked else 0,
@@ -187,40 +170,18 @@ def test_one_stripe_reset_mid_copy(link, mounter, tmp_path, served, home,
         src = P(served, 'big')
         write_random(src, COPY_SIZE, 5)
         want = digest(src)
-        fifo = str(tmp_path / 'out')
-        os.mkfifo(fifo)
-        cp = Bg(['cp', P(m.mnt, 'big'), fifo], m, tmp=str(tmp_path))
-        got = {'n': 0, 'h': hashlib.sha256(), 'err': None}
-        go = threading.Event()
-
-        def drain():
-            try:
-                with open(fifo, 'rb') as f:
-                    while True:
-                        if got['n'] >= 16 * MiB and not go.is_set():
-                            go.wait(120)
-                        b = f.read(64 * 1024)
-                        if not b:
-                            break
-                        got['h'].update(b)
-                        got['n'] += len(b)
-            except OSError as e:
-                got['err'] = e
-
-        t = threading.Thread(target=drain, daemon=True)
-        t.start()
+        cp = DrainCopy(tmp_path, P(m.mnt, 'big'), m, 16 * MiB)
         try:
-            wait_for(lambda: got['n'] >= 16 * MiB, 60, 'cp to read 16 MiB')
+            cp.paused()
             reset_one_stripe(link, served, lambda c: c[1] > MiB)
-            go.set()
+            cp.go()
             rc = cp.wait(120 * util.timeout_scale())
-            t.join(30)
         finally:
-            go.set()
             cp.finish()
-        assert rc == 0, 'cp failed across a stripe reset: %s' % cp.output
-        assert got['err'] is None, got['err']
-        assert got['n'] == COPY_SIZE and got['h'].hexdigest() == want
+        assert rc == 0, 'cp failed across a stripe reset: %s' % \
+            cp.cp.output
+        assert cp.err is None, cp.err
+        assert cp.n == COPY_SIZE and cp.digest() == want
     st = stats(m)
     assert st['resumes'] >= 1, st
     assert st['streams'] == 4, st

@@ -660,6 +660,47 @@ static void *sender_run(void *arg)
 	return NULL;
 }
 
+/*
+ * Receives the frames of NSENDERS sender_run threads from `rx`: each must
+ * decode and carry exactly its sender's bytes, in its sender's order
+ * (next[] says how far each got).  Returns how many came; *bad counts
+ * the wrong ones.
+ */
+static int receive_senders(struct qft_chan *rx, struct qbuf *in,
+			   int next[NSENDERS], int *bad)
+{
+	struct qft_hdr h;
+	struct qft_msg m;
+	int received = 0, r;
+
+	*bad = 0;
+	while (received < NSENDERS * PER_SENDER) {
+		r = qft_chan_recv(rx, in, &h);
+		if (r < 0) {
+			CHECK_EQ(r, 0);
+			break;
+		}
+		r = qft_msg_decode(&m, in->data, in->len);
+		if (r < 0) {
+			CHECK_EQ(r, 0);
+			break;
+		}
+		int idx = (int)(m.id >> 32), seq = (int)(uint32_t)m.id;
+		bool ok = idx >= 0 && idx < NSENDERS && seq == next[idx] &&
+			  m.handle == 1 + (uint64_t)idx &&
+			  m.data.len == frame_data_len(idx, seq);
+
+		for (size_t i = 0; ok && i < m.data.len; i++)
+			ok = m.data.p[i] == frame_byte(m.id, i);
+		if (!ok && ++*bad <= 3)
+			CHECK(!"frame from a sender arrived intact and in order");
+		if (idx >= 0 && idx < NSENDERS)
+			next[idx] = seq + 1;
+		received++;
+	}
+	return received;
+}
+
 static void test_concurrent_senders(enum qft_lz4_mode mode)
 {
 	struct qft_chan tx, rx;
@@ -668,8 +709,7 @@ static void test_concurrent_senders(enum qft_lz4_mode mode)
 	int next[NSENDERS] = { 0 };
 	struct qbuf in;
 	struct qft_hdr h;
-	struct qft_msg m;
-	int sv[2], received = 0, bad = 0, r;
+	int sv[2], received = 0, bad = 0;
 
 	check_ctx("concurrent senders, compress=%s", qft_lz4_mode_name(mode));
 	make_pair(sv);
@@ -684,31 +724,7 @@ static void test_concurrent_senders(enum qft_lz4_mode mode)
 		start(&t[i], sender_run, &s[i]);
 	}
 	qbuf_init(&in, FRAME_LIMIT);
-	while (received < NSENDERS * PER_SENDER) {
-		r = qft_chan_recv(&rx, &in, &h);
-		if (r < 0) {
-			CHECK_EQ(r, 0);
-			break;
-		}
-		/* Every frame decodes and carries exactly its sender's bytes. */
-		r = qft_msg_decode(&m, in.data, in.len);
-		if (r < 0) {
-			CHECK_EQ(r, 0);
-			break;
-		}
-		int idx = (int)(m.id >> 32), seq = (int)(uint32_t)m.id;
-		bool ok = idx >= 0 && idx < NSENDERS && seq == next[idx] &&
-			  m.handle == 1 + (uint64_t)idx &&
-			  m.data.len == frame_data_len(idx, seq);
-
-		for (size_t i = 0; ok && i < m.data.len; i++)
-			ok = m.data.p[i] == frame_byte(m.id, i);
-		if (!ok && ++bad <= 3)
-			CHECK(!"frame from a sender arrived intact and in order");
-		if (idx >= 0 && idx < NSENDERS)
-			next[idx] = seq + 1;
-		received++;
-	}
+	received = receive_senders(&rx, &in, next, &bad);
 	for (int i = 0; i < NSENDERS; i++) {
 		pthread_join(t[i], NULL);
 		CHECK_EQ(s[i].err, 0);
@@ -1345,8 +1361,7 @@ static void test_striped(enum qft_lz4_mode mode, bool sealed)
 	struct seals k;
 	struct qbuf in;
 	struct qft_hdr h;
-	struct qft_msg m;
-	int received = 0, bad = 0, r;
+	int received = 0, bad = 0;
 
 	check_ctx("striped, compress=%s, %s", qft_lz4_mode_name(mode),
 		  sealed ? "sealed" : "plain");
@@ -1369,29 +1384,7 @@ static void test_striped(enum qft_lz4_mode mode, bool sealed)
 		s[i] = (struct sender){ .ch = &tx, .idx = i };
 		start(&t[i], sender_run, &s[i]);
 	}
-	while (received < NSENDERS * PER_SENDER) {
-		r = qft_chan_recv(&rx, &in, &h);
-		if (r < 0) {
-			CHECK_EQ(r, 0);
-			break;
-		}
-		r = qft_msg_decode(&m, in.data, in.len);
-		if (r < 0) {
-			CHECK_EQ(r, 0);
-			break;
-		}
-		int idx = (int)(m.id >> 32), seq = (int)(uint32_t)m.id;
-		bool ok = idx >= 0 && idx < NSENDERS && seq == next[idx] &&
-			  m.data.len == frame_data_len(idx, seq);
-
-		for (size_t i = 0; ok && i < m.data.len; i++)
-			ok = m.data.p[i] == frame_byte(m.id, i);
-		if (!ok && ++bad <= 3)
-			CHECK(!"striped frame arrived intact and in order");
-		if (idx >= 0 && idx < NSENDERS)
-			next[idx] = seq + 1;
-		received++;
-	}
+	received = receive_senders(&rx, &in, next, &bad);
 	for (int i = 0; i < NSENDERS; i++) {
 		pthread_join(t[i], NULL);
 		CHECK_EQ(s[i].err, 0);
