@@ -1734,8 +1734,13 @@ int srv_op_dispatch(struct srv *s, const struct qft_msg *req)
 		return -EPROTO;
 	}
 	/* Answered by a switch of the channel, never kept for a replay. */
-	if (req->op == QFT_OP_STRIPE)
-		return srv_resume_stripe(s, req);
+	if (req->op == QFT_OP_STRIPE) {
+		r = srv_resume_stripe(s, req);
+		if (r != -EPIPE)
+			return r;
+		srv_op_link_down(s);
+		return 0;
+	}
 	qft_msg_init_reply(&rep, req);
 	/* The decoder accepts only known opcodes, all of which are here. */
 	if (req->op < QFT_OP__COUNT && handlers[req->op])

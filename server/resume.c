@@ -21,7 +21,6 @@
 #include "chan.h"
 #include "errmap.h"
 #include "log.h"
-#include "ops.h"
 #include "replay.h"
 #include "resume.h"
 #include "session.h"
@@ -835,9 +834,10 @@ int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
 		r = qft_chan_send_switch(&s->chan, s->out.data, s->out.len,
 					 use);
 	if (r < 0) {
+		/* The caller takes the lane down, as for any reply that
+		 * cannot go out. */
 		qft_debug("cannot answer STRIPE: %s", strerror(-r));
-		srv_op_link_down(s);
-		return 0;
+		return -EPIPE;
 	}
 	qft_info("bulk data striped over %u connections; downloads go on "
 		 "%u (congestion control %s)", n + 1, use, cc[0] ? cc : "?");

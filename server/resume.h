@@ -136,7 +136,8 @@ int srv_resume_wait(struct srv *s);
  * true when granted (the session takes connections: resumable).
  * srv_resume_stripe answers a STRIPE on bulk (s's lane): takes the
  * connections that joined, switches the channel to them and replies; 0,
- * or -errno when the connection must close (logged).
+ * -EPIPE when the reply could not be sent (the lane is down), or
+ * another -errno when the connection must close (logged).
  */
 bool srv_resume_stripes_grant(struct srv_resume *rs);
 int srv_resume_stripe(struct srv *s, const struct qft_msg *req);
