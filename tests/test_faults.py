@@ -31,6 +31,7 @@ that inject link faults run with -o timeout=5 -o keepalive=2 so that a
 deadline is seconds, not the default 30.
 """
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -654,23 +655,30 @@ def test_unmount_while_cut(link, mounter, served, home):
 # ---------------------------------------------------------------------------
 # 5. A full disk, through the encrypted data plane
 
-@pytest.fixture
-def full_ssh_mount(lab, mounter, home, tmp_path, need_root):
+@contextlib.contextmanager
+def small_disk(tmp_path):
+    """tmp_path/served on a 16 MiB tmpfs (skips where none can be made),
+    unmounted after; stop the mount on it first."""
     served = str(tmp_path / 'served')
     os.mkdir(served)
     r = util.run(['mount', '-t', 'tmpfs', '-o', 'size=16m,mode=0755',
                   'qftfs-fault-tmpfs', served])
     if r.returncode != 0:
         pytest.skip('cannot mount a tmpfs: %s' % r.stderr.strip())
-    problems = []
     try:
-        m = ssh_mount(mounter, lab, home, served)
-        yield served, m
-        problems = m.stop()     # FUSE before the tmpfs under it
+        yield served
     finally:
         r = util.run(['umount', served], timeout=60)
         if r.returncode != 0:
             util.run(['umount', '-l', served], timeout=60)
+
+
+@pytest.fixture
+def full_ssh_mount(lab, mounter, home, tmp_path, need_root):
+    with small_disk(tmp_path) as served:
+        m = ssh_mount(mounter, lab, home, served)
+        yield served, m
+        problems = m.stop()     # FUSE before the tmpfs under it
     if problems:
         pytest.fail('\n'.join(problems), pytrace=False)
 

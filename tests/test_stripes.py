@@ -17,7 +17,6 @@ not use bbr gets stripes, one where both sides use bbr does not, and
 streams=1 keeps one connection.
 """
 
-import hashlib
 import os
 import random
 import re
@@ -30,22 +29,15 @@ from util import MiB
 
 from netns import lab, link  # noqa: F401
 from test_faults import (COPY_SIZE, DrainCopy, FeedCopy,  # noqa: F401
-                         home, served, ssh_mount, wait_for)
+                         home, served, small_disk, ssh_mount,
+                         wait_for)
 from test_congestion import server_sockets, stats
-from test_resume import fed_digest
+from test_resume import digest, fed_digest
 
 P = os.path.join
 SIZES = [0, 1, 4095, 65537, MiB + 1, 13 * MiB + 7]
 NO_NET_ADMIN = 'setpriv --bounding-set=-net_admin --inh-caps=-net_admin'
 RTT_KNOB = 'QFTFS_FAULT_STRIPE_RTT_US'
-
-
-def digest(path):
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for b in iter(lambda: f.read(MiB), b''):
-            h.update(b)
-    return h.hexdigest()
 
 
 def write_random(path, size, seed):
@@ -193,14 +185,7 @@ def test_striped_write_error_reaches_close(link, mounter, tmp_path, home,
     """A 32 MiB striped upload onto a 16 MiB disk: WRITEs on every
     stripe, one of them the first to fail; cp's close reports ENOSPC and
     what landed is the source's beginning."""
-    served_ = str(tmp_path / 'served')
-    os.mkdir(served_)
-    r = util.run(['mount', '-t', 'tmpfs', '-o', 'size=16m,mode=0755',
-                  'qftfs-test-tmpfs', served_])
-    if r.returncode != 0:
-        pytest.skip('cannot mount a tmpfs: %s' % r.stderr.strip())
-    problems = []
-    try:
+    with small_disk(tmp_path) as served_:
         m = striped_mount(mounter, link, home, served_)
         assert stats(m)['streams'] == 4
         source = str(tmp_path / 'big')
@@ -213,10 +198,6 @@ def test_striped_write_error_reaches_close(link, mounter, tmp_path, home,
         with open(source, 'rb') as a, open(P(served_, 'big'), 'rb') as b:
             assert a.read(size) == b.read(size)
         problems = m.stop()
-    finally:
-        r = util.run(['umount', served_], timeout=60)
-        if r.returncode != 0:
-            util.run(['umount', '-l', served_], timeout=60)
     assert not problems, problems
 
 

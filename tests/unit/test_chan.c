@@ -660,6 +660,22 @@ static void *sender_run(void *arg)
 	return NULL;
 }
 
+/* Compression as `mode` says from tx to rx, and NSENDERS sender_run
+ * threads on tx. */
+static void start_senders(struct qft_chan *tx, struct qft_chan *rx,
+			  enum qft_lz4_mode mode, struct sender s[NSENDERS],
+			  pthread_t t[NSENDERS])
+{
+	if (mode != QFT_LZ4_NONE) {
+		qft_chan_set_lz4(tx, mode);
+		qft_chan_set_lz4(rx, QFT_LZ4_NONE);
+	}
+	for (int i = 0; i < NSENDERS; i++) {
+		s[i] = (struct sender){ .ch = tx, .idx = i };
+		start(&t[i], sender_run, &s[i]);
+	}
+}
+
 /*
  * Receives the frames of NSENDERS sender_run threads from `rx`: each must
  * decode and carry exactly its sender's bytes, in its sender's order
@@ -715,14 +731,7 @@ static void test_concurrent_senders(enum qft_lz4_mode mode)
 	make_pair(sv);
 	CHECK_EQ(qft_chan_init(&tx, sv[0], sv[0]), 0);
 	CHECK_EQ(qft_chan_init(&rx, sv[1], sv[1]), 0);
-	if (mode != QFT_LZ4_NONE) {
-		qft_chan_set_lz4(&tx, mode);
-		qft_chan_set_lz4(&rx, QFT_LZ4_NONE);
-	}
-	for (int i = 0; i < NSENDERS; i++) {
-		s[i] = (struct sender){ .ch = &tx, .idx = i };
-		start(&t[i], sender_run, &s[i]);
-	}
+	start_senders(&tx, &rx, mode, s, t);
 	qbuf_init(&in, FRAME_LIMIT);
 	received = receive_senders(&rx, &in, next, &bad);
 	for (int i = 0; i < NSENDERS; i++) {
@@ -1376,14 +1385,7 @@ static void test_striped(enum qft_lz4_mode mode, bool sealed)
 		qft_chan_set_seal(&tx, &k.tx, NULL);
 		qft_chan_set_seal(&rx, NULL, &k.rx);
 	}
-	if (mode != QFT_LZ4_NONE) {
-		qft_chan_set_lz4(&tx, mode);
-		qft_chan_set_lz4(&rx, QFT_LZ4_NONE);
-	}
-	for (int i = 0; i < NSENDERS; i++) {
-		s[i] = (struct sender){ .ch = &tx, .idx = i };
-		start(&t[i], sender_run, &s[i]);
-	}
+	start_senders(&tx, &rx, mode, s, t);
 	received = receive_senders(&rx, &in, next, &bad);
 	for (int i = 0; i < NSENDERS; i++) {
 		pthread_join(t[i], NULL);
