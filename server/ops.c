@@ -1675,6 +1675,15 @@ static int send_reply(struct srv *s, const struct qft_msg *rep)
 		srv_op_link_down(s);
 		return 0;
 	}
+	if (s->replay && !s->link_dead &&
+	    srv_replay_fault_late(s->replay, rep->op, rep->id)) {
+		qft_warn("fault injection: holding the reply to %s id %llu "
+			 "until the %s connection is resumed, and cutting it",
+			 qft_op_name(rep->op), (unsigned long long)rep->id,
+			 s->is_meta ? "meta" : "bulk");
+		srv_op_link_down(s);
+		return 0;
+	}
 #endif
 	/* A resumable lane whose connection died keeps the reply for the
 	 * RESUME and goes on finishing what it received. */

@@ -23,6 +23,9 @@ struct srv_replay {
 	uint64_t next;       /* the id expected next */
 	struct slot slot[QFT_RESUME_WINDOW];
 	struct qbuf scratch; /* an OPEN reply re-encoded without data */
+#ifdef QFT_FAULT_INJECTION
+	uint64_t late;       /* QFTFS_FAULT_LATE_REPLY's held id, or 0 */
+#endif
 };
 
 int srv_replay_new(struct srv_replay **out)
@@ -194,6 +197,7 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq)
  * server at; set once at start. */
 static bool fault_armed[QFT_OP__COUNT];
 static bool stop_armed[QFT_OP__COUNT];
+static bool late_armed[QFT_OP__COUNT];
 
 /* Arms armed[op] for every opcode named in the list `env` names. */
 static int arm(const char *name, bool *armed)
@@ -231,7 +235,19 @@ int srv_replay_fault_init(void)
 {
 	int r = arm(SRV_REPLAY_FAULT_ENV, fault_armed);
 
-	return r < 0 ? r : arm(SRV_REPLAY_FAULT_STOP_ENV, stop_armed);
+	if (r == 0)
+		r = arm(SRV_REPLAY_FAULT_STOP_ENV, stop_armed);
+	if (r == 0)
+		r = arm(SRV_REPLAY_FAULT_LATE_ENV, late_armed);
+	for (uint16_t op = 1; r == 0 && op < QFT_OP__COUNT; op++)
+		if (late_armed[op] && srv_replay_reexec(op)) {
+			/* Its reply is not kept, so could not be sent late. */
+			qft_err("%s: %s is executed again, not answered from "
+				"the cache", SRV_REPLAY_FAULT_LATE_ENV,
+				qft_op_name(op));
+			r = -EINVAL;
+		}
+	return r;
 }
 
 bool srv_replay_fault_drop(uint16_t op)
@@ -244,5 +260,30 @@ bool srv_replay_fault_stop(uint16_t op)
 {
 	return op < QFT_OP__COUNT &&
 	       __atomic_exchange_n(&stop_armed[op], false, __ATOMIC_RELAXED);
+}
+
+bool srv_replay_fault_late(struct srv_replay *rp, uint16_t op, uint64_t id)
+{
+	if (op >= QFT_OP__COUNT ||
+	    !__atomic_exchange_n(&late_armed[op], false, __ATOMIC_RELAXED))
+		return false;
+	rp->late = id;
+	return true;
+}
+
+bool srv_replay_fault_late_take(struct srv_replay *rp, const uint8_t **frame,
+				size_t *len)
+{
+	struct slot *sl;
+
+	if (!rp->late)
+		return false;
+	sl = slot_of(rp, rp->late);
+	if (sl->id != rp->late || !sl->kept)
+		return false;
+	rp->late = 0;
+	*frame = sl->frame;
+	*len = sl->len;
+	return true;
 }
 #endif

@@ -91,6 +91,15 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq);
  * unanswered, the outcome a client can never know.
  */
 #define SRV_REPLAY_FAULT_STOP_ENV "QFTFS_FAULT_STOP_REPLY"
+/*
+ * QFTFS_FAULT_LATE_REPLY=OP[,OP...]: the first reply of a named opcode
+ * (one whose replies are kept) is held and the lane's connection shut
+ * down, as for QFTFS_FAULT_DROP_REPLY; the held reply is then sent on the
+ * resumed connection right after the RESUME reply -- the reply of an
+ * operation that finished while the link was down, which reaches the
+ * client before anything it sends after resuming is answered.
+ */
+#define SRV_REPLAY_FAULT_LATE_ENV "QFTFS_FAULT_LATE_REPLY"
 /* Reads the environment variables: 0, or -EINVAL (logged) for a name
  * that is no opcode. */
 int srv_replay_fault_init(void);
@@ -100,6 +109,13 @@ bool srv_replay_fault_drop(uint16_t op);
 /* True (once per named opcode) when the server must stop before this
  * reply. */
 bool srv_replay_fault_stop(uint16_t op);
+/* True (once per named opcode) when the reply to request `id` must be
+ * held until the lane is resumed. */
+bool srv_replay_fault_late(struct srv_replay *rp, uint16_t op, uint64_t id);
+/* The held reply, once, after a RESUME reply: true with frame and len
+ * set, false when there is none. */
+bool srv_replay_fault_late_take(struct srv_replay *rp, const uint8_t **frame,
+				size_t *len);
 #endif
 
 #endif /* SRV_REPLAY_H */

@@ -650,6 +650,24 @@ static int send_resume_error(struct srv *s, const struct srv_resume_conn *c,
 	return qft_chan_send_msg(&s->chan, &s->out, &m);
 }
 
+#ifdef QFT_FAULT_INJECTION
+/* The reply QFTFS_FAULT_LATE_REPLY held (replay.h), sent now: a link's
+ * late answer, ahead of whatever the client sends after resuming. */
+static void send_late(struct srv *s)
+{
+	const uint8_t *frame;
+	size_t len;
+
+	if (!srv_replay_fault_late_take(s->replay, &frame, &len))
+		return;
+	qft_warn("fault injection: sending the held reply after RESUME");
+	if (qft_chan_send(&s->chan, frame, len) < 0) {
+		qft_chan_shutdown(&s->chan);
+		s->link_dead = true;
+	}
+}
+#endif
+
 /* Ends the session from a lane whose grace passed; lock held. */
 static void expire(struct srv_resume *rs)
 {
@@ -737,6 +755,9 @@ int srv_resume_wait(struct srv *s)
 		}
 		if (s->notify)
 			srv_watch_reattach(s->watch, &s->chan, s->is_meta);
+#ifdef QFT_FAULT_INJECTION
+		send_late(s);
+#endif
 		pthread_mutex_lock(&rs->lock);
 		ln->attached = true;
 		ln->fd = c->fd;

@@ -62,10 +62,10 @@ def server_conns(ns, served):
     return out
 
 
-def striped_mount(mounter, lab_, home_, served_, opts=(), env=None):
+def striped_mount(mounter, lab_, home_, served_, opts=(), server=None):
     return ssh_mount(mounter, lab_, home_, served_,
                      opts=['streams=4', 'timeout=10', 'keepalive=2'] +
-                     list(opts))
+                     list(opts), server=server)
 
 
 @pytest.mark.deadline(240)
@@ -176,12 +176,38 @@ def test_one_stripe_reset_mid_copy(link, mounter, tmp_path, served, home,
         assert cp.n == COPY_SIZE and cp.digest() == want
     st = stats(m)
     assert st['resumes'] >= 1, st
-    if st['streams'] != 4:
-        # Known race (issue 21, closing note of 2026-12-04): a resumed
-        # link's STRIPE switch sometimes reads another frame first and
-        # the link goes on unstriped; the copy itself must still be
-        # whole, which the checks above hold.
-        pytest.xfail('the resumed link was not striped again: %s' % st)
+    assert st['streams'] == 4, 'the resumed link was not striped ' \
+        'again: %s' % st
+
+
+@pytest.mark.deadline(180)
+def test_late_reply_ahead_of_restripe(link, mounter, tmp_path, served, home):
+    """The server answers a request of the dead link on the resumed one
+    before it answers the client's STRIPE (its fault hook holds the first
+    WRITE reply, cuts the connection and sends the reply right after
+    RESUME's): the reply reaches its writer, the new link is striped
+    again, and the upload is whole.  The client once read that reply as
+    the STRIPE's and left the session unstriped."""
+    b = util.build_dir()
+    why = util.fault_injection_reason(b)
+    if why:
+        pytest.skip(why)
+    wrap, value = util.fault_server(tmp_path, b, 'QFTFS_FAULT_LATE_REPLY')
+    with open(value, 'w') as f:
+        f.write('WRITE')
+    m = striped_mount(mounter, link, home, served, server=wrap)
+    assert stats(m)['streams'] == 4
+    source = str(tmp_path / 'src')
+    write_random(source, 8 * MiB + 3, 7)
+    r = util.run(['cp', source, P(m.mnt, 'f')], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert digest(P(served, 'f')) == digest(source)
+    st = stats(m)
+    assert st['resumes'] >= 1, st
+    assert st['streams'] == 4, 'the resumed link was not striped ' \
+        'again: %s' % st
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)
 
 
 @pytest.mark.deadline(240)

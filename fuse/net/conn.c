@@ -364,14 +364,16 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 	out->restarts = c->restarts;
 	out->kept = c->kept_n;
 	out->kept_bytes = c->kept_bytes;
+	if (l) {
+		out->streams = l->streams ? l->streams : 1;
+		out->streams_up = l->streams ? l->streams_up : 1;
+		out->streams_down = l->streams ? l->streams_down : 1;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (!l)
 		return;
 	qft_chan_lz4_stats(&l->lane[LANE_BULK].chan, &z);
 	memcpy(out->cc_up, l->cc_up, sizeof(out->cc_up));
-	out->streams = l->streams ? l->streams : 1;
-	out->streams_up = l->streams ? l->streams_up : 1;
-	out->streams_down = l->streams ? l->streams_down : 1;
 	memcpy(out->cc_down, l->cc_down, sizeof(out->cc_down));
 	out->tx_bytes = z.tx_bytes;
 	out->tx_wire = z.tx_wire;

@@ -12,7 +12,9 @@
  *   link.c      a link: its streams, handshake, failure, users
  *   reader.c    a link's reader threads: routing what the server sends
  *   stripe.c    striping a new link's bulk stream over more connections
- *               (qc_stripe_setup)
+ *               (qc_stripe_setup; a resumed one's: qc_stripe_join, then
+ *               qc_stripe_start once it reads, qc_stripe_taken in its
+ *               reader)
  *   resume.c    sending numbered requests, and resuming a session
  *               after a loss (qc_resume_*)
  *   carry.c     carrying a session whose server died over to a new
@@ -194,9 +196,14 @@ struct link {
 	char cc_up[QFT_TCPCC_NAME_MAX];
 	char cc_down[QFT_TCPCC_NAME_MAX];
 	/* The bulk stream's connections (stripe.c; 0 until striped, then
-	 * 2 or more), and on how many of them each side sends.  Set before
-	 * the readers start, then immutable. */
+	 * 2 or more), and on how many of them each side sends.  Set when
+	 * the server answers the STRIPE.  Conn lock. */
 	unsigned streams, streams_up, streams_down;
+	/* The STRIPE that takes the joined stripes: its id while its reply
+	 * is awaited (else 0), how many stripes it takes and how many
+	 * connections carry uploads.  Conn lock. */
+	uint64_t stripe_id;
+	unsigned stripe_n, stripe_up;
 };
 
 /*
@@ -276,6 +283,8 @@ struct qc_conn {
 	/* A link's bulk stream could not be striped: the next ones are
 	 * not (stripe.c). */
 	atomic_bool stripes_off;
+	/* STRIPEs sent since one was last answered (stripe.c). */
+	atomic_uint stripe_tries;
 
 	/* Receive buffers of every link (RPOOL_*); its own locking. */
 	struct qft_pool *rpool;
@@ -378,6 +387,9 @@ int qc_reader_start(struct link *l);
 
 /* stripe.c */
 int qc_stripe_setup(struct qc_conn *c, struct link *l);
+void qc_stripe_join(struct qc_conn *c, struct link *l);
+int qc_stripe_start(struct qc_conn *c, struct link *l);
+int qc_stripe_taken(struct link *l, const struct qbuf *in);
 
 /* call.c */
 int qc_call_async_lane(struct qc_conn *c, uint64_t gen, unsigned lane,

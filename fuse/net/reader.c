@@ -167,6 +167,10 @@ static int link_dispatch(struct link *l, const struct lane *ln,
 		return deliver_notify(l, in);
 	if ((h->flags & QFT_F_PROGRESS) && ln->progress)
 		return link_progress(l, ln, in);
+	if (h->op == QFT_OP_STRIPE && (h->flags & QFT_F_REPLY) &&
+	    ln == &l->lane[LANE_BULK])
+		/* Not a request's: the switch of a resumed link's stream. */
+		return qc_stripe_taken(l, in);
 	if (!(h->flags & QFT_F_REPLY)) {
 		qft_err("server sent a %s %s frame", qft_op_name(h->op),
 			h->flags & QFT_F_NOTIFY ? "notification (not agreed "

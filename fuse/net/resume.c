@@ -452,14 +452,9 @@ static int attempt(struct qc_conn *c, struct link **out, bool *lost_notify)
 	memcpy(l->cc_down, c->rs.cc_down, sizeof(l->cc_down));
 	pthread_mutex_unlock(&c->lock);
 	(void)qft_tcpcc_get(l->lane[LANE_BULK].chan.wfd, l->cc_up);
-	/* The dead link's stripes died with it: new ones for this one.
-	 * Should that fail, the next attempt goes without. */
-	r = qc_stripe_setup(c, l);
-	if (r < 0) {
-		qc_link_shutdown(l);
-		qc_link_free(c, l, -1);
-		return -EAGAIN;
-	}
+	/* The dead link's stripes died with it: new ones for this one,
+	 * taken once it reads (resume_install). */
+	qc_stripe_join(c, l);
 	*out = l;
 	return 0;
 }
@@ -586,6 +581,12 @@ static int resume_install(struct qc_conn *c, struct link *l, int64_t start)
 	c->attempt = l;
 	l->gen = c->rs.gen;
 	r = c->closing ? -ECANCELED : qc_reader_start(l);
+	if (r == 0) {
+		/* First on bulk, so that everything resent goes striped. */
+		pthread_mutex_unlock(&c->lock);
+		r = qc_stripe_start(c, l);
+		pthread_mutex_lock(&c->lock);
+	}
 	if (r == 0)
 		r = qc_resume_resend_all(c, l);
 	c->attempt = NULL;

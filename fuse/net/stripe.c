@@ -4,14 +4,20 @@
  * "Striping"; docs/architecture.md, "Striping"), so that a loss on a far
  * link halves one stripe's window instead of the whole stream's.
  *
- * Done once per link, fresh or resumed, after its handshake and before
- * its readers start, so every exchange here is synchronous: nothing else
- * is on the bulk stream yet (notifications travel on meta, which a link
- * must have to be striped).  Each stripe is one more connection
- * authenticated like a resumed one (the transport's reattach) whose first
- * frame is a STRIPE join; then a STRIPE on bulk takes them.  This side
- * sends striped from the frame after its STRIPE, the server from the
- * frame after its reply, so each side reads striped after the other's.
+ * Done once per link, fresh or resumed, after its handshake.  Each stripe
+ * is one more connection authenticated like a resumed one (the
+ * transport's reattach) whose first frame is a STRIPE join; then a STRIPE
+ * on bulk takes them.  This side sends striped from the frame after its
+ * STRIPE, the server from the frame after its reply, so each side reads
+ * striped after the other's.
+ *
+ * On a fresh link nothing else is on the bulk stream yet (notifications
+ * travel on meta, which a link must have to be striped), so the reply is
+ * read at once (qc_stripe_setup).  A resumed link is joined before its
+ * readers start (qc_stripe_join) but taken after (qc_stripe_start): the
+ * server may still answer the dead link's requests on it, ahead of the
+ * STRIPE reply, and only a reader can route those.  The reader switches
+ * its receiving when the reply comes (qc_stripe_taken).
  *
  * Error convention: 0 or a negative errno.  Anything that fails before
  * the bulk STRIPE leaves the link as it was (logged); after it, the link
@@ -184,53 +190,159 @@ static int join_one(struct qc_conn *c, struct link *l)
 }
 
 /*
- * Stripes l's bulk stream where that pays (-o streams=): 0 when it is
- * striped or left alone, -errno when the switch itself failed and the
- * link cannot be used.  Before l's readers start.
+ * Joins the stripes l's bulk stream should have (-o streams=) and adds
+ * them to its channel, not yet used: their number (0 for none).  Before
+ * l's readers start.  Two links in a row that died before their STRIPE
+ * was answered turn striping off, rather than fail the same way for ever.
  */
-int qc_stripe_setup(struct qc_conn *c, struct link *l)
+static unsigned join_all(struct qc_conn *c, struct link *l)
 {
 	struct lane *ln = &l->lane[LANE_BULK];
-	struct timeval tv = { .tv_sec = c->o.timeout_s };
-	const struct timeval off = { 0 };
 	int fds[QFT_MAX_STRIPES - 1];
-	unsigned want = wanted(c, l), n = 0, up;
-	struct qft_msg m, rep;
-	struct qft_hdr h;
-	struct qbuf b;
-	int r;
+	unsigned want, n = 0;
 
+	if (atomic_load(&c->stripe_tries) >= 2 &&
+	    !atomic_exchange(&c->stripes_off, true))
+		qft_warn("two connections in a row failed while being "
+			 "striped; the next ones will not be");
+	want = wanted(c, l);
 	if (want < 2)
 		return 0;
 	for (unsigned i = 0; i + 1 < want; i++) {
-		r = join_one(c, l);
-		if (r < 0)
+		int fd = join_one(c, l);
+
+		if (fd < 0)
 			break;
-		fds[n++] = r;
+		fds[n++] = fd;
 	}
 	if (n == 0) {
 		qft_info("cannot stripe the data connection: one connection "
 			 "carries it");
 		return 0;
 	}
-	r = qft_chan_stripes_add(&ln->chan, fds, n);
-	if (r < 0) {
+	if (qft_chan_stripes_add(&ln->chan, fds, n) < 0) {
 		for (unsigned i = 0; i < n; i++)
 			close(fds[i]);
 		return 0;
 	}
+	return n;
+}
+
+/*
+ * The STRIPE on bulk that takes l's n joined stripes: this side sends
+ * striped from the next frame on.  Its reply is awaited by l's reader
+ * (or by qc_stripe_setup, before there is one): l->stripe_id says which.
+ */
+static int take(struct qc_conn *c, struct link *l, unsigned n)
+{
+	struct lane *ln = &l->lane[LANE_BULK];
+	struct qft_msg m;
+	struct qbuf b;
+	unsigned up;
+	int r;
+
 	/* Uploads are ours to spread: over every stripe unless we send
 	 * with bbr, or the user asked for the stripes. */
 	up = c->o.streams > 1 ||
 	     strcmp(l->cc_up, QFT_TCPCC_PREFERRED) != 0 ? n + 1 : 1;
-	qbuf_init(&b, FRAME_LIMIT);
 	qft_msg_init(&m, QFT_OP_STRIPE, next_id(c));
 	m.count = n;
 	m.opflags = c->o.streams > 1 ? QFT_STRIPE_ALL : 0;
+	pthread_mutex_lock(&c->lock);
+	l->stripe_id = m.id;
+	l->stripe_n = n;
+	l->stripe_up = up;
+	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_add(&c->stripe_tries, 1);
+	qbuf_init(&b, FRAME_LIMIT);
 	r = qft_msg_encode(&b, &m);
 	if (r == 0)
 		r = qft_chan_send_switch(&ln->chan, b.data, b.len, up);
+	qbuf_free(&b);
+	return r;
+}
+
+/*
+ * The server's answer to l's STRIPE, received on bulk as frame `in`, by
+ * the only receiver of that stream: from the next frame on, bulk is read
+ * striped.  0, or -EPROTO for a reply that was not asked for or does not
+ * fit (the stream cannot be read any more: the link fails, and the next
+ * one is not striped).
+ */
+int qc_stripe_taken(struct link *l, const struct qbuf *in)
+{
+	struct lane *ln = &l->lane[LANE_BULK];
+	struct qc_conn *c = l->c;
+	struct qft_msg rep;
+	unsigned n = 0, up = 0;
+	int r;
+
+	r = qft_msg_decode(&rep, in->data, in->len);
+	pthread_mutex_lock(&c->lock);
+	if (r == 0 && l->stripe_id && rep.id == l->stripe_id) {
+		n = l->stripe_n;
+		up = l->stripe_up;
+		l->stripe_id = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (r == 0 && (n == 0 || rep.op != QFT_OP_STRIPE ||
+		       !(rep.flags & QFT_F_REPLY) || rep.status != QFT_OK ||
+		       rep.count < 1 || rep.count > n + 1))
+		r = -EPROTO;
+	if (r < 0) {
+		atomic_store(&c->stripes_off, true);
+		qft_warn("cannot stripe the data connection: the server's "
+			 "STRIPE reply does not fit the request; the next "
+			 "connection will not be striped");
+		return -EPROTO;
+	}
+	qft_chan_recv_switch(&ln->chan);
+	atomic_store(&c->stripe_tries, 0);
+	pthread_mutex_lock(&c->lock);
+	l->streams = n + 1;
+	l->streams_up = up;
+	l->streams_down = (unsigned)rep.count;
+	pthread_mutex_unlock(&c->lock);
+	qft_info("data striped over %u connections: uploads on %u, "
+		 "downloads on %u", n + 1, up, (unsigned)rep.count);
+	return 0;
+}
+
+void qc_stripe_join(struct qc_conn *c, struct link *l)
+{
+	unsigned n = join_all(c, l);
+
+	pthread_mutex_lock(&c->lock);
+	l->stripe_n = n;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int qc_stripe_start(struct qc_conn *c, struct link *l)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&c->lock);
+	n = l->stripe_n;
+	pthread_mutex_unlock(&c->lock);
+	return n ? take(c, l, n) : 0;
+}
+
+int qc_stripe_setup(struct qc_conn *c, struct link *l)
+{
+	struct lane *ln = &l->lane[LANE_BULK];
+	struct timeval tv = { .tv_sec = c->o.timeout_s };
+	const struct timeval off = { 0 };
+	unsigned n = join_all(c, l);
+	struct qft_hdr h;
+	struct qbuf b;
+	int r;
+
+	if (n == 0)
+		return 0;
+	qbuf_init(&b, FRAME_LIMIT);
+	r = take(c, l, n);
 	if (r == 0) {
+		/* A fresh session: its STRIPE reply is the next frame. */
 		setsockopt(ln->chan.rfd, SOL_SOCKET, SO_RCVTIMEO, &tv,
 			   sizeof(tv));
 		r = qft_chan_recv(&ln->chan, &b, &h);
@@ -240,25 +352,14 @@ int qc_stripe_setup(struct qc_conn *c, struct link *l)
 			r = -ETIMEDOUT;
 	}
 	if (r == 0)
-		r = qft_msg_decode(&rep, b.data, b.len);
-	if (r == 0 && (rep.op != QFT_OP_STRIPE || rep.id != m.id ||
-		       !(rep.flags & QFT_F_REPLY) || rep.status != QFT_OK ||
-		       rep.count < 1 || rep.count > n + 1))
-		r = -EPROTO;
+		r = qc_stripe_taken(l, &b);
 	qbuf_free(&b);
-	if (r < 0) {
+	if (r < 0 && r != -EPROTO) {
 		/* The next link goes without, rather than fail the same way
 		 * for ever. */
 		atomic_store(&c->stripes_off, true);
 		qft_warn("cannot stripe the data connection: %s; the next "
 			 "connection will not be striped", strerror(-r));
-		return r;
 	}
-	qft_chan_recv_switch(&ln->chan);
-	l->streams = n + 1;
-	l->streams_up = up;
-	l->streams_down = (unsigned)rep.count;
-	qft_info("data striped over %u connections: uploads on %u, "
-		 "downloads on %u", n + 1, up, l->streams_down);
-	return 0;
+	return r;
 }
