@@ -4,8 +4,12 @@
 #include <limits.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
 #include <linux/sockios.h>
+/* Not netinet/tcp.h: glibc's tcp_info lacks the segment counts. */
+#include <linux/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -45,10 +49,13 @@ int qft_chan_init(struct qft_chan *c, int rfd, int wfd)
 	for (unsigned i = 0; i < QFT_CHAN_MAX_STRIPES; i++)
 		c->sfd[i] = -1;
 	c->tx_striped = c->rx_striped = false;
-	c->tx_use = 1;
+	c->tx_use = c->tx_max = 1;
 	c->tx_next = 0;
+	c->tx_probe_ns = 0;
+	memset(&c->tx_loss, 0, sizeof(c->tx_loss));
 	c->tx_seq = c->rx_seq = 0;
 	memset(c->tx_chunks, 0, sizeof(c->tx_chunks));
+	memset(c->rx_chunks, 0, sizeof(c->rx_chunks));
 	c->rx_cur = 0;
 	c->rx_left = 0;
 	memset(c->rx_known, 0, sizeof(c->rx_known));
@@ -270,6 +277,75 @@ static unsigned pick_stripe(struct qft_chan *c)
 	return best;
 }
 
+bool qft_chan_loss_step(struct qft_chan_loss *g, uint64_t segs,
+			uint64_t resent)
+{
+	uint64_t ds, dr;
+
+	if (!g->primed || segs < g->segs || resent < g->resent) {
+		/* The first sample, or counts that went back (another set
+		 * of sockets): a new start. */
+		*g = (struct qft_chan_loss){ .primed = true, .segs = segs,
+					     .resent = resent };
+		return false;
+	}
+	ds = segs - g->segs;
+	dr = resent - g->resent;
+	if (ds < QFT_CHAN_LOSS_SEGS)
+		return false;           /* too few to judge: keep counting */
+	g->segs = segs;
+	g->resent = resent;
+	if (dr * 1000000u < ds * QFT_CHAN_LOSS_PPM) {
+		g->lossy = 0;
+		return false;
+	}
+	return ++g->lossy >= QFT_CHAN_LOSS_VERDICTS;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * While the stripes in use may grow (wlock): every
+ * QFT_CHAN_LOSS_PROBE_MS, their segments sent and sent again, summed
+ * from TCP_INFO, for a verdict; the stripes grow when it says so.
+ */
+static void tx_probe(struct qft_chan *c)
+{
+	uint64_t segs = 0, resent = 0;
+	int64_t now = mono_ns();
+
+	if (now < c->tx_probe_ns)
+		return;
+	c->tx_probe_ns = now + (int64_t)QFT_CHAN_LOSS_PROBE_MS * 1000000;
+	for (unsigned i = 0; i < c->tx_use; i++) {
+		struct tcp_info ti;
+		socklen_t len = sizeof(ti);
+
+		memset(&ti, 0, sizeof(ti));
+		if (getsockopt(stripe_wfd(c, i), IPPROTO_TCP, TCP_INFO, &ti,
+			       &len) < 0) {
+			/* Not TCP: nothing to judge by, nothing to grow. */
+			c->tx_max = c->tx_use;
+			return;
+		}
+		segs += ti.tcpi_data_segs_out;
+		resent += ti.tcpi_total_retrans;
+	}
+	if (!qft_chan_loss_step(&c->tx_loss, segs, resent))
+		return;
+	qft_info("striping: the %u connections sent on lose packets "
+		 "(%u verdicts in a row of %u or more per million sent "
+		 "again); sending on all %u", c->tx_use,
+		 QFT_CHAN_LOSS_VERDICTS, QFT_CHAN_LOSS_PPM, c->tx_max);
+	c->tx_use = c->tx_max;
+}
+
 /*
  * Writes a record (or plain frame) iov[0..n) whole: on the channel's
  * own socket, or when striped as chunks, each behind its number and
@@ -287,6 +363,8 @@ static int emit(struct qft_chan *c, const struct iovec *iov, int n)
 		memcpy(out, iov, (size_t)n * sizeof(*iov));
 		return writev_all(c->wfd, out, n);
 	}
+	if (c->tx_use < c->tx_max)
+		tx_probe(c);
 	for (int k = 0; k < n; k++)
 		left += iov[k].iov_len;
 	while (left) {
@@ -536,11 +614,31 @@ int qft_chan_send_switch(struct qft_chan *c, const void *frame, size_t len,
 	if (r == 0) {
 		/* From the next record on, behind its number. */
 		c->tx_striped = true;
-		c->tx_use = use;
+		c->tx_use = c->tx_max = use;
 		c->tx_seq = 0;
 	}
 	pthread_mutex_unlock(&c->wlock);
 	return r;
+}
+
+void qft_chan_tx_grow(struct qft_chan *c, unsigned max)
+{
+	pthread_mutex_lock(&c->wlock);
+	if (c->tx_striped && max > c->tx_use) {
+		c->tx_max = max < c->nstripes ? max : c->nstripes;
+		c->tx_probe_ns = 0;
+		memset(&c->tx_loss, 0, sizeof(c->tx_loss));
+	}
+	pthread_mutex_unlock(&c->wlock);
+}
+
+unsigned qft_chan_rx_used(const struct qft_chan *c)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < QFT_CHAN_MAX_STRIPES; i++)
+		n += c->rx_chunks[i] != 0;
+	return c->rx_striped ? n : 1;
 }
 
 void qft_chan_recv_switch(struct qft_chan *c)
@@ -549,6 +647,7 @@ void qft_chan_recv_switch(struct qft_chan *c)
 	c->rx_seq = 0;
 	c->rx_left = 0;
 	memset(c->rx_known, 0, sizeof(c->rx_known));
+	memset(c->rx_chunks, 0, sizeof(c->rx_chunks));
 }
 
 void qft_chan_stripes_drop(struct qft_chan *c)
@@ -561,9 +660,10 @@ void qft_chan_stripes_drop(struct qft_chan *c)
 		c->sfd[i] = -1;
 	c->nstripes = 1;
 	c->tx_striped = false;
-	c->tx_use = 1;
+	c->tx_use = c->tx_max = 1;
 	pthread_mutex_unlock(&c->wlock);
 	c->rx_striped = false;
+	memset(c->rx_chunks, 0, sizeof(c->rx_chunks));
 	c->rx_left = 0;
 	memset(c->rx_known, 0, sizeof(c->rx_known));
 }
@@ -885,6 +985,7 @@ static int stream_read(struct qft_chan *c, uint8_t *p, size_t n, size_t *got)
 			c->rx_left = c->rx_hlen[s];
 			c->rx_known[s] = false;
 			c->rx_seq++;
+			c->rx_chunks[s]++;
 		}
 		k = n - *got < c->rx_left ? n - *got : c->rx_left;
 		r = read_all(stripe_rfd(c, c->rx_cur), p + *got, k, &g);

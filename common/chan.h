@@ -89,6 +89,39 @@
 #define QFT_CHAN_STRIPE_HDR 12u
 #define QFT_CHAN_STRIPE_CHUNK 65536u
 
+/*
+ * Growing the stripes sent on (qft_chan_tx_grow): a verdict every
+ * QFT_CHAN_LOSS_PROBE_MS while sending, once at least QFT_CHAN_LOSS_SEGS
+ * segments went out since the last; a verdict sees loss when at least
+ * QFT_CHAN_LOSS_PPM of them were sent again; QFT_CHAN_LOSS_VERDICTS such
+ * verdicts in a row grow the stripes.  In a row, because a link that
+ * loses at random loses all the time, while the losses a sender makes
+ * itself, filling a bottleneck's queue, come in bursts between long
+ * clean stretches -- and more stripes would not help those.
+ */
+/* A sender whose stripes may grow starts on this many. */
+#define QFT_CHAN_STRIPES_START 4u
+#define QFT_CHAN_LOSS_PROBE_MS 200u
+#define QFT_CHAN_LOSS_SEGS 300u
+#define QFT_CHAN_LOSS_PPM 1000u
+#define QFT_CHAN_LOSS_VERDICTS 3u
+
+/* Loss seen on a sender's connections: fed the sums of their segments
+ * sent and sent again (TCP_INFO). */
+struct qft_chan_loss {
+	bool primed;             /* segs and resent hold a sample */
+	uint64_t segs, resent;   /* the sums at the last verdict */
+	unsigned lossy;          /* verdicts in a row that saw loss */
+};
+
+/*
+ * One sample of the sums: true when the stripes should grow, which is
+ * also the last verdict's (the counts start again after it).  Pure, for
+ * the unit tests.
+ */
+bool qft_chan_loss_step(struct qft_chan_loss *g, uint64_t segs,
+			uint64_t resent);
+
 /* What compression did on one channel (payload bytes, headers excluded). */
 struct qft_chan_lz4_stats {
 	uint64_t tx_bytes;    /* payload bytes of the frames sent */
@@ -133,6 +166,9 @@ struct qft_chan {
 	int sfd[QFT_CHAN_MAX_STRIPES];
 	bool tx_striped;
 	unsigned tx_use;         /* stripes sent on: the first tx_use */
+	unsigned tx_max;         /* ... and the most it may grow to */
+	int64_t tx_probe_ns;     /* when loss is looked at next */
+	struct qft_chan_loss tx_loss;
 	unsigned tx_next;        /* where the search for one starts */
 	uint64_t tx_seq;         /* the next chunk's number */
 	uint64_t tx_chunks[QFT_CHAN_MAX_STRIPES]; /* sent on each */
@@ -143,6 +179,7 @@ struct qft_chan {
 	bool rx_known[QFT_CHAN_MAX_STRIPES]; /* its next header was read */
 	uint64_t rx_head[QFT_CHAN_MAX_STRIPES]; /* its next chunk's number */
 	uint32_t rx_hlen[QFT_CHAN_MAX_STRIPES]; /* ... and length */
+	uint64_t rx_chunks[QFT_CHAN_MAX_STRIPES]; /* read from each */
 };
 
 int qft_chan_init(struct qft_chan *c, int rfd, int wfd);
@@ -200,12 +237,20 @@ void qft_chan_shutdown(struct qft_chan *c);
  * stripes (1 .. stripes; 1 keeps the data on the channel's own socket
  * but numbered); recv_switch turns receiving over, from the receiving
  * thread.  stripes() says how many sockets the stream has (1: not
- * striped), tx_use() how many of them this side sends on.
+ * striped), tx_use() how many of them this side sends on now, rx_used()
+ * how many chunks came in on.
  */
 int qft_chan_stripes_add(struct qft_chan *c, const int *fds, unsigned n);
 int qft_chan_send_switch(struct qft_chan *c, const void *frame, size_t len,
 			 unsigned use);
 void qft_chan_recv_switch(struct qft_chan *c);
+/*
+ * After send_switch: the stripes sent on may grow to `max` (at most
+ * stripes()) once the ones in use lose packets (QFT_CHAN_LOSS_*, judged
+ * from TCP_INFO while sending): all of them at once, logged, for good.
+ * max at or below the use sent with keeps the use fixed.
+ */
+void qft_chan_tx_grow(struct qft_chan *c, unsigned max);
 unsigned qft_chan_stripes(struct qft_chan *c);
 /* Closes the stripes and turns striping off both ways, for a channel
  * moved to a new socket (a resumed lane); receiving thread. */
@@ -214,6 +259,8 @@ void qft_chan_stripes_drop(struct qft_chan *c);
  * the end of it.  wlock held. */
 void qft_chan_end_locked(struct qft_chan *c);
 unsigned qft_chan_tx_use(struct qft_chan *c);
+/* Receiving thread, or once it stopped (else a moment late). */
+unsigned qft_chan_rx_used(const struct qft_chan *c);
 /*
  * The descriptors a receiver waiting for the next frame should poll: the
  * channel's own, or when striped the stripe of the chunk being read or

@@ -355,6 +355,14 @@ static void *hs_main(void *arg)
 		close(a->fd);
 		goto out;
 	}
+	/* Authenticated: the gate, which is for the connections before
+	 * that, lets it go.  A client joining stripes starts its next
+	 * handshake as soon as this one's first frame is answered, and
+	 * this thread could still hold the slot then, which would count
+	 * against that address and get a joined stripe shut down. */
+	pthread_mutex_lock(&rs->lock);
+	srv_gate_done(&rs->gate, (int)a->slot, 0, NULL);
+	pthread_mutex_unlock(&rs->lock);
 	c->fd = a->fd;
 	r = qft_seal_init(&c->tx, cipher, keys.s2c, true);
 	if (r == 0) {
@@ -371,19 +379,10 @@ static void *hs_main(void *arg)
 	if (a->tcp)
 		srv_session_tune_tcp(rs->ss, c->fd, "resumed connection");
 	if (first_frame(rs, c) == 0)
-		goto out_slot;          /* the lane closes it */
+		goto out;               /* the lane closes it */
 	conn_free(c, false);
 out_close:
-	/* The slot keeps the descriptor from being shut down once closed. */
-	pthread_mutex_lock(&rs->lock);
-	srv_gate_done(&rs->gate, (int)a->slot, 0, NULL);
-	pthread_mutex_unlock(&rs->lock);
 	close(a->fd);
-	goto out;
-out_slot:
-	pthread_mutex_lock(&rs->lock);
-	srv_gate_done(&rs->gate, (int)a->slot, 0, NULL);
-	pthread_mutex_unlock(&rs->lock);
 out:
 	OPENSSL_cleanse(&keys, sizeof(keys));
 	pthread_mutex_lock(&rs->lock);
@@ -792,7 +791,7 @@ int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
 	struct srv_resume_lane *ln;
 	char cc[QFT_TCPCC_NAME_MAX] = "";
 	int fds[QFT_MAX_STRIPES - 1];
-	unsigned n = (unsigned)req->count, use;
+	unsigned n = (unsigned)req->count, use, max;
 	struct timespec until;
 	struct qft_msg rep;
 	int r = 0;
@@ -840,12 +839,18 @@ int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
 		return r;
 	}
 	qft_chan_recv_switch(&s->chan);
-	/* Downloads are the server's to spread: over every stripe unless
-	 * it sends with bbr, which keeps one connection's rate under loss
-	 * (or the user asked for the stripes). */
+	/* Downloads are the server's to spread: over every stripe when
+	 * the user asked for the stripes; else on one when it sends with
+	 * bbr, which keeps one connection's rate under loss; else on a few
+	 * at first, and on all once those lose packets (chan.h). */
 	(void)qft_tcpcc_get(s->chan.wfd, cc);
-	use = (req->opflags & QFT_STRIPE_ALL) ||
-	      strcmp(cc, QFT_TCPCC_PREFERRED) != 0 ? n + 1 : 1;
+	if (req->opflags & QFT_STRIPE_ALL)
+		use = max = n + 1;
+	else if (strcmp(cc, QFT_TCPCC_PREFERRED) == 0)
+		use = max = 1;
+	else
+		use = n + 1 < QFT_CHAN_STRIPES_START ? n + 1 :
+		      QFT_CHAN_STRIPES_START, max = n + 1;
 	qft_msg_init(&rep, QFT_OP_STRIPE, req->id);
 	rep.flags = QFT_F_REPLY;
 	rep.count = use;
@@ -854,6 +859,8 @@ int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
 	if (r == 0)
 		r = qft_chan_send_switch(&s->chan, s->out.data, s->out.len,
 					 use);
+	if (r == 0)
+		qft_chan_tx_grow(&s->chan, max);
 	if (r < 0) {
 		/* The caller takes the lane down, as for any reply that
 		 * cannot go out. */
@@ -861,7 +868,9 @@ int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
 		return -EPIPE;
 	}
 	qft_info("bulk data striped over %u connections; downloads go on "
-		 "%u (congestion control %s)", n + 1, use, cc[0] ? cc : "?");
+		 "%u%s (congestion control %s)", n + 1, use,
+		 max > use ? ", all once they lose packets" : "",
+		 cc[0] ? cc : "?");
 	return 0;
 }
 

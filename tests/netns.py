@@ -254,6 +254,97 @@ class NetNs:
             pass
 
 
+class RoutedNetNs(NetNs):
+    """The namespace behind a router: a second namespace that forwards
+    between two veth pairs, so that a queue on the way -- not a sender's
+    own, which pushes back on the sender instead of dropping -- can
+    overflow and lose packets (squeeze()).
+
+        root ── qfXXXXh 10.78.N.1 ═ r 10.78.N.2 ┐ router namespace
+                                  (forwarding)  ┤
+        server namespace ── qfXXXXn 10.78.M.2 ═ r 10.78.M.1 ┘
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.router = self.name + '-r'
+        short = self.host_if[2:-1]
+        self.r_host_if = 'qf%sa' % short
+        self.r_ns_if = 'qf%sb' % short
+        self.router_made = False
+
+    def _router(self):
+        return ['nsenter', '--net=/run/netns/' + self.router, '--']
+
+    def create(self):
+        r = _run(['ip', 'netns', 'add', self.name], check=False)
+        if r.returncode != 0:
+            raise Unavailable('cannot create a network namespace: %s'
+                              % r.stderr.strip())
+        self.created = True
+        _run(['ip', 'netns', 'add', self.router])
+        self.router_made = True
+        _run(['ip', 'link', 'add', self.host_if, 'type', 'veth', 'peer',
+              'name', self.r_host_if, 'netns', self.router])
+        self.linked = True
+        _run(['ip', '-n', self.router, 'link', 'add', self.r_ns_if, 'type',
+              'veth', 'peer', 'name', self.ns_if, 'netns', self.name])
+        used = _used_subnets()
+        free = [n for n in range(1, 255) if n not in used]
+        if len(free) < 2:
+            raise RuntimeError('no two free /24s left in 10.78.0.0/16')
+        n, m = random.SystemRandom().sample(free, 2)
+        self.subnet = n
+        self.host_addr = SUBNET % (n, 1)
+        self.ns_addr = SUBNET % (m, 2)
+        rt = ['ip', '-n', self.router]
+        ns = ['ip', '-n', self.name]
+        _run(['ip', 'addr', 'add', self.host_addr + '/24', 'dev',
+              self.host_if])
+        _run(['ip', 'link', 'set', self.host_if, 'up'])
+        _run(['ip', 'route', 'add', SUBNET % (m, 0) + '/24', 'via',
+              SUBNET % (n, 2)])
+        _run(rt + ['addr', 'add', SUBNET % (n, 2) + '/24', 'dev',
+                   self.r_host_if])
+        _run(rt + ['addr', 'add', SUBNET % (m, 1) + '/24', 'dev',
+                   self.r_ns_if])
+        for dev in (self.r_host_if, self.r_ns_if, 'lo'):
+            _run(rt + ['link', 'set', dev, 'up'])
+        _run(self._router() + ['sysctl', '-q', '-w',
+                               'net.ipv4.ip_forward=1'])
+        _run(ns + ['addr', 'add', self.ns_addr + '/24', 'dev', self.ns_if])
+        _run(ns + ['link', 'set', self.ns_if, 'up'])
+        _run(ns + ['link', 'set', 'lo', 'up'])
+        _run(ns + ['route', 'add', 'default', 'via', SUBNET % (m, 1)])
+        return self
+
+    def move_client(self):
+        raise NotImplementedError('a routed lab keeps its addresses')
+
+    def squeeze(self, rate_mbit, queue_bytes):
+        """The router forwards each way at `rate_mbit` through a queue of
+        `queue_bytes` (tbf), dropping what does not fit: real losses to
+        both ends' TCP.  heal() takes it away."""
+        for dev in (self.r_host_if, self.r_ns_if):
+            _run(self._router() + ['tc', 'qdisc', 'replace', 'dev', dev,
+                                   'root', 'tbf', 'rate',
+                                   '%dmbit' % rate_mbit, 'burst', '16kb',
+                                   'limit', str(queue_bytes)])
+
+    def heal(self):
+        super().heal()
+        if self.router_made:
+            for dev in (self.r_host_if, self.r_ns_if):
+                _run(self._router() + ['tc', 'qdisc', 'del', 'dev', dev,
+                                       'root'], check=False)
+
+    def destroy(self):
+        super().destroy()
+        if self.router_made:
+            _run(['ip', 'netns', 'del', self.router], check=False)
+            self.router_made = False
+
+
 class Lab:
     """The namespace with its sshd; what the `lab` fixture yields."""
 
@@ -267,6 +358,12 @@ class Lab:
     def heal(self):
         self.ns.heal()
 
+    def squeeze(self, rate_mbit, queue_bytes):
+        self.ns.squeeze(rate_mbit, queue_bytes)
+
+    def squeeze(self, rate_mbit, queue_bytes):
+        self.ns.squeeze(rate_mbit, queue_bytes)
+
     def reset_tcp(self):
         return self.ns.reset_tcp()
 
@@ -278,12 +375,11 @@ class Lab:
         return self.ns.is_cut
 
 
-@pytest.fixture(scope='module')
-def lab(tmp_path_factory):
+def _labs(cls, tmp_path_factory):
     why = unavailable_reason()
     if why:
         pytest.skip('network fault tests SKIPPED: ' + why)
-    ns = NetNs()
+    ns = cls()
     try:
         try:
             ns.create()
@@ -299,9 +395,28 @@ def lab(tmp_path_factory):
         ns.destroy()
 
 
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    yield from _labs(NetNs, tmp_path_factory)
+
+
+@pytest.fixture(scope='module')
+def routed_lab(tmp_path_factory):
+    """A lab whose link runs through a router (RoutedNetNs), which can
+    squeeze() it."""
+    yield from _labs(RoutedNetNs, tmp_path_factory)
+
+
 @pytest.fixture
 def link(lab, mounter):
     """The lab for one test; healed at the end of the test, before its
     mounts (set up earlier by `mounter`) are unmounted."""
     yield lab
     lab.heal()
+
+
+@pytest.fixture
+def routed_link(routed_lab, mounter):
+    """As `link`, for the routed lab."""
+    yield routed_lab
+    routed_lab.heal()

@@ -27,7 +27,7 @@ import pytest
 import util
 from util import MiB
 
-from netns import lab, link  # noqa: F401
+from netns import lab, link, routed_lab, routed_link  # noqa: F401
 from test_faults import (COPY_SIZE, DrainCopy, FeedCopy,  # noqa: F401
                          home, served, small_disk, ssh_mount,
                          wait_for)
@@ -245,8 +245,8 @@ def test_auto_stripes_where_bbr_is_forbidden(link, mounter, served, home,
     """The choice, each side for what it sends.  A server whose host
     keeps bbr from it (not in the allowed list, no CAP_NET_ADMIN; the
     namespace's default reno) on a far link (the knob makes the lab's
-    count as far): four connections, the server sends on all of them,
-    this side -- root, with bbr -- on one.  The same with bbr allowed:
+    count as far): eight connections, the server sends on four of them
+    to begin with, this side -- root, with bbr -- on one.  The same with bbr allowed:
     no stripes.  streams=1: one connection whatever the link."""
     lab_reno(link.ns)
     path = '/proc/sys/net/ipv4/tcp_allowed_congestion_control'
@@ -266,7 +266,7 @@ def test_auto_stripes_where_bbr_is_forbidden(link, mounter, served, home,
         st = stats(m)
         assert st.get('congestion_down_reno') == 1, st
         assert (st['streams'], st['streams_up'], st['streams_down']) == \
-            (4, 1, 4), st
+            (8, 1, 4), st
         with open(P(m.mnt, 'f'), 'wb') as f:
             f.write(os.urandom(3 * MiB))
         with open(P(m.mnt, 'f'), 'rb') as f:
@@ -289,3 +289,47 @@ def test_auto_stripes_where_bbr_is_forbidden(link, mounter, served, home,
     finally:
         with open(path, 'w') as f:
             f.write(saved)
+
+
+@pytest.mark.deadline(300)
+def test_stripes_grow_where_the_link_loses(routed_link, mounter, tmp_path,
+                                           served):
+    """Both sides with reno (-o congestion=reno), on a link the knob makes
+    far: eight connections, each side sending on four.  A clean link
+    keeps it so through a copy each way; behind a bottleneck whose queue
+    overflows (tbf: packets really dropped) each side sees its
+    connections lose packets and sends on all eight, and the copies are
+    whole."""
+    home = routed_link.sshd.client_home(str(tmp_path / 'home'))
+    m = mounter(src=routed_link.sshd.source(served),
+                mnt=P(os.path.dirname(served), 'mnt'),
+                opts=['congestion=reno', 'timeout=10', 'keepalive=2'],
+                env=routed_link.sshd.client_env(home, {RTT_KNOB: '0'}),
+                extra_args=['-p', str(routed_link.sshd.port)])
+
+    def streams():
+        st = stats(m)
+        return st['streams'], st['streams_up'], st['streams_down']
+
+    assert streams() == (8, 4, 4)
+    source = str(tmp_path / 'src')
+    write_random(source, 16 * MiB + 5, 11)
+    write_random(P(served, 'down'), 16 * MiB + 9, 12)
+    write_random(P(served, 'down2'), 16 * MiB + 7, 13)
+    r = util.run(['cp', source, P(m.mnt, 'clean')], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert digest(P(m.mnt, 'down')) == digest(P(served, 'down'))
+    assert streams() == (8, 4, 4), 'a clean link grew the stripes'
+    routed_link.squeeze(50, 6000)
+    r = util.run(['cp', source, P(m.mnt, 'lossy')], timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert digest(P(served, 'lossy')) == digest(source)
+    assert streams()[1] == 8, stats(m)
+    r = util.run(['cp', P(m.mnt, 'down2'), str(tmp_path / 'back')],
+                 timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert digest(str(tmp_path / 'back')) == digest(P(served, 'down2'))
+    assert streams() == (8, 8, 8), stats(m)
+    routed_link.heal()
+    problems = m.stop()
+    assert not problems, '\n'.join(problems)

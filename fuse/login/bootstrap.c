@@ -665,8 +665,9 @@ out_wipe:
 	return r;
 }
 
-static int reattach_direct(struct qc_boot *b, const struct qc_boot_opts *o,
-			   int *fd, struct qft_session_keys *keys)
+static int reattach_direct(const struct qc_boot *b,
+			   const struct qc_boot_opts *o, int *fd,
+			   struct qft_session_keys *keys)
 {
 	int s, r;
 
@@ -795,6 +796,14 @@ int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
 			  strerror(-r));
 	}
 	return reattach_ssh(b, o, fd, keys);
+}
+
+int qc_boot_join(const struct qc_boot *b, const struct qc_boot_opts *o,
+		 int *fd, struct qft_session_keys *keys)
+{
+	if (!b->resume_ok || !b->direct)
+		return -ENOTSUP;
+	return reattach_direct(b, o, fd, keys);
 }
 
 void qc_boot_pause(struct qc_boot *b)

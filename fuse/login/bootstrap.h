@@ -164,6 +164,14 @@ int qc_boot_open_meta(struct qc_boot *b, const struct qc_boot_opts *o,
  */
 int qc_boot_reattach(struct qc_boot *b, const struct qc_boot_opts *o,
 		     int *fd, struct qft_session_keys *keys);
+/*
+ * One more direct connection to the session, authenticated with K_r as
+ * qc_boot_reattach's, never through ssh: -ENOTSUP when the session is
+ * not reached directly.  Reads only what the boot fixed, so several
+ * threads may call it at once (the stripes of one link: net/stripe.c).
+ */
+int qc_boot_join(const struct qc_boot *b, const struct qc_boot_opts *o,
+		 int *fd, struct qft_session_keys *keys);
 
 /* Around fuse_daemonize(), which forks (see ssh.h). */
 void qc_boot_pause(struct qc_boot *b);

@@ -332,6 +332,7 @@ _Static_assert(sizeof(((struct qc_conn_counts *)0)->cc_up) ==
 void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 {
 	struct qft_chan_lz4_stats z;
+	unsigned used;
 	struct link *l;
 
 	out->waited = atomic_load(&c->n_waited);
@@ -366,12 +367,18 @@ void qc_conn_counts(struct qc_conn *c, struct qc_conn_counts *out)
 	out->kept_bytes = c->kept_bytes;
 	if (l) {
 		out->streams = l->streams ? l->streams : 1;
-		out->streams_up = l->streams ? l->streams_up : 1;
 		out->streams_down = l->streams ? l->streams_down : 1;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!l)
 		return;
+	/* What each side sends on now: the stripes in use grow with loss
+	 * (chan.h); the server said what it began with, and more than that
+	 * once its chunks came in on more. */
+	out->streams_up = qft_chan_tx_use(&l->lane[LANE_BULK].chan);
+	used = qft_chan_rx_used(&l->lane[LANE_BULK].chan);
+	if (used > out->streams_down)
+		out->streams_down = used;
 	qft_chan_lz4_stats(&l->lane[LANE_BULK].chan, &z);
 	memcpy(out->cc_up, l->cc_up, sizeof(out->cc_up));
 	memcpy(out->cc_down, l->cc_down, sizeof(out->cc_down));

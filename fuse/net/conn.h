@@ -165,6 +165,14 @@ struct qc_transport_ops {
 	 */
 	int (*reattach)(void *ctx, struct qc_endpoint *ep, int *fd,
 			struct qft_session_keys *keys);
+	/*
+	 * Optional: as reattach, but only ever a direct connection to the
+	 * server of ep (for a stripe: net/stripe.c), -ENOTSUP where the
+	 * session is not reached directly.  May be called from several
+	 * threads at once.
+	 */
+	int (*join)(void *ctx, const struct qc_endpoint *ep, int *fd,
+		    struct qft_session_keys *keys);
 };
 
 /*
@@ -380,7 +388,9 @@ struct qc_conn_counts {
 	 * TCP, not told, or no link is live.  QFT_TCPCC_NAME_MAX bytes. */
 	char cc_up[16], cc_down[16];
 	/* ... and its connections (1: not striped), how many carry each
-	 * way's data. */
+	 * way's data now: this side's choice up, which grows when the
+	 * connections lose packets; down, those the server's chunks came
+	 * in on so far. */
 	unsigned streams, streams_up, streams_down;
 };
 

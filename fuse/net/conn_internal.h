@@ -196,9 +196,10 @@ struct link {
 	char cc_up[QFT_TCPCC_NAME_MAX];
 	char cc_down[QFT_TCPCC_NAME_MAX];
 	/* The bulk stream's connections (stripe.c; 0 until striped, then
-	 * 2 or more), and on how many of them each side sends.  Set when
-	 * the server answers the STRIPE.  Conn lock. */
-	unsigned streams, streams_up, streams_down;
+	 * 2 or more), and how many the server said it sends on to begin
+	 * with (what this side sends on, its channel knows).  Set when the
+	 * server answers the STRIPE.  Conn lock. */
+	unsigned streams, streams_down;
 	/* The STRIPE that takes the joined stripes: its id while its reply
 	 * is awaited (else 0), how many stripes it takes and how many
 	 * connections carry uploads.  Conn lock. */

@@ -361,10 +361,11 @@ static int lane_hello(struct lane *ln, int timeout_s, char *msg, size_t size)
 	/* What the server sends with, for the statistics and the log. */
 	if (ln == &l->lane[LANE_BULK])
 		m.features |= QFT_FEAT_TCPCC;
-	/* Striping (stripe.c): its connections join as resumed ones do. */
+	/* Striping (stripe.c): its connections join as resumed ones do,
+	 * directly. */
 	if (ln == &l->lane[LANE_BULK] && l->c->o.streams != 1 &&
 	    l->c->o.resume_s > 0 && l->ep.resumable && l->c->o.ops &&
-	    l->c->o.ops->reattach)
+	    l->c->o.ops->join)
 		m.features |= QFT_FEAT_STRIPES;
 	r = qft_chan_send_msg(&ln->chan, &b, &m);
 	if (r == -EPIPE || r == -ECONNRESET) {

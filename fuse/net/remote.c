@@ -79,11 +79,20 @@ static int remote_reattach(void *ctx, struct qc_endpoint *ep, int *fd,
 	return qc_boot_reattach(ep->priv, &rt->bo, fd, keys);
 }
 
+static int remote_join(void *ctx, const struct qc_endpoint *ep, int *fd,
+		       struct qft_session_keys *keys)
+{
+	struct qc_remote_tr *rt = ctx;
+
+	return qc_boot_join(ep->priv, &rt->bo, fd, keys);
+}
+
 static const struct qc_transport_ops remote_ops = {
 	.open = remote_open,
 	.close = remote_close,
 	.open_meta = remote_open_meta,
 	.reattach = remote_reattach,
+	.join = remote_join,
 };
 
 /* Logs in, starts the server, opens the data plane, says HELLO. */

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,9 +38,15 @@
 #include "log.h"
 #include "net/conn_internal.h"
 #include "tcpcc.h"
+#include "thread.h"
 
-/* -o streams=auto: this many connections where striping pays. */
-#define STRIPES_AUTO 4u
+/* -o streams=auto: this many connections where striping pays, sent on
+ * QFT_CHAN_STRIPES_START of them until they lose packets (chan.h) ... */
+#define STRIPES_AUTO QFT_MAX_STRIPES
+/* Joins at once: the server's listener lets one address handshake this
+ * many times at once (server/gate.h, SRV_GATE_PER_PEER), and a third
+ * would push out the first. */
+#define JOINERS 2u
 /* ... which is on a far link (a near one recovers from a loss within
  * milliseconds) whose sender lacks bbr. */
 #define STRIPE_MIN_RTT_US 5000u
@@ -84,7 +91,7 @@ static unsigned wanted(const struct qc_conn *c, const struct link *l)
 	if (c->o.streams == 1 || atomic_load(&c->stripes_off))
 		return 1;
 	if (!(ln->features & QFT_FEAT_STRIPES) || l->nlanes < 2 ||
-	    !l->cc_up[0] || !c->o.ops->reattach) {
+	    !l->cc_up[0] || !c->o.ops->join) {
 		/* Asked for by number: say why it is one. */
 		if (c->o.streams > 1)
 			qft_info("streams=%u: one connection carries the data "
@@ -159,21 +166,22 @@ out_chan:
 }
 
 /* One more connection, joined to the session's bulk stream: its socket,
- * or -errno (logged at debug: the link goes on with fewer stripes). */
-static int join_one(struct qc_conn *c, struct link *l)
+ * or -errno (logged at debug: the link goes on with fewer stripes).
+ * Called from the joiner threads. */
+static int join_one(struct qc_conn *c, struct link *l, uint64_t id)
 {
 	struct qft_session_keys keys;
 	struct qft_msg m, rep;
 	struct qbuf b;
 	int fd, r;
 
-	r = c->o.ops->reattach(c->o.ops_ctx, &l->ep, &fd, &keys);
+	r = c->o.ops->join(c->o.ops_ctx, &l->ep, &fd, &keys);
 	if (r < 0) {
 		qft_debug("stripe: cannot connect: %s", strerror(-r));
 		return r;
 	}
 	qbuf_init(&b, FRAME_LIMIT);
-	qft_msg_init(&m, QFT_OP_STRIPE, next_id(c));
+	qft_msg_init(&m, QFT_OP_STRIPE, id);
 	qft_msg_init(&rep, QFT_OP_STRIPE, 0);
 	m.count = 0;
 	r = exchange(c, fd, l->ep.sealed, l->ep.cipher, &keys, &m, &b, &rep);
@@ -189,6 +197,40 @@ static int join_one(struct qc_conn *c, struct link *l)
 	return fd;
 }
 
+/* The joins of one link, shared by its joiner threads. */
+struct joins {
+	struct qc_conn *c;
+	struct link *l;
+	pthread_mutex_t lock;
+	unsigned want;           /* joins to make */
+	unsigned next;           /* lock: the next one to start */
+	bool failed;             /* lock: one failed, start no more */
+	uint64_t id[QFT_MAX_STRIPES - 1];
+	int fd[QFT_MAX_STRIPES - 1];   /* each its joiner's: socket or -errno */
+};
+
+static void *joiner_main(void *arg)
+{
+	struct joins *j = arg;
+
+	for (;;) {
+		unsigned i;
+
+		pthread_mutex_lock(&j->lock);
+		i = j->failed ? j->want : j->next++;
+		pthread_mutex_unlock(&j->lock);
+		if (i >= j->want)
+			return NULL;
+		j->fd[i] = join_one(j->c, j->l, j->id[i]);
+		if (j->fd[i] < 0) {
+			/* The next would most likely fail the same way. */
+			pthread_mutex_lock(&j->lock);
+			j->failed = true;
+			pthread_mutex_unlock(&j->lock);
+		}
+	}
+}
+
 /*
  * Joins the stripes l's bulk stream should have (-o streams=) and adds
  * them to its channel, not yet used: their number (0 for none).  Before
@@ -199,7 +241,9 @@ static unsigned join_all(struct qc_conn *c, struct link *l)
 {
 	struct lane *ln = &l->lane[LANE_BULK];
 	int fds[QFT_MAX_STRIPES - 1];
-	unsigned want, n = 0;
+	unsigned want, n = 0, nt = 0;
+	pthread_t t[JOINERS];
+	struct joins j;
 
 	if (atomic_load(&c->stripe_tries) >= 2 &&
 	    !atomic_exchange(&c->stripes_off, true))
@@ -208,13 +252,30 @@ static unsigned join_all(struct qc_conn *c, struct link *l)
 	want = wanted(c, l);
 	if (want < 2)
 		return 0;
-	for (unsigned i = 0; i + 1 < want; i++) {
-		int fd = join_one(c, l);
-
-		if (fd < 0)
-			break;
-		fds[n++] = fd;
+	/* JOINERS at a time: at 40 ms each join costs about 0.15 s. */
+	j.c = c;
+	j.l = l;
+	j.want = want - 1;
+	j.next = 0;
+	j.failed = false;
+	pthread_mutex_init(&j.lock, NULL);
+	for (unsigned i = 0; i < j.want; i++) {
+		j.id[i] = next_id(c);
+		j.fd[i] = -ECANCELED;
 	}
+	for (unsigned i = 0; i < JOINERS && i < j.want; i++) {
+		if (qft_thread_start(&t[i], joiner_main, &j) != 0)
+			break;
+		nt++;
+	}
+	if (nt == 0)
+		joiner_main(&j);
+	for (unsigned i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&j.lock);
+	for (unsigned i = 0; i < j.want; i++)
+		if (j.fd[i] >= 0)
+			fds[n++] = j.fd[i];
 	if (n == 0) {
 		qft_info("cannot stripe the data connection: one connection "
 			 "carries it");
@@ -238,13 +299,20 @@ static int take(struct qc_conn *c, struct link *l, unsigned n)
 	struct lane *ln = &l->lane[LANE_BULK];
 	struct qft_msg m;
 	struct qbuf b;
-	unsigned up;
+	unsigned up, max;
 	int r;
 
-	/* Uploads are ours to spread: over every stripe unless we send
-	 * with bbr, or the user asked for the stripes. */
-	up = c->o.streams > 1 ||
-	     strcmp(l->cc_up, QFT_TCPCC_PREFERRED) != 0 ? n + 1 : 1;
+	/* Uploads are ours to spread: over as many stripes as the user
+	 * asked for; else on one when we send with bbr, which keeps its
+	 * rate under loss; else on a few at first, and on all of them
+	 * once those lose packets (chan.h). */
+	if (c->o.streams > 1)
+		up = max = n + 1;
+	else if (strcmp(l->cc_up, QFT_TCPCC_PREFERRED) == 0)
+		up = max = 1;
+	else
+		up = n + 1 < QFT_CHAN_STRIPES_START ? n + 1 :
+		     QFT_CHAN_STRIPES_START, max = n + 1;
 	qft_msg_init(&m, QFT_OP_STRIPE, next_id(c));
 	m.count = n;
 	m.opflags = c->o.streams > 1 ? QFT_STRIPE_ALL : 0;
@@ -258,6 +326,8 @@ static int take(struct qc_conn *c, struct link *l, unsigned n)
 	r = qft_msg_encode(&b, &m);
 	if (r == 0)
 		r = qft_chan_send_switch(&ln->chan, b.data, b.len, up);
+	if (r == 0)
+		qft_chan_tx_grow(&ln->chan, max);
 	qbuf_free(&b);
 	return r;
 }
@@ -300,11 +370,11 @@ int qc_stripe_taken(struct link *l, const struct qbuf *in)
 	atomic_store(&c->stripe_tries, 0);
 	pthread_mutex_lock(&c->lock);
 	l->streams = n + 1;
-	l->streams_up = up;
 	l->streams_down = (unsigned)rep.count;
 	pthread_mutex_unlock(&c->lock);
 	qft_info("data striped over %u connections: uploads on %u, "
-		 "downloads on %u", n + 1, up, (unsigned)rep.count);
+		 "downloads on %u (to begin with)", n + 1, up,
+		 (unsigned)rep.count);
 	return 0;
 }
 

@@ -1519,6 +1519,97 @@ static void test_striped_hostile(void)
 	check_ctx("%s", "");
 }
 
+/*
+ * The verdicts that grow the stripes: a first sample only primes; too
+ * few segments are no verdict (the counts go on); loss must be seen in
+ * QFT_CHAN_LOSS_VERDICTS verdicts in a row, so a burst between clean
+ * stretches grows nothing; counts that go back start afresh.
+ */
+static void test_loss_verdicts(void)
+{
+	const uint64_t n = QFT_CHAN_LOSS_SEGS;
+	/* Just at the threshold, and just under it. */
+	const uint64_t lossy = (n * QFT_CHAN_LOSS_PPM + 999999) / 1000000;
+	struct qft_chan_loss g = { 0 };
+	uint64_t segs = 1000, resent = 7;
+
+	check_ctx("%s", "loss verdicts");
+	CHECK(!qft_chan_loss_step(&g, segs, resent));      /* primes */
+	CHECK(g.primed);
+	/* Too few to judge, however many were resent. */
+	CHECK(!qft_chan_loss_step(&g, segs + n - 1, resent + n));
+	CHECK_EQ(g.lossy, 0);
+	/* ... and they count toward the next verdict: lossy. */
+	segs += n;
+	resent += n;
+	CHECK(!qft_chan_loss_step(&g, segs, resent));
+	CHECK_EQ(g.lossy, 1);
+	/* A clean verdict breaks the row. */
+	segs += n;
+	CHECK(!qft_chan_loss_step(&g, segs, resent + lossy - 1));
+	resent += lossy - 1;
+	CHECK_EQ(g.lossy, 0);
+	/* Bursts between clean stretches never grow anything. */
+	for (int i = 0; i < 20; i++) {
+		segs += n;
+		resent += i % 2 ? 0 : n / 2;
+		CHECK(!qft_chan_loss_step(&g, segs, resent));
+	}
+	/* Loss all the time: the third verdict in a row says grow. */
+	for (unsigned i = 1; i <= QFT_CHAN_LOSS_VERDICTS; i++) {
+		segs += n;
+		resent += lossy;
+		CHECK_EQ(qft_chan_loss_step(&g, segs, resent),
+			 i == QFT_CHAN_LOSS_VERDICTS);
+	}
+	/* Counts that went back (other sockets): a new start. */
+	CHECK(!qft_chan_loss_step(&g, 10, 0));
+	CHECK_EQ(g.lossy, 0);
+	CHECK_EQ(g.segs, 10);
+	/* Huge counts do not overflow the comparison. */
+	g = (struct qft_chan_loss){ 0 };
+	CHECK(!qft_chan_loss_step(&g, UINT64_MAX / 2, 0));
+	CHECK(!qft_chan_loss_step(&g, UINT64_MAX / 2 + n, 0));
+	CHECK_EQ(g.lossy, 0);
+	check_ctx("%s", "");
+}
+
+/*
+ * qft_chan_tx_grow: nothing before the switch; never past the stripes
+ * the channel has; and over sockets that are not TCP, which cannot say
+ * what they lose, the use stays where it began however much is sent.
+ */
+static void test_grow_bounds(void)
+{
+	struct qft_chan tx, rx;
+	struct qbuf in;
+	struct qft_hdr h;
+	uint8_t ping[QFT_HDR_SIZE];
+
+	check_ctx("%s", "grow bounds");
+	qbuf_init(&in, FRAME_LIMIT);
+	striped_pair(&tx, &rx, 2, &in);
+	qft_chan_tx_grow(&tx, 64);
+	CHECK_EQ(tx.tx_max, NSTRIPES);
+	CHECK_EQ(qft_chan_tx_use(&tx), 2);
+	put_header(ping, 0, QFT_OP_PING, 0, 7);
+	for (int i = 0; i < 400; i++) {
+		/* Past a probe interval now and then. */
+		if (i % 100 == 0)
+			tx.tx_probe_ns = 0;
+		CHECK_EQ(qft_chan_send(&tx, ping, sizeof(ping)), 0);
+		CHECK_EQ(qft_chan_recv(&rx, &in, &h), 0);
+	}
+	CHECK_EQ(qft_chan_tx_use(&tx), 2);
+	CHECK_EQ(tx.tx_max, 2);
+	/* Chunks came in on the two in use. */
+	CHECK_EQ(qft_chan_rx_used(&rx), 2);
+	qft_chan_destroy(&tx);
+	qft_chan_destroy(&rx);
+	qbuf_free(&in);
+	check_ctx("%s", "");
+}
+
 int main(void)
 {
 	/* A dead peer must show up as -EPIPE, not kill the process. */
@@ -1545,5 +1636,7 @@ int main(void)
 	test_striped(QFT_LZ4_NONE, true);
 	test_striped(QFT_LZ4_ALWAYS, true);
 	test_striped_hostile();
+	test_loss_verdicts();
+	test_grow_bounds();
 	return check_exit("test_chan");
 }
