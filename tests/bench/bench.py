@@ -54,7 +54,7 @@ LINKS = {
 LINK_LOSS = {"100m-40ms-1%": 1, "100m-40ms-0.1%": 0.1, "1g-10ms-0.1%": 0.1}
 LOSS_CC = "cubic"
 CUBIC_LINKS = set(LINK_LOSS) | {"100m-40ms-cubic"}
-DATA = ["big", "json", "tree", "bigtree"]
+DATA = ["big", "json", "tree", "bigtree", "repo"]
 PASSES = ["cold", "warm"]
 DIRECTIONS = ["up", "down"]
 # What is done with a data set.  copy-up / copy-down: every tool copies it
@@ -65,12 +65,15 @@ DIRECTIONS = ["up", "down"]
 # of the tree through the mount.  Reading the server's copy of a tree off
 # the mount (walk-ahead, docs/benchmarks.md): rsync-down = `rsync -a
 # MNT/SRC/ DST/`, tar-c = `tar cf - SRC | wc -c`, grep-r = `grep -r -l
-# '#include' SRC`; copy-down of a tree is `cp -r` off the mount.
+# '#include' SRC`; copy-down of a tree is `cp -r` off the mount.  In a
+# clone of a real repository on the server, through the mount: git-status
+# = `git status --porcelain`, git-log-p = `git log -p -20 | wc -c`.
 WORKLOADS = ["copy-up", "copy-down", "rsync-up", "tar-x", "find", "du", "randread",
-             "rsync-down", "tar-c", "grep-r"]
+             "rsync-down", "tar-c", "grep-r", "git-status", "git-log-p"]
 WORKLOAD_DIRECTION = {"copy-up": "up", "copy-down": "down", "rsync-up": "up",
                       "tar-x": "up", "find": "down", "du": "down", "randread": "down",
-                      "rsync-down": "down", "tar-c": "down", "grep-r": "down"}
+                      "rsync-down": "down", "tar-c": "down", "grep-r": "down",
+                      "git-status": "down", "git-log-p": "down"}
 # randread: 4 KiB reads at random offsets of the big file through the
 # mount, one at a time, for this long (randread.py: fio's randread at
 # iodepth 1, every block checked); cold pass only
@@ -81,10 +84,13 @@ DATA_WORKLOADS = {"big": ["copy-up", "copy-down", "randread"],
                   "json": ["copy-up", "copy-down"],
                   "tree": ["copy-up", "copy-down", "rsync-up", "tar-x",
                            "rsync-down", "tar-c", "grep-r"],
-                  "bigtree": ["copy-up", "find", "du", "copy-down", "tar-c"]}
+                  "bigtree": ["copy-up", "find", "du", "copy-down", "tar-c"],
+                  "repo": ["git-status", "git-log-p"]}
 # the two tree data sets: a small-files tree and a big one (scans, and the
 # copy on an unlimited link)
 TREE_SOURCES = {"tree": "/usr/include/openssl", "bigtree": "/usr/include"}
+# ... and the repository: a clone of this one (its history, sources, docs)
+GIT = ["git", "-c", "safe.directory=*"]
 # "qftfs" expands to every variant the binaries support (probed, see
 # probe_qftfs); a variant can also be named on its own.
 # qftfs-lz4-auto (-o compress=auto) is named on its own: it answers whether
@@ -477,6 +483,10 @@ def prepare_data(work, which, quick, big_mib=None):
             size = 128 * MiB if quick else 512 * MiB
             name = f"json-{size // MiB}M.json"
             origin = f"tests/bench/gen_json.py {size} (deterministic)"
+        elif d == "repo":
+            src = None
+            name = "repo-qftfs"
+            origin = f"git clone {REPO}"
         else:
             src = TREE_SOURCES[d]
             name = f"{d}-" + os.path.basename(src)
@@ -509,6 +519,8 @@ def prepare_data(work, which, quick, big_mib=None):
         elif d == "json":
             sh([sys.executable, os.path.join(HERE, "gen_json.py"), str(size), path],
                timeout=1800)
+        elif d == "repo":
+            sh(GIT + ["clone", "-q", "--no-hardlinks", REPO, path], timeout=1800)
         else:
             # dangling links fail to copy: not part of the data set.  Under
             # umask 022 so that modes are the same on every machine.
@@ -521,7 +533,7 @@ def prepare_data(work, which, quick, big_mib=None):
                "origin": origin, "set": d}
         if rec["kind"] == "tree":
             rec["files"], rec["bytes"], rec["dirs"] = tree_stats(path)
-            rec["source_entries"] = source_entries(src)
+            rec["source_entries"] = source_entries(src) if src else None
             rec["sha256"] = None
             if d == "tree":
                 # the tarball for tar-x: sorted, numeric owners, the tree's
@@ -653,6 +665,17 @@ def verify_scan(data, workload, out_path, mnt_root):
             lines = f.read().splitlines()
     except OSError as e:
         return False, {"method": workload, "error": str(e)}
+    if workload in ("git-status", "git-log-p"):
+        # what the same command prints in the local clone
+        args = ["status", "--porcelain"] if workload == "git-status" else \
+            ["log", "-p", "-20"]
+        want = subprocess.run(GIT + ["-C", data["path"]] + args, check=True,
+                              stdout=subprocess.PIPE, timeout=300).stdout
+        want = want.decode(errors="replace").splitlines() \
+            if workload == "git-status" else [str(len(want))]
+        got = [x.strip() for x in lines] if workload == "git-log-p" else lines
+        return got == want, {"method": f"{workload}: the same as in the local clone",
+                             "lines": len(got), "first": got[:3]}
     if workload == "tar-c":
         m = re.match(r"^(\d+)$", lines[0].strip()) if lines else None
         n = int(m.group(1)) if m else 0
@@ -825,6 +848,16 @@ def workload_argv(ctx, tool, data, workload, dst_name):
                f"{shlex.quote(os.path.basename(src_mnt))} | wc -c"
                if workload == "tar-c" else
                f"grep -r -l -e '#include' {shlex.quote(src_mnt)}")
+        res.update(argv=["bash", "-o", "pipefail", "-c", cmd], dst=None,
+                   stdout=os.path.join(ctx.work, f"{workload}.out"),
+                   scan_root=src_mnt)
+        return res
+    if workload in ("git-status", "git-log-p"):
+        cmd = shlex.join(GIT + ["-C", src_mnt] + (
+            ["status", "--porcelain"] if workload == "git-status" else
+            ["log", "-p", "-20"]))
+        if workload == "git-log-p":
+            cmd += " | wc -c"
         res.update(argv=["bash", "-o", "pipefail", "-c", cmd], dst=None,
                    stdout=os.path.join(ctx.work, f"{workload}.out"),
                    scan_root=src_mnt)
