@@ -80,6 +80,11 @@ struct qc_file {
 	 * reopen after a reconnect, which may run on any thread */
 	bool has_opener;
 	struct qft_cred opener;
+	/* immutable once the open is answered: the attributes it was
+	 * answered with, when it read any (opened_known), for the pages
+	 * its reads give the kernel (qn_note_paged) */
+	bool opened_known;
+	struct qft_attr opened;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;    /* lock: an async call completed */
 	unsigned async;         /* lock: async calls not completed, and

@@ -670,8 +670,10 @@ void qn_note_attr(struct qn_table *t, struct qn_node *n,
 	if (same)
 		*same = n->size == a->size && same_time(&n->mtime, &a->mtime);
 	/* Changed: the kernel drops the pages on the next open. */
-	if (n->size != a->size || !same_time(&n->mtime, &a->mtime))
+	if (n->size != a->size || !same_time(&n->mtime, &a->mtime)) {
 		n->paged = false;
+		n->paged_known = false;
+	}
 	note_times_locked(n, a, true);
 	if (!n->rino || n->rino == a->ino)
 		n->attr = *a;
@@ -840,11 +842,49 @@ bool qn_fresh_attr(struct qn_table *t, struct qn_node *n, uint64_t now,
 	return fresh;
 }
 
-void qn_note_paged(struct qn_table *t, struct qn_node *n)
+void qn_note_paged(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *opened)
 {
 	pthread_mutex_lock(&t->lock);
 	n->paged = true;
+	n->paged_known = opened != NULL;
+	if (opened) {
+		n->paged_size = opened->size;
+		n->paged_mtime = opened->mtime;
+		n->paged_ctime = opened->ctime;
+	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+bool qn_paged_attr(struct qn_table *t, struct qn_node *n,
+		   struct qft_attr *out)
+{
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	ok = n->paged && n->paged_known && n->rino && n->attr.mode;
+	if (ok) {
+		*out = n->attr;
+		out->ino = n->rino;
+		out->size = n->paged_size;
+		out->mtime = n->paged_mtime;
+		out->ctime = n->paged_ctime;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
+bool qn_pages_valid(struct qn_table *t, struct qn_node *n,
+		    const struct qft_attr *a)
+{
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	ok = n->paged && n->paged_known && n->paged_size == a->size &&
+	     same_time(&n->paged_mtime, &a->mtime) &&
+	     same_time(&n->paged_ctime, &a->ctime);
+	pthread_mutex_unlock(&t->lock);
+	return ok;
 }
 
 bool qn_paged(struct qn_table *t, struct qn_node *n)

@@ -116,6 +116,12 @@ struct qn_node {
 	 * not change since, so the kernel may hold its pages (an OPEN then
 	 * does not ask for the first data) */
 	bool paged;
+	/* table lock: the size and times the file had when the open whose
+	 * read set `paged` was answered (its pages are of that file or of
+	 * a later one); paged_known false when that open did not say */
+	bool paged_known;
+	uint64_t paged_size;
+	struct qft_time paged_mtime, paged_ctime;
 	/* table lock: CLOCK_MONOTONIC ns until which the object is known to
 	 * have no extended attributes (QFT_ATTR_NOXATTR); 0 = not known */
 	uint64_t noxattr_until;
@@ -371,9 +377,27 @@ bool qn_file_replaced(struct qn_table *t, struct qn_file *f,
 /* qn_unlink_node of f's node, if f is still attached. */
 void qn_file_unlink_node(struct qn_table *t, struct qn_file *f);
 
-/* The kernel got data of `n` (a read was answered), or whether it did. */
-void qn_note_paged(struct qn_table *t, struct qn_node *n);
+/* The kernel got data of `n` (a read was answered) through a file
+ * opened when `n` had attributes `opened` (NULL: not known), or whether
+ * it did. */
+void qn_note_paged(struct qn_table *t, struct qn_node *n,
+		   const struct qft_attr *opened);
 bool qn_paged(struct qn_table *t, struct qn_node *n);
+/*
+ * Whether the pages the kernel may hold of `n` are those of the file
+ * with attributes `a`: they were read through a file opened with the
+ * same size, mtime and ctime, and no change was noted since.  False
+ * where that is not known.
+ */
+bool qn_pages_valid(struct qn_table *t, struct qn_node *n,
+		    const struct qft_attr *a);
+/*
+ * The attributes the file had when the pages the kernel may hold of `n`
+ * were read (ino, size, mtime and ctime as then; the rest as last seen):
+ * false when it holds none, or that is not known.
+ */
+bool qn_paged_attr(struct qn_table *t, struct qn_node *n,
+		   struct qft_attr *out);
 
 /* The attributes last seen of `n` into *out; false when none were. */
 bool qn_get_attr(struct qn_table *t, struct qn_node *n, struct qft_attr *out);

@@ -75,6 +75,37 @@ static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
 	return ok;
 }
 
+/*
+ * Whether a read-only open of `n` may keep the pages the kernel holds and
+ * be answered before the server: they came through an open of the file
+ * with the attributes *a gets (qn_paged_attr), the directory's lease says
+ * the file still has exactly those (qc_dir_walk_fresh: as walk-ahead's
+ * contents), and the user the server acts as may read it (as
+ * open_predicted).  A warm re-read of a tree then waits for nothing.
+ */
+static bool open_paged(struct qc_fs *fs, struct qn_node *n, int flags,
+		       struct qft_attr *a)
+{
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *parent;
+	uint32_t uid, gid;
+	bool ok;
+
+	if (fs->window == 0 || (flags & O_ACCMODE) != O_RDONLY ||
+	    (flags & (O_TRUNC | O_APPEND | O_DIRECT)) ||
+	    !qn_paged_attr(&fs->nodes, n, a) ||
+	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
+		return false;
+	qc_ops_actor(fs, &uid, &gid);
+	if (uid != 0 && !(a->uid == uid && (a->mode & S_IRUSR)))
+		return false;
+	if (qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
+		return false;
+	ok = qc_dir_walk_fresh(fs, parent, name, a, NULL);
+	qn_unref(&fs->nodes, parent);
+	return ok;
+}
+
 /* The OPEN behind an open answered by walk-ahead: only its failure
  * matters, for whatever later goes to the server through the handle. */
 static void walked_open_done(void *ctx, int err, struct qc_reply *rep)
@@ -107,12 +138,37 @@ static void open_walked(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 	qc_ra_prime(fs, f, hit->rep.msg.data.len + 1, &hit->rep);
 	qc_reply_free(&hit->rep);
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &hit->attr, &same);
+	f->opened = hit->attr;
+	f->opened_known = true;
 	pthread_mutex_lock(&f->lock);
 	qc_file_hold(f);
 	pthread_mutex_unlock(&f->lock);
 	(void)qc_call_async(fs->conn, gen, m, walked_open_done, f);
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
 	fi->keep_cache = 0;
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_open(req, fi) != 0)
+		qc_file_release(fs, f);
+}
+
+/*
+ * An open answered with the pages the kernel holds (open_paged): as
+ * open_walked, with nothing to prime -- the kernel reads its pages.
+ */
+static void open_kept(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
+		      struct fuse_file_info *fi, struct qft_msg *m,
+		      struct qc_file *f, uint64_t gen, uint64_t handle,
+		      const struct qft_attr *a)
+{
+	f->opened = *a;
+	f->opened_known = true;
+	pthread_mutex_lock(&f->lock);
+	qc_file_hold(f);
+	pthread_mutex_unlock(&f->lock);
+	(void)qc_call_async(fs->conn, gen, m, walked_open_done, f);
+	qc_stat_inc(&fs->stats, QC_STAT_OPEN_ASYNC);
+	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
+	fi->keep_cache = 1;
 	fi->fh = (uintptr_t)f;
 	if (fuse_reply_open(req, fi) != 0)
 		qc_file_release(fs, f);
@@ -141,6 +197,10 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.handle = handle;
 	qc_set_str(&m.path, path);
 	m.opflags = qc_file_oflags(fs, fi->flags & ~(O_CREAT | O_EXCL));
+	if (open_paged(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
+		open_kept(req, fs, ino, fi, &m, f, gen, handle, &a);
+		return;
+	}
 	walked = fs->readahead && fs->window &&
 		 qc_walk_open(fs, qc_fs_node(fs, ino), fi->flags, &hit);
 	if (walked) {
@@ -155,8 +215,14 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			goto out_err;
 		}
 		qc_stat_inc(&fs->stats, QC_STAT_OPEN_ASYNC);
-		/* The server's word on the pages comes too late to keep them. */
-		fi->keep_cache = 0;
+		/* The pages the kernel holds are kept when they are of the
+		 * file the lease vouches for now (a warm re-read of a tree
+		 * waits for nothing); the server's word comes too late to
+		 * decide otherwise. */
+		fi->keep_cache = qn_pages_valid(&fs->nodes,
+						qc_fs_node(fs, ino), &a);
+		f->opened = a;
+		f->opened_known = true;
 		fi->fh = (uintptr_t)f;
 		if (fuse_reply_open(req, fi) != 0)
 			qc_file_release(fs, f);
@@ -190,6 +256,8 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, &same);
 	if (rep.msg.opflags & QFT_OPEN_DATA)
 		qc_ra_prime(fs, f, (uint32_t)m.length, &rep);
+	f->opened = rep.msg.attr;
+	f->opened_known = true;
 	qc_reply_free(&rep);
 	fi->keep_cache = same;
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
@@ -420,7 +488,8 @@ void qc_ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* From now on the kernel may have the pages (open_data_length);
 	 * once per open file, not a table lock per read. */
 	if (!atomic_exchange(&f->paged_noted, true)) {
-		qn_note_paged(&fs->nodes, qc_fs_node(fs, ino));
+		qn_note_paged(&fs->nodes, qc_fs_node(fs, ino),
+			      f->opened_known ? &f->opened : NULL);
 		/* A file of a directory is read: a tree walk may begin. */
 		qc_walk_note_read(fs, qc_fs_node(fs, ino));
 	}

@@ -1449,7 +1449,7 @@ def quick_prune(quick, link, dname, tool, trees_only=False):
     """--quick keeps to ~15 minutes by running each qftfs variant only where
     it is what is being looked at; None = run it.  Trees, in every mode,
     only with the qftfs variants that matter for them."""
-    if dname in ("tree", "bigtree") and tool.startswith("qftfs") and tool not in TREE_VARIANTS:
+    if dname in ("tree", "bigtree", "repo") and tool.startswith("qftfs") and tool not in TREE_VARIANTS:
         return "the trees: only " + " and ".join(TREE_VARIANTS) + " run them"
     if not quick:
         return None
