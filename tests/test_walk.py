@@ -154,13 +154,14 @@ def test_tree_read_waits_far_less_than_once_per_file(mount, tmp_path, tool):
     assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 4 + 8192, d
 
 
-def test_warm_reread_waits_for_nothing(mount, tmp_path):
+def test_warm_reread_waits_for_nothing(mounter, tmp_path):
     """A second `cp -r` of a tree through the same mount, nothing changed
     on the server: each open is answered under the directory's lease and
-    keeps the pages the kernel holds, so no file costs a round trip --
+    keeps the pages the kernel holds, so no file costs a round trip (the
+    four directories a few) --
     where each used to cost one (the open dropped the pages, and the
     reads went to the server again)."""
-    src, mnt = mount
+    src, mnt = mounter(opts=LONG)
     nfiles = make_tree(P(src, 'tree'))
     util.run(['cp', '-r', P(mnt, 'tree'), str(tmp_path / 'a')],
              check=True, timeout=120)
@@ -169,7 +170,10 @@ def test_warm_reread_waits_for_nothing(mount, tmp_path):
              check=True, timeout=120)
     d = delta(before, stats(mnt))
     diff(P(src, 'tree'), str(tmp_path / 'b'))
-    assert d['requests_waited'] <= nfiles // 20, \
+    # A few waits per directory (its listing, the odd file whose pages
+    # the kernel let go), none per file.
+    budget = nfiles // 20 + 2 * 4
+    assert d['requests_waited'] <= budget, \
         '%d files read again waited %d times: %r' % (
             nfiles, d['requests_waited'], sorted(
                 (k, v) for k, v in d.items() if v))
