@@ -119,12 +119,15 @@ class NetNs:
         """Command prefix that runs a program inside the namespace."""
         return ['nsenter', '--net=/run/netns/' + self.name, '--']
 
-    def create(self):
+    def _add_ns(self):
         r = _run(['ip', 'netns', 'add', self.name], check=False)
         if r.returncode != 0:
             raise Unavailable('cannot create a network namespace: %s'
                               % r.stderr.strip())
         self.created = True
+
+    def create(self):
+        self._add_ns()
         r = _run(['ip', 'link', 'add', self.host_if, 'type', 'veth', 'peer',
                   'name', self.ns_if, 'netns', self.name], check=False)
         if r.returncode != 0:
@@ -277,11 +280,7 @@ class RoutedNetNs(NetNs):
         return ['nsenter', '--net=/run/netns/' + self.router, '--']
 
     def create(self):
-        r = _run(['ip', 'netns', 'add', self.name], check=False)
-        if r.returncode != 0:
-            raise Unavailable('cannot create a network namespace: %s'
-                              % r.stderr.strip())
-        self.created = True
+        self._add_ns()
         _run(['ip', 'netns', 'add', self.router])
         self.router_made = True
         _run(['ip', 'link', 'add', self.host_if, 'type', 'veth', 'peer',
@@ -357,9 +356,6 @@ class Lab:
 
     def heal(self):
         self.ns.heal()
-
-    def squeeze(self, rate_mbit, queue_bytes):
-        self.ns.squeeze(rate_mbit, queue_bytes)
 
     def squeeze(self, rate_mbit, queue_bytes):
         self.ns.squeeze(rate_mbit, queue_bytes)

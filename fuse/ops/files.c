@@ -44,6 +44,28 @@ static uint64_t open_data_length(struct qc_fs *fs, struct qn_node *n,
 	return QC_OPEN_DATA;
 }
 
+/* Whether an open with `flags` is of the kind answered before the server
+ * (open_predicted, open_paged): read-only, neither truncating nor
+ * appending, on a mount that pipelines. */
+static bool early_flags(const struct qc_fs *fs, int flags)
+{
+	return fs->window != 0 && (flags & O_ACCMODE) == O_RDONLY &&
+	       !(flags & (O_TRUNC | O_APPEND));
+}
+
+/* Whether the user the server acts as (qc_ops_actor) may read a regular
+ * file with attributes *a for certain -- root, or its owner with read
+ * permission -- so that the server would not refuse the open. */
+static bool early_reader(struct qc_fs *fs, const struct qft_attr *a)
+{
+	uint32_t uid, gid;
+
+	if ((a->mode & QFT_S_IFMT) != QFT_S_IFREG)
+		return false;
+	qc_ops_actor(fs, &uid, &gid);
+	return uid == 0 || (a->uid == uid && (a->mode & S_IRUSR));
+}
+
 /*
  * Whether an open of node `n` with `flags` may be answered before the
  * server did, with *a the attributes the file has: a read-only open of a
@@ -57,15 +79,11 @@ static bool open_predicted(struct qc_fs *fs, struct qn_node *n, int flags,
 {
 	char name[QFT_MAX_NAME + 1];
 	struct qn_node *parent;
-	uint32_t uid, gid, type;
+	uint32_t type;
 	bool ok;
 
-	if (fs->window == 0 || (flags & O_ACCMODE) != O_RDONLY ||
-	    (flags & (O_TRUNC | O_APPEND)) || !qc_ops_current_attr(fs, n, a) ||
-	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
-		return false;
-	qc_ops_actor(fs, &uid, &gid);
-	if (uid != 0 && !(a->uid == uid && (a->mode & S_IRUSR)))
+	if (!early_flags(fs, flags) || !qc_ops_current_attr(fs, n, a) ||
+	    !early_reader(fs, a))
 		return false;
 	if (qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
 		return false;
@@ -88,16 +106,10 @@ static bool open_paged(struct qc_fs *fs, struct qn_node *n, int flags,
 {
 	char name[QFT_MAX_NAME + 1];
 	struct qn_node *parent;
-	uint32_t uid, gid;
 	bool ok;
 
-	if (fs->window == 0 || (flags & O_ACCMODE) != O_RDONLY ||
-	    (flags & (O_TRUNC | O_APPEND | O_DIRECT)) ||
-	    !qn_paged_attr(&fs->nodes, n, a) ||
-	    (a->mode & QFT_S_IFMT) != QFT_S_IFREG)
-		return false;
-	qc_ops_actor(fs, &uid, &gid);
-	if (uid != 0 && !(a->uid == uid && (a->mode & S_IRUSR)))
+	if (!early_flags(fs, flags) || (flags & O_DIRECT) ||
+	    !qn_paged_attr(&fs->nodes, n, a) || !early_reader(fs, a))
 		return false;
 	if (qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
 		return false;
