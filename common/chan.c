@@ -632,6 +632,14 @@ void qft_chan_tx_grow(struct qft_chan *c, unsigned max)
 	pthread_mutex_unlock(&c->wlock);
 }
 
+void qft_chan_stripes_choose(unsigned conns, bool all, bool bbr,
+			     unsigned *use, unsigned *max)
+{
+	*max = bbr && !all ? 1 : conns;
+	*use = all || *max < QFT_CHAN_STRIPES_START ? *max :
+	       QFT_CHAN_STRIPES_START;
+}
+
 unsigned qft_chan_rx_used(const struct qft_chan *c)
 {
 	unsigned n = 0;

@@ -238,7 +238,7 @@ void qft_chan_shutdown(struct qft_chan *c);
  * but numbered); recv_switch turns receiving over, from the receiving
  * thread.  stripes() says how many sockets the stream has (1: not
  * striped), tx_use() how many of them this side sends on now, rx_used()
- * how many chunks came in on.
+ * how many of them chunks came in on.
  */
 int qft_chan_stripes_add(struct qft_chan *c, const int *fds, unsigned n);
 int qft_chan_send_switch(struct qft_chan *c, const void *frame, size_t len,
@@ -251,6 +251,15 @@ void qft_chan_recv_switch(struct qft_chan *c);
  * max at or below the use sent with keeps the use fixed.
  */
 void qft_chan_tx_grow(struct qft_chan *c, unsigned max);
+/*
+ * Each side's choice for what it sends over `conns` stripes: the use to
+ * switch with and the most it may grow to.  All of them when the user
+ * asked for the stripes (`all`); one when the sender has bbr (`bbr`),
+ * which keeps one connection's rate under loss; else
+ * QFT_CHAN_STRIPES_START at first, and all once those lose packets.
+ */
+void qft_chan_stripes_choose(unsigned conns, bool all, bool bbr,
+			     unsigned *use, unsigned *max);
 unsigned qft_chan_stripes(struct qft_chan *c);
 /* Closes the stripes and turns striping off both ways, for a channel
  * moved to a new socket (a resumed lane); receiving thread. */

@@ -1640,6 +1640,9 @@ static const op_fn handlers[QFT_OP__COUNT] = {
 
 static int send_reply(struct srv *s, const struct qft_msg *rep)
 {
+#ifdef QFT_FAULT_INJECTION
+	const char *cut;
+#endif
 	int r;
 
 	qbuf_reset(&s->out);
@@ -1667,18 +1670,10 @@ static int send_reply(struct srv *s, const struct qft_msg *rep)
 			 (unsigned long long)rep->id);
 		raise(SIGSTOP);
 	}
-	if (s->replay && !s->link_dead && srv_replay_fault_drop(rep->op)) {
-		qft_warn("fault injection: dropping the reply to %s id %llu "
-			 "and cutting the %s connection",
-			 qft_op_name(rep->op), (unsigned long long)rep->id,
-			 s->is_meta ? "meta" : "bulk");
-		srv_op_link_down(s);
-		return 0;
-	}
 	if (s->replay && !s->link_dead &&
-	    srv_replay_fault_late(s->replay, rep->op, rep->id)) {
-		qft_warn("fault injection: holding the reply to %s id %llu "
-			 "until the %s connection is resumed, and cutting it",
+	    (cut = srv_replay_fault_cut(s->replay, rep->op, rep->id))) {
+		qft_warn("fault injection: %s the reply to %s id %llu and "
+			 "cutting the %s connection", cut,
 			 qft_op_name(rep->op), (unsigned long long)rep->id,
 			 s->is_meta ? "meta" : "bulk");
 		srv_op_link_down(s);

@@ -250,25 +250,23 @@ int srv_replay_fault_init(void)
 	return r;
 }
 
-bool srv_replay_fault_drop(uint16_t op)
-{
-	return op < QFT_OP__COUNT &&
-	       __atomic_exchange_n(&fault_armed[op], false, __ATOMIC_RELAXED);
-}
-
 bool srv_replay_fault_stop(uint16_t op)
 {
 	return op < QFT_OP__COUNT &&
 	       __atomic_exchange_n(&stop_armed[op], false, __ATOMIC_RELAXED);
 }
 
-bool srv_replay_fault_late(struct srv_replay *rp, uint16_t op, uint64_t id)
+const char *srv_replay_fault_cut(struct srv_replay *rp, uint16_t op,
+				 uint64_t id)
 {
-	if (op >= QFT_OP__COUNT ||
-	    !__atomic_exchange_n(&late_armed[op], false, __ATOMIC_RELAXED))
-		return false;
+	if (op >= QFT_OP__COUNT)
+		return NULL;
+	if (__atomic_exchange_n(&fault_armed[op], false, __ATOMIC_RELAXED))
+		return "dropping";
+	if (!__atomic_exchange_n(&late_armed[op], false, __ATOMIC_RELAXED))
+		return NULL;
 	rp->late = id;
-	return true;
+	return "holding until the lane is resumed";
 }
 
 bool srv_replay_fault_late_take(struct srv_replay *rp, const uint8_t **frame,

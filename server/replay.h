@@ -23,7 +23,7 @@
  * QFTFS_FAULT_DROP_REPLY=OP[,OP...] (names as qft_op_name gives them)
  * makes the first reply to a request of each named opcode vanish: it is
  * kept here as unsent and the lane's connection is shut down right after
- * (srv_replay_fault_drop), so that the client resumes and retransmits.
+ * (srv_replay_fault_cut), so that the client resumes and retransmits.
  * A test hook, not part of the protocol.
  */
 #ifndef SRV_REPLAY_H
@@ -103,15 +103,18 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq);
 /* Reads the environment variables: 0, or -EINVAL (logged) for a name
  * that is no opcode. */
 int srv_replay_fault_init(void);
-/* True (once per named opcode, for the whole process) when this reply
- * must not be sent. */
-bool srv_replay_fault_drop(uint16_t op);
 /* True (once per named opcode) when the server must stop before this
  * reply. */
 bool srv_replay_fault_stop(uint16_t op);
-/* True (once per named opcode) when the reply to request `id` must be
- * held until the lane is resumed. */
-bool srv_replay_fault_late(struct srv_replay *rp, uint16_t op, uint64_t id);
+/*
+ * Whether the reply to request `id` of `op` must not be sent and the
+ * lane cut (once per named opcode, for the whole process): what is done
+ * with it, for the log -- "dropping" (QFTFS_FAULT_DROP_REPLY), or
+ * "holding until the lane is resumed" (QFTFS_FAULT_LATE_REPLY; then
+ * srv_replay_fault_late_take gives it back) -- or NULL to send it.
+ */
+const char *srv_replay_fault_cut(struct srv_replay *rp, uint16_t op,
+				 uint64_t id);
 /* The held reply, once, after a RESUME reply: true with frame and len
  * set, false when there is none. */
 bool srv_replay_fault_late_take(struct srv_replay *rp, const uint8_t **frame,

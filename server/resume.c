@@ -839,18 +839,11 @@ int srv_resume_stripe(struct srv *s, const struct qft_msg *req)
 		return r;
 	}
 	qft_chan_recv_switch(&s->chan);
-	/* Downloads are the server's to spread: over every stripe when
-	 * the user asked for the stripes; else on one when it sends with
-	 * bbr, which keeps one connection's rate under loss; else on a few
-	 * at first, and on all once those lose packets (chan.h). */
+	/* Downloads are the server's to spread. */
 	(void)qft_tcpcc_get(s->chan.wfd, cc);
-	if (req->opflags & QFT_STRIPE_ALL)
-		use = max = n + 1;
-	else if (strcmp(cc, QFT_TCPCC_PREFERRED) == 0)
-		use = max = 1;
-	else
-		use = n + 1 < QFT_CHAN_STRIPES_START ? n + 1 :
-		      QFT_CHAN_STRIPES_START, max = n + 1;
+	qft_chan_stripes_choose(n + 1, req->opflags & QFT_STRIPE_ALL,
+				strcmp(cc, QFT_TCPCC_PREFERRED) == 0, &use,
+				&max);
 	qft_msg_init(&rep, QFT_OP_STRIPE, req->id);
 	rep.flags = QFT_F_REPLY;
 	rep.count = use;

@@ -877,14 +877,11 @@ bool qn_paged_attr(struct qn_table *t, struct qn_node *n,
 bool qn_pages_valid(struct qn_table *t, struct qn_node *n,
 		    const struct qft_attr *a)
 {
-	bool ok;
+	struct qft_attr p;
 
-	pthread_mutex_lock(&t->lock);
-	ok = n->paged && n->paged_known && n->paged_size == a->size &&
-	     same_time(&n->paged_mtime, &a->mtime) &&
-	     same_time(&n->paged_ctime, &a->ctime);
-	pthread_mutex_unlock(&t->lock);
-	return ok;
+	return qn_paged_attr(t, n, &p) && p.size == a->size &&
+	       same_time(&p.mtime, &a->mtime) &&
+	       same_time(&p.ctime, &a->ctime);
 }
 
 bool qn_paged(struct qn_table *t, struct qn_node *n)

@@ -201,10 +201,9 @@ struct link {
 	 * server answers the STRIPE.  Conn lock. */
 	unsigned streams, streams_down;
 	/* The STRIPE that takes the joined stripes: its id while its reply
-	 * is awaited (else 0), how many stripes it takes and how many
-	 * connections carry uploads.  Conn lock. */
+	 * is awaited (else 0), and how many stripes it takes.  Conn lock. */
 	uint64_t stripe_id;
-	unsigned stripe_n, stripe_up;
+	unsigned stripe_n;
 };
 
 /*

@@ -302,24 +302,16 @@ static int take(struct qc_conn *c, struct link *l, unsigned n)
 	unsigned up, max;
 	int r;
 
-	/* Uploads are ours to spread: over as many stripes as the user
-	 * asked for; else on one when we send with bbr, which keeps its
-	 * rate under loss; else on a few at first, and on all of them
-	 * once those lose packets (chan.h). */
-	if (c->o.streams > 1)
-		up = max = n + 1;
-	else if (strcmp(l->cc_up, QFT_TCPCC_PREFERRED) == 0)
-		up = max = 1;
-	else
-		up = n + 1 < QFT_CHAN_STRIPES_START ? n + 1 :
-		     QFT_CHAN_STRIPES_START, max = n + 1;
+	/* Uploads are ours to spread. */
+	qft_chan_stripes_choose(n + 1, c->o.streams > 1,
+				strcmp(l->cc_up, QFT_TCPCC_PREFERRED) == 0,
+				&up, &max);
 	qft_msg_init(&m, QFT_OP_STRIPE, next_id(c));
 	m.count = n;
 	m.opflags = c->o.streams > 1 ? QFT_STRIPE_ALL : 0;
 	pthread_mutex_lock(&c->lock);
 	l->stripe_id = m.id;
 	l->stripe_n = n;
-	l->stripe_up = up;
 	pthread_mutex_unlock(&c->lock);
 	atomic_fetch_add(&c->stripe_tries, 1);
 	qbuf_init(&b, FRAME_LIMIT);
@@ -344,14 +336,13 @@ int qc_stripe_taken(struct link *l, const struct qbuf *in)
 	struct lane *ln = &l->lane[LANE_BULK];
 	struct qc_conn *c = l->c;
 	struct qft_msg rep;
-	unsigned n = 0, up = 0;
+	unsigned n = 0;
 	int r;
 
 	r = qft_msg_decode(&rep, in->data, in->len);
 	pthread_mutex_lock(&c->lock);
 	if (r == 0 && l->stripe_id && rep.id == l->stripe_id) {
 		n = l->stripe_n;
-		up = l->stripe_up;
 		l->stripe_id = 0;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -373,8 +364,8 @@ int qc_stripe_taken(struct link *l, const struct qbuf *in)
 	l->streams_down = (unsigned)rep.count;
 	pthread_mutex_unlock(&c->lock);
 	qft_info("data striped over %u connections: uploads on %u, "
-		 "downloads on %u (to begin with)", n + 1, up,
-		 (unsigned)rep.count);
+		 "downloads on %u (to begin with)", n + 1,
+		 qft_chan_tx_use(&ln->chan), (unsigned)rep.count);
 	return 0;
 }
 

@@ -118,9 +118,10 @@ static bool open_paged(struct qc_fs *fs, struct qn_node *n, int flags,
 	return ok;
 }
 
-/* The OPEN behind an open answered by walk-ahead: only its failure
- * matters, for whatever later goes to the server through the handle. */
-static void walked_open_done(void *ctx, int err, struct qc_reply *rep)
+/* The OPEN behind an open answered early (open_behind): only its
+ * failure matters, for whatever later goes to the server through the
+ * handle. */
+static void behind_open_done(void *ctx, int err, struct qc_reply *rep)
 {
 	struct qc_file *f = ctx;
 
@@ -132,13 +133,41 @@ static void walked_open_done(void *ctx, int err, struct qc_reply *rep)
 }
 
 /*
- * An open answered with what walk-ahead fetched (fs/walk.h): the reads
- * are served from the contents, and the OPEN that binds the handle goes
- * out without anyone waiting for it -- not even close(), which for a
- * file only read reports nothing; a request that does reach the server
- * through the handle is sent behind it on the same stream.  A link lost
- * meanwhile re-opens the file on the next (handle.h).
+ * Hands the open file f to the kernel: opened with attributes *a (kept
+ * for the pages its reads give the kernel, qn_note_paged), the pages
+ * the kernel holds kept or dropped.
  */
+static void reply_open(fuse_req_t req, struct qc_fs *fs,
+		       struct fuse_file_info *fi, struct qc_file *f,
+		       const struct qft_attr *a, bool keep)
+{
+	f->opened = *a;
+	f->opened_known = true;
+	fi->keep_cache = keep;
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_open(req, fi) != 0)
+		qc_file_release(fs, f);
+}
+
+/*
+ * The OPEN `m` that binds f's handle, sent without anyone waiting for it
+ * -- not even close(), which for a file only read reports nothing; a
+ * request that does reach the server through the handle is sent behind
+ * it on the same stream.  A link lost meanwhile re-opens the file on the
+ * next (handle.h).
+ */
+static void open_behind(struct qc_fs *fs, fuse_ino_t ino, struct qft_msg *m,
+			struct qc_file *f, uint64_t gen, uint64_t handle)
+{
+	pthread_mutex_lock(&f->lock);
+	qc_file_hold(f);
+	pthread_mutex_unlock(&f->lock);
+	(void)qc_call_async(fs->conn, gen, m, behind_open_done, f);
+	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
+}
+
+/* An open answered with what walk-ahead fetched (fs/walk.h): the reads
+ * are served from the contents. */
 static void open_walked(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 			struct fuse_file_info *fi, struct qft_msg *m,
 			struct qc_file *f, uint64_t gen, uint64_t handle,
@@ -150,40 +179,8 @@ static void open_walked(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
 	qc_ra_prime(fs, f, hit->rep.msg.data.len + 1, &hit->rep);
 	qc_reply_free(&hit->rep);
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &hit->attr, &same);
-	f->opened = hit->attr;
-	f->opened_known = true;
-	pthread_mutex_lock(&f->lock);
-	qc_file_hold(f);
-	pthread_mutex_unlock(&f->lock);
-	(void)qc_call_async(fs->conn, gen, m, walked_open_done, f);
-	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
-	fi->keep_cache = 0;
-	fi->fh = (uintptr_t)f;
-	if (fuse_reply_open(req, fi) != 0)
-		qc_file_release(fs, f);
-}
-
-/*
- * An open answered with the pages the kernel holds (open_paged): as
- * open_walked, with nothing to prime -- the kernel reads its pages.
- */
-static void open_kept(fuse_req_t req, struct qc_fs *fs, fuse_ino_t ino,
-		      struct fuse_file_info *fi, struct qft_msg *m,
-		      struct qc_file *f, uint64_t gen, uint64_t handle,
-		      const struct qft_attr *a)
-{
-	f->opened = *a;
-	f->opened_known = true;
-	pthread_mutex_lock(&f->lock);
-	qc_file_hold(f);
-	pthread_mutex_unlock(&f->lock);
-	(void)qc_call_async(fs->conn, gen, m, walked_open_done, f);
-	qc_stat_inc(&fs->stats, QC_STAT_OPEN_ASYNC);
-	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
-	fi->keep_cache = 1;
-	fi->fh = (uintptr_t)f;
-	if (fuse_reply_open(req, fi) != 0)
-		qc_file_release(fs, f);
+	open_behind(fs, ino, m, f, gen, handle);
+	reply_open(req, fs, fi, f, &hit->attr, false);
 }
 
 void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -210,7 +207,10 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	qc_set_str(&m.path, path);
 	m.opflags = qc_file_oflags(fs, fi->flags & ~(O_CREAT | O_EXCL));
 	if (open_paged(fs, qc_fs_node(fs, ino), fi->flags, &a)) {
-		open_kept(req, fs, ino, fi, &m, f, gen, handle, &a);
+		/* The kernel reads its pages: nothing to wait for. */
+		open_behind(fs, ino, &m, f, gen, handle);
+		qc_stat_inc(&fs->stats, QC_STAT_OPEN_ASYNC);
+		reply_open(req, fs, fi, f, &a, true);
 		return;
 	}
 	walked = fs->readahead && fs->window &&
@@ -231,13 +231,8 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * file the lease vouches for now (a warm re-read of a tree
 		 * waits for nothing); the server's word comes too late to
 		 * decide otherwise. */
-		fi->keep_cache = qn_pages_valid(&fs->nodes,
-						qc_fs_node(fs, ino), &a);
-		f->opened = a;
-		f->opened_known = true;
-		fi->fh = (uintptr_t)f;
-		if (fuse_reply_open(req, fi) != 0)
-			qc_file_release(fs, f);
+		reply_open(req, fs, fi, f, &a,
+			   qn_pages_valid(&fs->nodes, qc_fs_node(fs, ino), &a));
 		return;
 	}
 	m.length = open_data_length(fs, qc_fs_node(fs, ino), fi->flags);
@@ -268,14 +263,10 @@ void qc_ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	qn_note_attr(&fs->nodes, qc_fs_node(fs, ino), &rep.msg.attr, &same);
 	if (rep.msg.opflags & QFT_OPEN_DATA)
 		qc_ra_prime(fs, f, (uint32_t)m.length, &rep);
-	f->opened = rep.msg.attr;
-	f->opened_known = true;
+	a = rep.msg.attr;
 	qc_reply_free(&rep);
-	fi->keep_cache = same;
 	qn_file_attach(&fs->nodes, qc_fs_node(fs, ino), &f->nf, handle);
-	fi->fh = (uintptr_t)f;
-	if (fuse_reply_open(req, fi) != 0)
-		qc_file_release(fs, f);
+	reply_open(req, fs, fi, f, &a, same);
 	return;
 
 out_free_handle:
