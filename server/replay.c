@@ -193,14 +193,15 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq)
 }
 
 #ifdef QFT_FAULT_INJECTION
-/* Opcodes whose first reply is still to be dropped, or to stop the
- * server at; set once at start. */
-static bool fault_armed[QFT_OP__COUNT];
-static bool stop_armed[QFT_OP__COUNT];
-static bool late_armed[QFT_OP__COUNT];
+/* For each opcode, how many of its replies are still to be dropped, held
+ * or stopped at; set once at start. */
+static uint8_t fault_armed[QFT_OP__COUNT];
+static uint8_t stop_armed[QFT_OP__COUNT];
+static uint8_t late_armed[QFT_OP__COUNT];
 
-/* Arms armed[op] for every opcode named in the list `env` names. */
-static int arm(const char *name, bool *armed)
+/* Arms armed[op] once for every mention of an opcode in the list the
+ * variable `name` holds. */
+static int arm(const char *name, uint8_t *armed)
 {
 	const char *env = getenv(name);
 	char *list, *tok, *save = NULL;
@@ -223,7 +224,8 @@ static int arm(const char *name, bool *armed)
 			r = -EINVAL;
 			break;
 		}
-		armed[op] = true;
+		if (armed[op] < UINT8_MAX)
+			armed[op]++;
 	}
 	free(list);
 	if (r == 0)
@@ -250,10 +252,22 @@ int srv_replay_fault_init(void)
 	return r;
 }
 
+/* Takes one of the firings left in *armed: whether there was one. */
+static bool fire(uint8_t *armed)
+{
+	uint8_t left = __atomic_load_n(armed, __ATOMIC_RELAXED);
+
+	while (left > 0)
+		if (__atomic_compare_exchange_n(armed, &left, left - 1, false,
+						__ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
 bool srv_replay_fault_stop(uint16_t op)
 {
-	return op < QFT_OP__COUNT &&
-	       __atomic_exchange_n(&stop_armed[op], false, __ATOMIC_RELAXED);
+	return op < QFT_OP__COUNT && fire(&stop_armed[op]);
 }
 
 const char *srv_replay_fault_cut(struct srv_replay *rp, uint16_t op,
@@ -261,9 +275,10 @@ const char *srv_replay_fault_cut(struct srv_replay *rp, uint16_t op,
 {
 	if (op >= QFT_OP__COUNT)
 		return NULL;
-	if (__atomic_exchange_n(&fault_armed[op], false, __ATOMIC_RELAXED))
+	if (fire(&fault_armed[op]))
 		return "dropping";
-	if (!__atomic_exchange_n(&late_armed[op], false, __ATOMIC_RELAXED))
+	/* One reply at a time can be held. */
+	if (rp->late || !fire(&late_armed[op]))
 		return NULL;
 	rp->late = id;
 	return "holding until the lane is resumed";

@@ -88,7 +88,9 @@ int srv_replay_resume(const struct srv_replay *rp, uint64_t seq);
  * QFTFS_FAULT_STOP_REPLY=OP[,OP...]: the server stops itself (SIGSTOP)
  * when the reply to the first request of a named opcode is ready, after
  * executing it -- so that a test can kill it with that request done but
- * unanswered, the outcome a client can never know.
+ * unanswered, the outcome a client can never know, or hold a reply back
+ * behind an earlier one.  An opcode named n times stops it at each of
+ * its first n replies (and likewise for the two hooks below).
  */
 #define SRV_REPLAY_FAULT_STOP_ENV "QFTFS_FAULT_STOP_REPLY"
 /*

@@ -18,13 +18,18 @@ list of expected values written here.
   * fstat of a directory renamed over while open
   * -o noatime on the server too; remount ro and back
   * ls -l of a big directory asks for SELinux labels once (issue 20)
+  * a late answer to a chown does not undo the chmod predicted after it
+    (commit=async; the server held before each reply by its fault hook)
 
 Each test was checked to fail on the code before its fix.
 """
 import os
 import shutil
 import stat
+import signal
+import sys
 import subprocess
+import time
 
 import pytest
 
@@ -367,3 +372,51 @@ def test_ls_l_of_a_big_directory_asks_for_labels_once(mounter, tmp_path):
     util.expect_errno(95, os.getxattr, P(m2.mnt, 'h'), 'security.selinux')
     os.setxattr(P(m2.mnt, 'h'), 'security.selinux', b'lab2\0')
     assert os.getxattr(P(m2.mnt, 'h'), 'security.selinux') == b'lab2\0'
+
+
+def test_setgid_dir_filled_before_its_chmod_is_answered(mounter, tmp_path,
+                                                       need_root):
+    """rsync -a's order for a set-group-ID directory on a commit=async
+    mount: mkdir, chown, chmod, then a file made in it at once.  Here the
+    chown's reply reaches the client after the chmod was answered, and
+    the chmod's is held back (the server's fault hook stops it before
+    each SETATTR reply): the late reply must not put back the mode from
+    before the chmod.  It did (1 CI run in 7 of the copy test above):
+    the file's group was then predicted as the caller's, not the
+    directory's, and rsync, seeing the group it wanted, never chowned
+    it."""
+    wrap, _ = util.fault_server(tmp_path, util.build_dir(),
+                                'QFTFS_FAULT_STOP_REPLY', 'SETATTR,SETATTR')
+    m = mounter(opts=['commit=async'], server=wrap)
+    srv = m.server_pids[0]
+    # A directory this mount made, whose listing it knows (as rsync's).
+    d = P(m.mnt, 'top', 'd')
+    os.makedirs(d)
+
+    def stopped():
+        deadline = time.monotonic() + 30 * util.timeout_scale()
+        while not util.proc_stopped(srv):
+            assert time.monotonic() < deadline, 'the server never stopped'
+            time.sleep(0.01)
+
+    try:
+        os.chown(d, 65534, 65534)
+        stopped()               # the chown done, its reply held
+        os.chmod(d, 0o2775)     # answered by the client
+        os.kill(srv, signal.SIGCONT)
+        stopped()               # the chown answered, the chmod's held
+        os.close(os.open(P(d, 'in'), os.O_WRONLY | os.O_CREAT, 0o644))
+        for nm, fl in (('in3', os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC), ('in2', 0)):
+            t0 = time.monotonic()
+            try:
+                subprocess.run(['timeout', '3', sys.executable, '-c', ('import os; os.close(os.open(%r, %d, 0o666))' % (P(d, nm), fl)) if fl else 'open(%r, "wb").close()' % P(d, nm)])
+            finally:
+                print('XX', nm, time.monotonic() - t0, flush=True)
+        seen = os.stat(P(d, 'in')).st_gid
+    finally:
+        os.kill(srv, signal.SIGCONT)
+    assert seen == 65534, 'a file made in the set-group-ID directory ' \
+        'is said to have group %d' % seen
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o2775
+    os.sync()
+    assert os.stat(P(m.src, 'top', 'd', 'in')).st_gid == 65534

@@ -56,12 +56,7 @@ def sha(path):
 
 def fault_mount(mounter, tmp_path, build, value):
     """A mount whose server runs with QFTFS_FAULT_COPY=value."""
-    why = util.fault_injection_reason(build)
-    if why:
-        pytest.skip(why)
-    wrap, vfile = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY')
-    with open(vfile, 'w') as f:
-        f.write(value)
+    wrap, _ = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY', value)
     return mounter(server=wrap)
 
 
@@ -503,12 +498,7 @@ def test_long_copy_is_not_a_lost_link(mounter, tmp_path, build):
     """A COPY the server's storage takes over twice the request deadline
     for succeeds: the server sends PROGRESS frames while it copies, as
     for a long fdatasync (QFTFS_FAULT_COPY=slow: 1.5 s per MiB)."""
-    why = util.fault_injection_reason(build)
-    if why:
-        pytest.skip(why)
-    wrap, vfile = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY')
-    with open(vfile, 'w') as f:
-        f.write('slow')
+    wrap, _ = util.fault_server(tmp_path, build, 'QFTFS_FAULT_COPY', 'slow')
     m = mounter(server=wrap, opts=['timeout=3'])
     src, mnt = m
     util.write_random_file(P(src, 'f'), 5 * MiB, seed=8)

@@ -176,11 +176,8 @@ def test_rebooted_host_fails_with_eio(lab, mounter, tmp_path, served, home):
     (the fault hook): what the old server acknowledged may be lost, so
     cp fails with EIO -- and the server holds a prefix of what was
     written, nothing else.  The mount then works again."""
-    b = util.build_dir()
-    why = util.fault_injection_reason(b)
-    if why:
-        pytest.skip(why)
-    wrap, boot = util.fault_server(tmp_path, b, 'QFTFS_FAULT_BOOT_ID')
+    wrap, boot = util.fault_server(tmp_path, util.build_dir(),
+                                   'QFTFS_FAULT_BOOT_ID')
     m = ssh_mount(mounter, lab, home, served, opts=OPTS, server=wrap)
     target = P(served, 'big')
 
@@ -225,15 +222,6 @@ except OSError as e:
 '''
 
 
-def stopped(pid):
-    """Whether process `pid` is stopped (the fault hook's SIGSTOP)."""
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0] == 'T'
-    except OSError:
-        return False
-
-
 @pytest.mark.deadline(180)
 def test_unknown_outcomes_fail_with_eio(lab, mounter, tmp_path, served,
                                         home):
@@ -243,15 +231,10 @@ def test_unknown_outcomes_fail_with_eio(lab, mounter, tmp_path, served,
     EIO -- never a guess, never a second execution.  WRITEs at an offset
     and their fsync, unanswered at the same kill, are sent again to the
     new server and succeed."""
-    b = util.build_dir()
-    why = util.fault_injection_reason(b)
-    if why:
-        pytest.skip(why)
     # The server started next stops itself once it has executed the
     # named request, before answering it.
-    wrap, stop = util.fault_server(tmp_path, b, 'QFTFS_FAULT_STOP_REPLY')
-    with open(stop, 'w') as f:
-        f.write('MKDIR')
+    wrap, stop = util.fault_server(tmp_path, util.build_dir(),
+                                   'QFTFS_FAULT_STOP_REPLY', 'MKDIR')
     m = ssh_mount(mounter, lab, home, served, opts=OPTS, server=wrap)
     d = P(m.mnt, 'd')
     os.makedirs(P(served, 'd'))
@@ -283,7 +266,7 @@ def test_unknown_outcomes_fail_with_eio(lab, mounter, tmp_path, served,
             op = Bg([sys.executable, '-c', ATTEMPT, what, P(d, a),
                      P(d, b_)], m, tmp=str(tmp_path))
             try:
-                wait_for(lambda: stopped(pids[0]), 30,
+                wait_for(lambda: util.proc_stopped(pids[0]), 30,
                          'the server to stop before answering ' + what)
                 if what == 'mkdir':
                     # Behind the unanswered MKDIR: WRITEs and an FSYNC.

@@ -188,13 +188,8 @@ def test_late_reply_ahead_of_restripe(link, mounter, tmp_path, served, home):
     RESUME's): the reply reaches its writer, the new link is striped
     again, and the upload is whole.  The client once read that reply as
     the STRIPE's and left the session unstriped."""
-    b = util.build_dir()
-    why = util.fault_injection_reason(b)
-    if why:
-        pytest.skip(why)
-    wrap, value = util.fault_server(tmp_path, b, 'QFTFS_FAULT_LATE_REPLY')
-    with open(value, 'w') as f:
-        f.write('WRITE')
+    wrap, _ = util.fault_server(tmp_path, util.build_dir(),
+                                'QFTFS_FAULT_LATE_REPLY', 'WRITE')
     m = striped_mount(mounter, link, home, served, server=wrap)
     assert stats(m)['streams'] == 4
     source = str(tmp_path / 'src')

@@ -212,6 +212,15 @@ def proc_children(pid):
     return kids
 
 
+def proc_stopped(pid):
+    """Whether process `pid` is stopped (a fault hook's SIGSTOP)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] == 'T'
+    except OSError:
+        return False
+
+
 def proc_alive(pid, cmd_hint=None):
     """True if `pid` exists, is not a zombie and (optionally) still runs
     a command line containing cmd_hint."""
@@ -527,15 +536,23 @@ def abort_all_mounts():
 # ---------------------------------------------------------------------------
 # Files and comparisons
 
-def fault_server(folder, build, var):
+def fault_server(folder, build, var, first=''):
     """A server command for `-o server=` (a script in `folder`) that sets
     the fault hook `var` (QFTFS_FAULT_...) to what the file it returns
-    holds when the server starts, or leaves it unset while the file is
-    empty; so a test can change what the next server does, and pass
-    values -o server= could not (commas).  Returns (command, file)."""
+    holds when the server starts (`first` to begin with), or leaves it
+    unset while the file is empty; so a test can change what the next
+    server does, and pass values -o server= could not (commas).  Skips
+    the test where the server was built without fault injection.
+    Returns (command, file)."""
+    import pytest
+
+    why = fault_injection_reason(build)
+    if why:
+        pytest.skip(why)
     name = var.lower()
     value = os.path.join(str(folder), name)
-    open(value, 'w').close()
+    with open(value, 'w') as f:
+        f.write(first)
     wrap = os.path.join(str(folder), name + '-server')
     with open(wrap, 'w') as f:
         f.write('#!/bin/sh\nv=$(cat %s)\nif [ -n "$v" ]; then %s=$v; '

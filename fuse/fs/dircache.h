@@ -238,6 +238,19 @@ void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 		      const char *name, const struct qft_attr *a);
 
+/*
+ * The server's answer `a` to a change of node `n` (called `name` in
+ * `parent`) sent while n's attribute generation was `gen` (qn_attr_gen):
+ * noted as qc_dir_note_attr does, unless a later change of n went out
+ * since -- answers to a chown and a chmod sent back to back may come
+ * after both were predicted, and the chown's would put back the mode
+ * from before the chmod.  The caller marks n (qn_attr_stale) before it
+ * notes the prediction of each change.
+ */
+void qc_dir_note_answer(struct qc_fs *fs, struct qn_node *parent,
+			const char *name, const struct qft_attr *a,
+			struct qn_node *n, uint64_t gen);
+
 /* This client made directory `name` in `parent` (attributes `a`, request
  * begun with `fb`): its entry, and a listing of it, known empty. */
 void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,

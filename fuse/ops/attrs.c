@@ -271,7 +271,8 @@ static void setattr_fixed(struct qc_fs *fs, void *ctx, int err,
 			qn_note_fresh(&fs->nodes, sf->n, &rep->msg.attr,
 				      sf->gen, qc_fs_attr_until(fs));
 		if (parent)
-			qc_dir_note_attr(fs, parent, name, &rep->msg.attr);
+			qc_dir_note_answer(fs, parent, name, &rep->msg.attr,
+					   sf->n, sf->gen);
 	} else {
 		/* What was predicted is not so: ask the server next time. */
 		qn_attr_stale(&fs->nodes, sf->n);

@@ -171,10 +171,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       struct qft_msg *m)
 {
 	struct qc_fs *fs = fs_of(req);
-	struct qn_node *dir = qc_fs_node(fs, parent);
+	struct qn_node *dir = qc_fs_node(fs, parent), *n;
 	char path[QFT_MAX_PATH + 1];
 	struct qc_dir_fetch fb;
 	struct qc_reply rep;
+	bool nodefacl;
 	int r;
 	/*
 	 * -o follow_symlinks: the kernel must get the new link as a link,
@@ -193,6 +194,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	qc_set_str(&m->path, path);
 	qc_set_str(&m->name, name);
 	qc_dir_fetch_begin(fs, &fb);
+	/* A directory inherits its default ACL from its parent's, so one
+	 * made in a directory known to have none has none either: the first
+	 * file made in it with a mode the umask cuts (a compiler's 0666)
+	 * needs no question (caller.c, caller_mode). */
+	nodefacl = m->op == QFT_OP_MKDIR && qc_hint_nodefacl(fs, dir);
 	/* On a shared mount the server makes it as the caller (caller.c):
 	 * owned by them from the start, nothing to give away after. */
 	r = qc_call(fs->conn, m, &rep);
@@ -206,8 +212,10 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		qc_dir_note_mkdir(fs, dir, name, &rep.msg.attr, &fb);
 	else
 		qc_dir_note_entry(fs, dir, name, &rep.msg.attr);
-	reply_entry(req, fs, parent, name, &rep.msg.attr, fb.xgen, passing,
-		    NULL);
+	n = qn_lookup(&fs->nodes, dir, name, &rep.msg.attr);
+	if (n && nodefacl)
+		qc_hint_nodefacl_note(fs, n, fb.xgen);
+	reply_node(req, fs, n, &rep.msg.attr, fb.xgen, passing, NULL);
 	qc_reply_free(&rep);
 	return;
 out_err:

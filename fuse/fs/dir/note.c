@@ -97,8 +97,10 @@ void qc_dir_note_entry(struct qc_fs *fs, struct qn_node *parent,
 	pthread_mutex_unlock(&dc->lock);
 }
 
-void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
-		      const char *name, const struct qft_attr *a)
+/* qc_dir_note_attr, or qc_dir_note_answer when `n` is not NULL. */
+static void note_attr(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name, const struct qft_attr *a,
+		      struct qn_node *n, uint64_t gen)
 {
 	struct qc_dircache *dc = qc_dir_of(fs);
 	struct listing *l;
@@ -107,6 +109,13 @@ void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 	if (!dc || strlen(name) > QFT_MAX_NAME)
 		return;
 	pthread_mutex_lock(&dc->lock);
+	/*
+	 * Checked under the listing lock: a change sent after this check
+	 * marks the node first and notes its prediction under this lock
+	 * (attrs.c, setattr_async), so it lands after this answer.
+	 */
+	if (n && qn_attr_gen(&fs->nodes, n) != gen)
+		goto out_unlock;
 	l = qc_dir_valid_listing(fs, parent, qc_now_ns());
 	e = l && !qc_dir_is_stale(l, name) ?
 	    qc_dir_dent_find(l, name, qc_dir_name_hash(name)) : NULL;
@@ -122,7 +131,21 @@ void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
 		if (qc_dir_dent_put(dc, l, name, &na, qc_now_ns()) < 0)
 			qc_dir_listing_drop_unwatch(fs, l);
 	}
+out_unlock:
 	pthread_mutex_unlock(&dc->lock);
+}
+
+void qc_dir_note_attr(struct qc_fs *fs, struct qn_node *parent,
+		      const char *name, const struct qft_attr *a)
+{
+	note_attr(fs, parent, name, a, NULL, 0);
+}
+
+void qc_dir_note_answer(struct qc_fs *fs, struct qn_node *parent,
+			const char *name, const struct qft_attr *a,
+			struct qn_node *n, uint64_t gen)
+{
+	note_attr(fs, parent, name, a, n, gen);
 }
 
 void qc_dir_note_mkdir(struct qc_fs *fs, struct qn_node *parent,
