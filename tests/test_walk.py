@@ -154,6 +154,28 @@ def test_tree_read_waits_far_less_than_once_per_file(mount, tmp_path, tool):
     assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 4 + 8192, d
 
 
+def test_medium_files_travel_with_the_walk(mount, tmp_path):
+    """Files between 64 and 256 KiB (a header tree's biggest: 380 of
+    /usr/include's 8,664, 40 MB of its 164) come with the walk too: each
+    used to cost its OPEN's round trip and a read-ahead begun with it."""
+    src, mnt = mount
+    names = []
+    for i in range(24):
+        size = (64 << 10) + i * (8 << 10)          # 64 to 248 KiB
+        names += make_dir(P(src, 'm'), 1, size=size, prefix='m%02d' % i)
+    before = stats(mnt)
+    util.run(['cp', '-r', P(mnt, 'm'), str(tmp_path / 'out')], check=True,
+             timeout=120)
+    d = delta(before, stats(mnt))
+    diff(P(src, 'm'), str(tmp_path / 'out'))
+    # Before: one wait per file.  Now the listing, the first file's
+    # OPEN, the first FETCHes, and an open that finds its file's FETCH
+    # still on its way (24 files of 3.5 MB in all, a budget of 4 MiB).
+    waited = d['requests_waited'] + d['walk_waits']
+    assert waited <= len(names) // 3, d
+    assert d['walk_files'] >= len(names) * 2 // 3, d
+
+
 def test_warm_reread_waits_for_nothing(mounter, tmp_path):
     """A second `cp -r` of a tree through the same mount, nothing changed
     on the server: each open is answered under the directory's lease and

@@ -29,8 +29,8 @@
  * caller other than the one the FETCH read as.  A file this client
  * opened since the listing was read has untrusted attributes, so
  * neither a local write nor a truncate can leave stale bytes usable.
- * Files over QC_WALK_FILE_MAX are left to their OPEN, which starts their
- * read-ahead as before.
+ * Files over QC_WALK_FILE_MAX (the protocol's bound for one file of a
+ * FETCH) are left to their OPEN, which starts their read-ahead as before.
  *
  * Memory: the bytes asked for and held, over all directories, never
  * exceed -o walkahead=SIZE (0 turns walk-ahead off); at most
@@ -58,8 +58,12 @@ struct qc_walk;
 
 #define QC_WALK_DEFAULT   ((uint64_t)4 << 20)
 /* Files above this size are opened as before (their OPEN brings their
- * first QC_OPEN_DATA bytes and starts read-ahead). */
-#define QC_WALK_FILE_MAX  ((uint64_t)64 << 10)
+ * first QC_OPEN_DATA bytes and starts read-ahead).  The whole bound of
+ * the protocol, less the byte a FETCH asks for beyond a file's size: a
+ * header tree's files of 64 to 256 KiB (a quarter of /usr/include's
+ * bytes) each cost an OPEN's round trip and a read-ahead of their own
+ * under a bound of 64 KiB. */
+#define QC_WALK_FILE_MAX  (QFT_FETCH_FILE_MAX - 1)
 /* Data one FETCH asks for, at most (its names' sizes, plus one byte
  * each). */
 #define QC_WALK_BATCH     ((uint64_t)256 << 10)
