@@ -60,6 +60,9 @@ bool srv_replay_reexec(uint16_t op)
 	case QFT_OP_GETXATTR:
 	case QFT_OP_LISTXATTR:
 	case QFT_OP_PING:
+	/* Read-only like READ, and its reply carries file data the cache
+	 * must not hold: run again, it reads the files as they are now. */
+	case QFT_OP_FETCH:
 		return true;
 	default:
 		return false;

@@ -51,7 +51,7 @@ int srv_replay_new(struct srv_replay **out);
 void srv_replay_free(struct srv_replay *rp);
 
 /* READ, READDIR, SCAN, LSTAT, FSTAT, READLINK, STATFS, GETXATTR,
- * LISTXATTR and PING: a second execution changes nothing. */
+ * LISTXATTR, PING and FETCH: a second execution changes nothing. */
 bool srv_replay_reexec(uint16_t op);
 
 /*

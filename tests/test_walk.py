@@ -470,3 +470,52 @@ def test_fetch_path_confined_and_bounded(wire_server, tmp_path):
     for i, rec in enumerate(recs):
         assert rec[3] == (root / ('m%d' % i)).read_bytes()
     assert wire.alive(srv2)
+
+
+def test_retransmitted_fetch_reads_the_files_again(tmp_path):
+    """FETCH is read-only: retransmitted on a resumed connection it runs
+    again (like READ) and answers the files as they are now -- neither
+    the bytes of before from the reply cache, nor a closed connection
+    because a reply with file data was too big to keep."""
+    build = util.build_dir()
+    env = dict(os.environ)
+    if util.is_asan_build(build):
+        env = util.sanitizer_env(env)
+    env.pop('QFTFS_RESUME', None)
+    env.pop('QFTFS_FAULT_DROP_REPLY', None)
+    root = tmp_path / 'root'
+    (root / 'd').mkdir(parents=True)
+    (root / 'd' / 'small').write_bytes(b'old')
+    (root / 'd' / 'big').write_bytes(b'o' * (20 << 10))
+    srv = wire.SessionServer(util.server_bin(build), str(root),
+                             str(tmp_path / 'server.log'), resume=30,
+                             env=env)
+    try:
+        feat = wire.FEAT_RESUME | wire.FEAT_FETCH
+        bulk = srv.connect()
+        r = bulk.hello(feat)
+        assert r.status == 0 and r['features'] & wire.FEAT_FETCH, r
+        meta = srv.connect()
+        assert meta.hello(feat).status == 0
+        for name in ('small', 'big'):
+            first = bulk.next_id
+            r = _fetch(bulk, 'd', [name])
+            assert r.err == 'OK', r
+            (root / 'd' / name).write_bytes(b'new' if name == 'small'
+                                            else b'n' * (20 << 10))
+            # The client claims it never got the reply.
+            bulk.reset()
+            c = srv.connect(key=srv.key_r)
+            rr = c.resume(first, meta=False)
+            assert rr.status == 0 and rr['seq'] == first + 1, rr
+            r = c.call('FETCH', rid=first, path='d', length=64 << 10,
+                       data=wire.enc_fetch_names([name]))
+            assert r is not None and r.err == 'OK', (name, srv.log()[-2000:])
+            recs = wire.parse_fetch(r['data'])
+            assert recs[0][3] == (root / 'd' / name).read_bytes(), name
+            c.next_id = first + 1
+            bulk = c
+        bad = util.log_problems(srv.log())
+        assert not bad, '\n'.join(bad)
+    finally:
+        srv.stop()
