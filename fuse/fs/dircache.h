@@ -293,6 +293,18 @@ struct qc_dir_walk_ent {
 ssize_t qc_dir_walk_list(struct qc_fs *fs, struct qn_node *dir, size_t max,
 			 struct qc_dir_walk_ent **out);
 void qc_dir_walk_free(struct qc_dir_walk_ent *e, size_t n);
+/* Orders of qc_dir_walk_next's directories. */
+enum { QC_DIR_WALK_LISTING, QC_DIR_WALK_NAME, QC_DIR_WALK_INO };
+/*
+ * Up to `max` directories a depth-first walker goes to after the files
+ * of `dir`: its subdirectories, then those of its parent after it (and
+ * so on up a few levels), in
+ * `order` (QC_DIR_WALK_*), each with a node reference in out[] (the
+ * caller drops them), only those whose own listing is under a lease now.
+ * Their number.
+ */
+size_t qc_dir_walk_next(struct qc_fs *fs, struct qn_node *dir, int order,
+			struct qn_node **out, size_t max);
 /* The cache's event count now: taken before sending a FETCH. */
 uint64_t qc_dir_walk_seq(struct qc_fs *fs);
 /*

@@ -12,87 +12,18 @@
 #include "fs/node.h"
 #include "fs/stats.h"
 #include "fs/walk.h"
+#include "fs/walk_int.h"
 #include "log.h"
 #include "protocol.h"
-
-/*
- * Orders of a walker's opens: the directory's (find, tar, grep -r), its
- * names' (rsync, ls), its inode numbers' (cp, which sorts by inode on
- * file systems where that reads faster).
- */
-enum order { BY_LISTING, BY_NAME, BY_INO, ORDERS };
 
 static const char *const order_names[ORDERS] = { "listing", "name", "inode" };
 
 /* Files of each order the first FETCH of a walk asks for. */
 #define PROBE 2u
 
-/* A file of a followed directory the walk asked for.  Walk lock. */
-struct slot {
-	bool ready;             /* the contents are in (else asked) */
-	bool unwanted;          /* asked, then given up: dropped on arrival */
-	uint64_t charge;        /* its part of qc_walk.held */
-	struct qft_attr attr;   /* ready: what the bytes came with */
-	uint8_t *data;          /* ready: the whole file (malloc, or NULL) */
-	uint32_t len;
-};
-
 /* What a slot holds once its file was opened or passed: never asked
  * again. */
 static struct slot passed;
-
-/* A directory being walked. */
-struct wdir {
-	/* Immutable once in the table. */
-	struct qn_node *dir;    /* holds a node reference */
-	struct qc_dir_walk_ent *ents; /* listing order */
-	size_t n;
-	/* The orders a walker may follow: ents indexes in that order, and
-	 * rank[o][i] the place of ents index i in it (NULL for listing
-	 * order, where both are i). */
-	uint32_t *perm[ORDERS];
-	uint32_t *rank[ORDERS];
-	bool has_cred;          /* the caller the FETCHes read as */
-	struct qft_cred cred;
-	/* Walk lock. */
-	enum order order;       /* the order followed */
-	bool probing;           /* the first FETCH asks for the next files in
-				 * every order; the next open tells which */
-	size_t last;            /* ents index of the file opened last */
-	size_t pos;             /* place (in the order followed) after it */
-	size_t ask;             /* place of the next file to ask for */
-	struct slot **slots;    /* by ents index: NULL, &passed, or one */
-	uint64_t used_ns;
-	uint64_t held;          /* its part of qc_walk.held */
-	uint64_t credit;        /* how much it may hold: grows as the walker
-				 * opens files in the order followed */
-	unsigned batches;       /* FETCHes sent: each may ask for more */
-	unsigned refs;          /* the table's, FETCHes', waiters' */
-	bool gone;              /* out of the table */
-};
-
-struct qc_walk {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;    /* with the lock: a FETCH was answered */
-	struct wdir *dirs[QC_WALK_DIRS];  /* lock */
-	uint64_t held;          /* lock: bytes asked for or held, all dirs */
-};
-
-/* Walks retired under the lock, freed after it (wdir_free). */
-struct grave {
-	struct wdir *w[QC_WALK_DIRS + 2];
-	unsigned n;
-};
-
-/* One FETCH in flight; the completion's. */
-struct batch {
-	struct qc_fs *fs;
-	struct wdir *wd;        /* holds a reference */
-	struct batch *next;     /* the sender's list, until sent */
-	uint64_t seq;           /* the cache's event count before sending */
-	size_t n;
-	uint32_t idx[QC_WALK_NAMES];
-};
 
 int qc_walk_init(struct qc_fs *fs)
 {
@@ -109,17 +40,6 @@ int qc_walk_init(struct qc_fs *fs)
 	return 0;
 }
 
-static void wdir_free(struct qc_fs *fs, struct wdir *wd)
-{
-	qn_unref(&fs->nodes, wd->dir);
-	qc_dir_walk_free(wd->ents, wd->n);
-	for (unsigned o = 0; o < ORDERS; o++) {
-		free(wd->perm[o]);
-		free(wd->rank[o]);
-	}
-	free(wd->slots);
-	free(wd);
-}
 
 /* The ents index of the file at place p of order o. */
 static size_t at_in(const struct wdir *wd, enum order o, size_t p)
@@ -191,7 +111,7 @@ static void wdir_retire(struct qc_fs *fs, struct wdir *wd, struct grave *g)
 static void grave_empty(struct qc_fs *fs, struct grave *g)
 {
 	for (unsigned k = 0; k < g->n; k++)
-		wdir_free(fs, g->w[k]);
+		qc_walk_free(fs, g->w[k]);
 	g->n = 0;
 }
 
@@ -242,101 +162,9 @@ static void wdir_insert(struct qc_fs *fs, struct wdir *wd, struct grave *g)
 	w->dirs[k] = wd;
 }
 
-/* The ents index of `name` in wd, or SIZE_MAX. */
-static size_t find_name(const struct wdir *wd, const char *name)
-{
-	size_t lo = 0, hi = wd->n;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(wd->ents[wd->perm[BY_NAME][mid]].name, name);
 
-		if (c == 0)
-			return wd->perm[BY_NAME][mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return SIZE_MAX;
-}
 
-static const struct qc_dir_walk_ent *sort_base;
-
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(sort_base[*(const uint32_t *)a].name,
-		      sort_base[*(const uint32_t *)b].name);
-}
-
-static int by_ino(const void *a, const void *b)
-{
-	uint64_t x = sort_base[*(const uint32_t *)a].attr.ino;
-	uint64_t y = sort_base[*(const uint32_t *)b].attr.ino;
-
-	return x < y ? -1 : x > y;
-}
-
-/* A walk of `dir` from its leased listing, or NULL. */
-static struct wdir *wdir_new(struct qc_fs *fs, struct qn_node *dir)
-{
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-	const struct qft_cred *cred = qc_call_caller();
-	struct qc_dir_walk_ent *ents;
-	struct wdir *wd;
-	ssize_t n;
-
-	n = qc_dir_walk_list(fs, dir, QC_WALK_LIST_MAX, &ents);
-	if (n <= 0) {
-		qc_dir_walk_free(ents, 0);
-		return NULL;
-	}
-	wd = calloc(1, sizeof(*wd));
-	if (!wd)
-		goto out_free_ents;
-	wd->slots = calloc((size_t)n, sizeof(*wd->slots));
-	if (!wd->slots)
-		goto out_free_wd;
-	for (unsigned o = BY_NAME; o < ORDERS; o++) {
-		wd->perm[o] = calloc((size_t)n, sizeof(uint32_t));
-		wd->rank[o] = calloc((size_t)n, sizeof(uint32_t));
-		if (!wd->perm[o] || !wd->rank[o])
-			goto out_free_wd;
-		for (size_t i = 0; i < (size_t)n; i++)
-			wd->perm[o][i] = (uint32_t)i;
-		/* qsort has no context argument everywhere; sorting is
-		 * rare. */
-		pthread_mutex_lock(&sort_lock);
-		sort_base = ents;
-		qsort(wd->perm[o], (size_t)n, sizeof(uint32_t),
-		      o == BY_NAME ? by_name : by_ino);
-		pthread_mutex_unlock(&sort_lock);
-		for (size_t p = 0; p < (size_t)n; p++)
-			wd->rank[o][wd->perm[o][p]] = (uint32_t)p;
-	}
-	wd->ents = ents;
-	wd->n = (size_t)n;
-	if (cred) {
-		wd->has_cred = true;
-		wd->cred = *cred;
-	}
-	qn_ref(&fs->nodes, dir);
-	wd->dir = dir;
-	wd->refs = 1;
-	wd->credit = QC_WALK_CREDIT;
-	wd->probing = true;
-	return wd;
-out_free_wd:
-	for (unsigned o = 0; o < ORDERS; o++) {
-		free(wd->perm[o]);
-		free(wd->rank[o]);
-	}
-	free(wd->slots);
-	free(wd);
-out_free_ents:
-	qc_dir_walk_free(ents, (size_t)n);
-	return NULL;
-}
 
 /* Whether the calling thread acts for the caller wd's FETCHes read as. */
 static bool same_caller(const struct wdir *wd)
@@ -359,10 +187,22 @@ static bool same_caller(const struct wdir *wd)
  */
 static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 {
-	bool first = wd->pos == 0 && wd->ask == 0;
+	bool first = wd->pos == 0 && wd->ask == 0, was_ahead = wd->ahead;
 	size_t p;
 
-	if (!first && place(wd, i) != place(wd, wd->last) + 1) {
+	if (wd->ahead) {
+		/* The walker's first file here: the order it follows is
+		 * one in which that file comes first. */
+		wd->ahead = false;
+		for (unsigned o = 0; o < ORDERS; o++)
+			if (place_in(wd, o, i) == 0) {
+				wd->order = o;
+				break;
+			}
+		wd->pos = place(wd, i);
+	}
+	if (!first && !was_ahead &&
+	    place(wd, i) != place(wd, wd->last) + 1) {
 		for (unsigned o = 0; o < ORDERS; o++) {
 			if (place_in(wd, o, i) !=
 			    place_in(wd, o, wd->last) + 1)
@@ -453,33 +293,45 @@ static bool batch_add(struct qc_fs *fs, struct wdir *wd, struct batch *b,
  * PROBE files in each order, since one file does not tell which the
  * walker follows.
  */
-static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
+/* Lock held: asks for all of wd's small files, when they are few and
+ * small and the budget has room for them and `slack` more; false if
+ * not. */
+static bool fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t slack,
+			struct batch **out)
 {
-	struct batch *b = NULL;
+	struct batch *b;
 	uint64_t bytes = 0;
 	size_t count = 0;
 
-	wd->probing = false;
-	/* A small directory is fetched whole: whatever the order, the
-	 * walker finds its files here. */
 	for (size_t i = 0; i < wd->n && count <= QC_WALK_WHOLE_FILES; i++)
 		if (may_ask(fs, wd, i)) {
 			count++;
 			bytes += wd->ents[i].attr.size + 1;
 		}
-	if (count && count <= QC_WALK_WHOLE_FILES &&
-	    bytes <= QC_WALK_WHOLE_BYTES &&
-	    fs->walk->held + bytes <= fs->walkahead) {
-		if (!(b = batch_new(fs, wd, out)))
-			return;
-		for (size_t i = 0; i < wd->n; i++)
-			if (may_ask(fs, wd, i) && !batch_add(fs, wd, b, i))
-				return;
-		if (wd->credit < bytes)
-			wd->credit = bytes;
-		wd->ask = wd->n;
+	if (!count || count > QC_WALK_WHOLE_FILES ||
+	    bytes > QC_WALK_WHOLE_BYTES ||
+	    fs->walk->held + bytes + slack > fs->walkahead)
+		return false;
+	if (wd->credit < bytes)
+		wd->credit = bytes;
+	wd->ask = wd->n;
+	if (!(b = batch_new(fs, wd, out)))
+		return true;
+	for (size_t i = 0; i < wd->n; i++)
+		if (may_ask(fs, wd, i) && !batch_add(fs, wd, b, i))
+			break;
+	return true;
+}
+
+static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
+{
+	struct batch *b = NULL;
+
+	wd->probing = false;
+	/* A small directory is fetched whole: whatever the order, the
+	 * walker finds its files here. */
+	if (fetch_whole(fs, wd, 0, out))
 		return;
-	}
 	for (unsigned o = 0; o < ORDERS; o++) {
 		size_t q = place_in(wd, o, wd->last) + 1;
 
@@ -520,7 +372,7 @@ static void top_up(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 
 		for (unsigned k = 0; k < QC_WALK_DIRS; k++)
 			if (w->dirs[k] && w->dirs[k] != wd &&
-			    w->dirs[k]->held &&
+			    w->dirs[k]->held && !w->dirs[k]->ahead &&
 			    (!old || w->dirs[k]->used_ns < old->used_ns))
 				old = w->dirs[k];
 		if (!old)
@@ -650,7 +502,7 @@ static void batch_done(void *ctx, int err, struct qc_reply *rep)
 	dead = wdir_put(b->wd);
 	pthread_mutex_unlock(&w->lock);
 	if (dead)
-		wdir_free(fs, b->wd);
+		qc_walk_free(fs, b->wd);
 	free(b);
 }
 
@@ -707,6 +559,111 @@ static bool walking_elsewhere(struct qc_fs *fs, struct qn_node *dir,
 	return false;
 }
 
+/* Lock held: whether the walk of wd's directory is all asked for, so the
+ * directories after it may be (once).  Takes a reference on its node
+ * into *dir. */
+static bool next_due(struct qc_fs *fs, struct wdir *wd, struct qn_node **dir,
+		     int *order)
+{
+	if (wd->next_done || wd->gone || wd->probing || wd->ask < wd->n ||
+	    !same_caller(wd))
+		return false;
+	wd->next_done = true;
+	qn_ref(&fs->nodes, wd->dir);
+	*dir = wd->dir;
+	*order = wd->order == BY_NAME ? QC_DIR_WALK_NAME :
+		 wd->order == BY_INO ? QC_DIR_WALK_INO : QC_DIR_WALK_LISTING;
+	return true;
+}
+
+/* Lock held: walks fetched ahead of the walker not reached yet, and
+ * whether the table has a free place or one whose walk holds nothing
+ * (the walker passed it: the least recently used goes, into g). */
+static unsigned ahead_count(struct qc_fs *fs, bool *room, struct grave *g)
+{
+	struct wdir *old = NULL;
+	unsigned c = 0;
+
+	*room = false;
+	for (unsigned k = 0; k < QC_WALK_DIRS; k++) {
+		struct wdir *wd = fs->walk->dirs[k];
+
+		if (!wd)
+			*room = true;
+		else if (wd->ahead)
+			c++;
+		else if (!wd->held && (!old || wd->used_ns < old->used_ns))
+			old = wd;
+	}
+	if (!*room && old && g && c < QC_WALK_NEXT_DIRS) {
+		wdir_retire(fs, old, g);
+		*room = true;
+	}
+	return c;
+}
+
+/* Lock held: puts the walk of a directory the walker has not reached in
+ * the table and asks for all its files, when it is small enough to be
+ * fetched whole and the budget and the table have room; false if not. */
+static bool ahead_insert(struct qc_fs *fs, struct wdir *wd,
+			 struct batch **out, struct grave *g)
+{
+	struct qc_walk *w = fs->walk;
+	bool room;
+
+	if (wdir_find(fs, wd->dir, qc_now_ns(), g) ||
+	    ahead_count(fs, &room, g) >= QC_WALK_NEXT_DIRS || !room ||
+	    !fetch_whole(fs, wd, QC_WALK_HEADROOM, out))
+		return false;
+	for (unsigned k = 0; k < QC_WALK_DIRS; k++)
+		if (!w->dirs[k]) {
+			w->dirs[k] = wd;
+			break;
+		}
+	wd->ahead = true;
+	wd->probing = false;
+	wd->used_ns = qc_now_ns();
+	return true;
+}
+
+/*
+ * The walker's files of `dir` are all asked for: the next directories it
+ * goes to (dir's subdirectories, then its parent's after it) have their
+ * small files asked for now, so that the walk does not wait a round
+ * trip or two at each directory.  No lock held; drops the reference on
+ * dir.
+ */
+static void walk_next(struct qc_fs *fs, struct qn_node *dir, int order)
+{
+	struct qn_node *next[2 * QC_WALK_NEXT_DIRS];
+	struct qc_walk *w = fs->walk;
+	size_t n = qc_dir_walk_next(fs, dir, order, next,
+				    2 * QC_WALK_NEXT_DIRS);
+
+	for (size_t k = 0; k < n; k++) {
+		struct grave g = { .n = 0 };
+		struct batch *list = NULL;
+		struct wdir *fresh;
+		bool taken, room;
+
+		pthread_mutex_lock(&w->lock);
+		taken = ahead_count(fs, &room, NULL) >= QC_WALK_NEXT_DIRS;
+		pthread_mutex_unlock(&w->lock);
+		if (taken || !(fresh = qc_walk_new(fs, next[k])))
+			continue;
+		pthread_mutex_lock(&w->lock);
+		taken = ahead_insert(fs, fresh, &list, &g);
+		pthread_mutex_unlock(&w->lock);
+		send_batches(fs, list);
+		if (!taken)
+			qc_walk_free(fs, fresh);
+		grave_empty(fs, &g);
+	}
+	for (size_t k = 0; k < n; k++)
+		qn_unref(&fs->nodes, next[k]);
+	qn_unref(&fs->nodes, dir);
+}
+
 /*
  * The walk of n's directory begins (or goes on): at the first read of a
  * file of it, or with `at_open` already at the read-only open of one,
@@ -721,7 +678,9 @@ static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 	struct wdir *wd, *fresh = NULL;
 	struct batch *list = NULL;
 	struct grave g = { .n = 0 };
-	struct qn_node *parent;
+	struct qn_node *parent, *next_dir = NULL;
+	bool next = false;
+	int order = 0;
 	size_t i;
 
 	if (!w || qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
@@ -730,17 +689,19 @@ static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 	wd = wdir_find(fs, parent, qc_now_ns(), &g);
 	if (wd) {
 		/* Its open advanced the walk already. */
-		if (same_caller(wd) && !at_open)
+		if (same_caller(wd) && !at_open) {
 			top_up(fs, wd, &list);
+			next = next_due(fs, wd, &next_dir, &order);
+		}
 		goto out_unlock;
 	}
 	if (at_open && !walking_elsewhere(fs, parent, qc_now_ns()))
 		goto out_unlock;
 	pthread_mutex_unlock(&w->lock);
-	fresh = wdir_new(fs, parent);
+	fresh = qc_walk_new(fs, parent);
 	if (!fresh)
 		goto out_unref;
-	i = find_name(fresh, name);
+	i = qc_walk_find_name(fresh, name);
 	pthread_mutex_lock(&w->lock);
 	if (i == SIZE_MAX || wdir_find(fs, parent, qc_now_ns(), &g))
 		goto out_unlock;
@@ -749,11 +710,14 @@ static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 	fresh = NULL;
 	advance(fs, wd, i);
 	top_up(fs, wd, &list);
+	next = next_due(fs, wd, &next_dir, &order);
 out_unlock:
 	pthread_mutex_unlock(&w->lock);
 	send_batches(fs, list);
 	if (fresh)
-		wdir_free(fs, fresh);
+		qc_walk_free(fs, fresh);
+	if (next)
+		walk_next(fs, next_dir, order);
 out_unref:
 	grave_empty(fs, &g);
 	qn_unref(&fs->nodes, parent);
@@ -785,12 +749,14 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 	struct qc_walk *w = fs->walk;
 	struct grave g = { .n = 0 };
 	struct batch *list = NULL;
-	struct qn_node *parent;
+	struct qn_node *parent, *next_dir = NULL;
 	struct qft_attr a;
 	struct wdir *wd;
+	int order = 0;
 	uint8_t *data = NULL;
 	uint32_t len = 0;
 	bool took = false, caller = false, ok = false, begin = false;
+	bool next = false;
 	size_t i;
 
 	if (!w || (flags & O_ACCMODE) != O_RDONLY ||
@@ -800,7 +766,7 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 	pthread_mutex_lock(&w->lock);
 	wd = wdir_find(fs, parent, qc_now_ns(), &g);
 	begin = !wd;
-	if (!wd || (i = find_name(wd, name)) == SIZE_MAX)
+	if (!wd || (i = qc_walk_find_name(wd, name)) == SIZE_MAX)
 		goto out_unlock;
 	if (wd->slots[i] == &passed) {
 		/* Opened again: a new pass over the directory, which the
@@ -829,14 +795,18 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 		}
 		advance(fs, wd, i);
 		caller = same_caller(wd);
-		if (caller)
+		if (caller) {
 			top_up(fs, wd, &list);
+			next = next_due(fs, wd, &next_dir, &order);
+		}
 	}
 	if (wdir_put(wd))
 		g.w[g.n++] = wd;
 out_unlock:
 	pthread_mutex_unlock(&w->lock);
 	send_batches(fs, list);
+	if (next)
+		walk_next(fs, next_dir, order);
 	if (took) {
 		uint64_t rino = qn_rino(&fs->nodes, n);
 

@@ -71,8 +71,12 @@ struct qc_walk;
 /* What a walk may hold at first: one read of a file asks for little;
  * each open that follows the order doubles it, up to the budget. */
 #define QC_WALK_CREDIT    ((uint64_t)32 << 10)
-/* Directories followed at once, and how long an untouched one is kept. */
-#define QC_WALK_DIRS      4u
+/* Directories followed at once (those fetched ahead of the walker
+ * included), and how long an untouched one is kept. */
+#define QC_WALK_DIRS      16u
+/* Directories whose files are fetched ahead of the walker, before it
+ * gets there, at most. */
+#define QC_WALK_NEXT_DIRS 8u
 #define QC_WALK_IDLE_NS   (10ull * 1000000000u)
 /* A read-only open in a new directory by a caller that read another
  * directory's files this recently begins its walk at once. */
