@@ -189,14 +189,17 @@ def test_many_small_directories_wait_far_less_than_once_each(
     d = delta(before, stats(mnt))
     diff(P(src, 'tree'), out)
     # One directory at a time: a wait or two at each (its first file's
-    # OPEN, its FETCH; main waited 73 to 76 times here).  Ahead of the
-    # walker: a few in all (about 10 on loopback, where a fast walker
-    # may still catch up with a FETCH now and then).
+    # OPEN, its FETCH; main waited 73 to 76 times here, all of them
+    # requests).  Ahead of the walker: a few requests in all (5 to 13);
+    # a walker that catches up with a FETCH still on its way waits for
+    # less than a round trip (walk_waits: a few, up to 17 on a loaded
+    # machine, where the server answers late).
+    assert d['requests_waited'] <= ndirs // 4, \
+        '%s of %d directories waited for %d requests: %r' % (
+            tool, ndirs, d['requests_waited'], d)
     waited = d['requests_waited'] + d['walk_waits']
-    budget = ndirs // 3
-    assert waited <= budget, \
-        '%s of %d directories waited %d times (budget %d): %r' % (
-            tool, ndirs, waited, budget, d)
+    assert waited <= ndirs // 2, \
+        '%s of %d directories waited %d times: %r' % (tool, ndirs, waited, d)
     assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 4 + 8192, d
 
 
@@ -209,6 +212,29 @@ def test_stat_only_walk_of_many_directories_fetches_nothing(mount):
     util.run(['ls', '-lR', P(mnt, 'tree')], check=True)
     d = delta(before, stats(mnt))
     assert d['walk_fetched_bytes'] == 0 and d['walk_files'] == 0, d
+
+
+def test_walker_that_stops_in_a_tree_leaves_at_most_the_budget(mounter):
+    """The directories fetched ahead share the walker's budget: a walker
+    that stops after one directory of a tree of many leaves no more than
+    -o walkahead fetched and unread."""
+    budget = 512 << 10
+    m = mounter(opts=['walkahead=%d' % budget] + LONG)
+    src, mnt = m
+    make_many_dirs(P(src, 'tree'), top=2, sub=12, files=4, size=30000)
+    util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
+    before = stats(mnt)
+    first = P(mnt, 'tree', 't00', 's00')
+    for name in sorted(os.listdir(first)):
+        assert read(P(first, name)) == read(P(src, 'tree', 't00', 's00',
+                                              name))
+    # Whatever is in flight lands.
+    time.sleep(1.0)
+    d = delta(before, stats(mnt))
+    # Directories after it were fetched ahead ...
+    assert d['walk_fetched_bytes'] > d['walk_bytes'] + 30000, d
+    # ... within the budget.
+    assert d['walk_fetched_bytes'] <= budget + d['walk_bytes'], d
 
 
 def test_walkahead_off_waits_once_per_file(mounter, tmp_path):

@@ -152,8 +152,11 @@ static void wdir_insert(struct qc_fs *fs, struct wdir *wd, struct grave *g)
 	struct qc_walk *w = fs->walk;
 	unsigned k, victim = 0;
 
+	/* Walks fetched ahead go last: the walker is on its way there. */
 	for (k = 0; k < QC_WALK_DIRS && w->dirs[k]; k++)
-		if (w->dirs[k]->used_ns < w->dirs[victim]->used_ns)
+		if (w->dirs[victim]->ahead != w->dirs[k]->ahead ?
+		    w->dirs[victim]->ahead :
+		    w->dirs[k]->used_ns < w->dirs[victim]->used_ns)
 			victim = k;
 	if (k == QC_WALK_DIRS) {
 		wdir_retire(fs, w->dirs[victim], g);
@@ -609,12 +612,18 @@ static bool ahead_insert(struct qc_fs *fs, struct wdir *wd,
 			 struct batch **out, struct grave *g)
 {
 	struct qc_walk *w = fs->walk;
+	unsigned c;
 	bool room;
 
-	if (wdir_find(fs, wd->dir, qc_now_ns(), g) ||
-	    ahead_count(fs, &room, g) >= QC_WALK_NEXT_DIRS || !room ||
-	    !fetch_whole(fs, wd, QC_WALK_HEADROOM, out))
+	if (wdir_find(fs, wd->dir, qc_now_ns(), g))
 		return false;
+	c = ahead_count(fs, &room, g);
+	if (c >= QC_WALK_NEXT_DIRS || !room ||
+	    !fetch_whole(fs, wd, QC_WALK_HEADROOM, out)) {
+		qft_debug("walk: not ahead: %u ahead, room %d, held %llu",
+			  c, room, (unsigned long long)w->held);
+		return false;
+	}
 	for (unsigned k = 0; k < QC_WALK_DIRS; k++)
 		if (!w->dirs[k]) {
 			w->dirs[k] = wd;

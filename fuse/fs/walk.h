@@ -18,7 +18,12 @@
  * fetches nothing.  A walker that moves on to the next directory (a
  * read-only open there by a caller that read another directory's files
  * within QC_WALK_NEXT_NS) has its walk begin with that open, so that the
- * first FETCH there travels beside the first file's OPEN.
+ * first FETCH there travels beside the first file's OPEN.  Once the
+ * walker's files of a directory are all asked for, the small files of the
+ * directories it goes to next (qc_dir_walk_next: its subdirectories, then
+ * those after it, in the walker's order) are asked for whole, at most
+ * QC_WALK_NEXT_DIRS directories not reached yet, within the same budget:
+ * a tree of many small directories does not wait at each directory.
  *
  * Coherence.  Contents are used only while the directory's listing is
  * under a lease on the live link, its entry for the name unchanged since
@@ -35,7 +40,8 @@
  * Memory: the bytes asked for and held, over all directories, never
  * exceed -o walkahead=SIZE (0 turns walk-ahead off); at most
  * QC_WALK_DIRS directories are followed at once (least recently used
- * goes), and one untouched for QC_WALK_IDLE_NS is given up.
+ * goes; those fetched ahead take the place of walks passed through), and
+ * one untouched for QC_WALK_IDLE_NS is given up.
  *
  * Locks: the walk lock is the innermost: nothing else is taken, no
  * request sent and no reply waited for while holding it, except waiting
