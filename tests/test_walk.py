@@ -215,6 +215,44 @@ def make_many_dirs(root, top=8, sub=8, files=4, size=600):
     return top * (sub + 1)
 
 
+@pytest.mark.parametrize('tool', ['cp', 'tar'])
+def test_many_small_directories_wait_far_less_than_once_each(
+        mount, tmp_path, tool):
+    """The files of the walker's next directories are fetched while it
+    is still in this one: a tree of many small directories does not cost
+    a round trip or two per directory."""
+    src, mnt = mount
+    ndirs = make_many_dirs(P(src, 'tree'))
+    # The listings come first (the kernel's readdirs, a SCAN): what is
+    # counted is what reading the files costs.
+    util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
+    before = stats(mnt)
+    out = str(tmp_path / 'out')
+    if tool == 'cp':
+        util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
+    else:
+        util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
+                check=True, timeout=120)
+        out = str(tmp_path / 'tree')
+    d = delta(before, stats(mnt))
+    diff(P(src, 'tree'), out)
+    # One directory at a time: a wait or two at each (its first file's
+    # OPEN, its FETCH; main waited for 73 to 76 requests here).  Ahead
+    # of the walker: 5 to 13 on an idle machine; on a loaded one 22 to
+    # 50 were seen (about 40 files of directories never fetched ahead,
+    # nothing wasted: why is not understood yet, see docs/benchmarks.md),
+    # hence the bound of half main's.
+    assert d['requests_waited'] <= ndirs // 2, \
+        '%s of %d directories waited for %d requests: %r' % (
+            tool, ndirs, d['requests_waited'], d)
+    # A walker that catches up with a FETCH on its way waits for less
+    # than a round trip (walk_waits: a few, up to 17 when loaded).
+    waited = d['requests_waited'] + d['walk_waits']
+    assert waited <= ndirs * 3 // 4, \
+        '%s of %d directories waited %d times: %r' % (tool, ndirs, waited, d)
+    assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 4 + 8192, d
+
+
 def test_stat_only_walk_of_many_directories_fetches_nothing(mount):
     src, mnt = mount
     make_many_dirs(P(src, 'tree'))
@@ -224,6 +262,29 @@ def test_stat_only_walk_of_many_directories_fetches_nothing(mount):
     util.run(['ls', '-lR', P(mnt, 'tree')], check=True)
     d = delta(before, stats(mnt))
     assert d['walk_fetched_bytes'] == 0 and d['walk_files'] == 0, d
+
+
+def test_walker_that_stops_in_a_tree_leaves_at_most_the_budget(mounter):
+    """The directories fetched ahead share the walker's budget: a walker
+    that stops after one directory of a tree of many leaves no more than
+    -o walkahead fetched and unread."""
+    budget = 512 << 10
+    m = mounter(opts=['walkahead=%d' % budget] + LONG)
+    src, mnt = m
+    make_many_dirs(P(src, 'tree'), top=2, sub=12, files=4, size=30000)
+    util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
+    before = stats(mnt)
+    first = P(mnt, 'tree', 't00', 's00')
+    for name in sorted(os.listdir(first)):
+        assert read(P(first, name)) == read(P(src, 'tree', 't00', 's00',
+                                              name))
+    # Whatever is in flight lands.
+    time.sleep(1.0)
+    d = delta(before, stats(mnt))
+    # Directories after it were fetched ahead ...
+    assert d['walk_fetched_bytes'] > d['walk_bytes'] + 30000, d
+    # ... within the budget.
+    assert d['walk_fetched_bytes'] <= budget + d['walk_bytes'], d
 
 
 def test_walkahead_off_waits_once_per_file(mounter, tmp_path):

@@ -306,6 +306,32 @@ struct qc_dir_walk_ent {
 ssize_t qc_dir_walk_list(struct qc_fs *fs, struct qn_node *dir, size_t max,
 			 struct qc_dir_walk_ent **out);
 void qc_dir_walk_free(struct qc_dir_walk_ent *e, size_t n);
+/* Orders of qc_dir_walk_next's directories. */
+enum { QC_DIR_WALK_LISTING, QC_DIR_WALK_NAME, QC_DIR_WALK_INO };
+/*
+ * Up to `max` directories a depth-first walker goes to after the files
+ * of `dir`: its subdirectories (those after `after`, the file it is at,
+ * unless NULL), then those of its parent after it (and so on up a few
+ * levels), in `order` (QC_DIR_WALK_*), each with a node reference in
+ * out[] (the caller drops them), only those whose own listing is under a
+ * lease now.  Their number.
+ */
+size_t qc_dir_walk_next(struct qc_fs *fs, struct qn_node *dir, int order,
+			const char *after, struct qn_node **out, size_t max);
+/*
+ * Whether a depth-first walker in directory `cur`, following `order`
+ * (QC_DIR_WALK_*), has passed directory `a` for good: neither is the
+ * other's ancestor, and under their lowest common ancestor, whose
+ * listing must be leased, `a`'s branch comes first.  False when that
+ * cannot be known.
+ */
+bool qc_dir_walk_passed(struct qc_fs *fs, struct qn_node *a,
+			struct qn_node *cur, int order);
+/* Whether `a` comes before `b` in dir's leased listing in `order`
+ * (QC_DIR_WALK_*): 1 or 0; -EAGAIN without such a listing, -ENOENT when
+ * either name is not in it. */
+int qc_dir_walk_cmp(struct qc_fs *fs, struct qn_node *dir, const char *a,
+		    const char *b, int order);
 /* The cache's event count now: taken before sending a FETCH. */
 uint64_t qc_dir_walk_seq(struct qc_fs *fs);
 /*

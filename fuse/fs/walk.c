@@ -12,87 +12,18 @@
 #include "fs/node.h"
 #include "fs/stats.h"
 #include "fs/walk.h"
+#include "fs/walk_int.h"
 #include "log.h"
 #include "protocol.h"
-
-/*
- * Orders of a walker's opens: the directory's (find, tar, grep -r), its
- * names' (rsync, ls), its inode numbers' (cp, which sorts by inode on
- * file systems where that reads faster).
- */
-enum order { BY_LISTING, BY_NAME, BY_INO, ORDERS };
 
 static const char *const order_names[ORDERS] = { "listing", "name", "inode" };
 
 /* Files of each order the first FETCH of a walk asks for. */
 #define PROBE 2u
 
-/* A file of a followed directory the walk asked for.  Walk lock. */
-struct slot {
-	bool ready;             /* the contents are in (else asked) */
-	bool unwanted;          /* asked, then given up: dropped on arrival */
-	uint64_t charge;        /* its part of qc_walk.held */
-	struct qft_attr attr;   /* ready: what the bytes came with */
-	uint8_t *data;          /* ready: the whole file (malloc, or NULL) */
-	uint32_t len;
-};
-
 /* What a slot holds once its file was opened or passed: never asked
  * again. */
 static struct slot passed;
-
-/* A directory being walked. */
-struct wdir {
-	/* Immutable once in the table. */
-	struct qn_node *dir;    /* holds a node reference */
-	struct qc_dir_walk_ent *ents; /* listing order */
-	size_t n;
-	/* The orders a walker may follow: ents indexes in that order, and
-	 * rank[o][i] the place of ents index i in it (NULL for listing
-	 * order, where both are i). */
-	uint32_t *perm[ORDERS];
-	uint32_t *rank[ORDERS];
-	bool has_cred;          /* the caller the FETCHes read as */
-	struct qft_cred cred;
-	/* Walk lock. */
-	enum order order;       /* the order followed */
-	bool probing;           /* the first FETCH asks for the next files in
-				 * every order; the next open tells which */
-	size_t last;            /* ents index of the file opened last */
-	size_t pos;             /* place (in the order followed) after it */
-	size_t ask;             /* place of the next file to ask for */
-	struct slot **slots;    /* by ents index: NULL, &passed, or one */
-	uint64_t used_ns;
-	uint64_t held;          /* its part of qc_walk.held */
-	uint64_t credit;        /* how much it may hold: grows as the walker
-				 * opens files in the order followed */
-	unsigned batches;       /* FETCHes sent: each may ask for more */
-	unsigned refs;          /* the table's, FETCHes', waiters' */
-	bool gone;              /* out of the table */
-};
-
-struct qc_walk {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;    /* with the lock: a FETCH was answered */
-	struct wdir *dirs[QC_WALK_DIRS];  /* lock */
-	uint64_t held;          /* lock: bytes asked for or held, all dirs */
-};
-
-/* Walks retired under the lock, freed after it (wdir_free). */
-struct grave {
-	struct wdir *w[QC_WALK_DIRS + 2];
-	unsigned n;
-};
-
-/* One FETCH in flight; the completion's. */
-struct batch {
-	struct qc_fs *fs;
-	struct wdir *wd;        /* holds a reference */
-	struct batch *next;     /* the sender's list, until sent */
-	uint64_t seq;           /* the cache's event count before sending */
-	size_t n;
-	uint32_t idx[QC_WALK_NAMES];
-};
 
 int qc_walk_init(struct qc_fs *fs)
 {
@@ -109,17 +40,6 @@ int qc_walk_init(struct qc_fs *fs)
 	return 0;
 }
 
-static void wdir_free(struct qc_fs *fs, struct wdir *wd)
-{
-	qn_unref(&fs->nodes, wd->dir);
-	qc_dir_walk_free(wd->ents, wd->n);
-	for (unsigned o = 0; o < ORDERS; o++) {
-		free(wd->perm[o]);
-		free(wd->rank[o]);
-	}
-	free(wd->slots);
-	free(wd);
-}
 
 /* The ents index of the file at place p of order o. */
 static size_t at_in(const struct wdir *wd, enum order o, size_t p)
@@ -191,7 +111,7 @@ static void wdir_retire(struct qc_fs *fs, struct wdir *wd, struct grave *g)
 static void grave_empty(struct qc_fs *fs, struct grave *g)
 {
 	for (unsigned k = 0; k < g->n; k++)
-		wdir_free(fs, g->w[k]);
+		qc_walk_free(fs, g->w[k]);
 	g->n = 0;
 }
 
@@ -232,8 +152,11 @@ static void wdir_insert(struct qc_fs *fs, struct wdir *wd, struct grave *g)
 	struct qc_walk *w = fs->walk;
 	unsigned k, victim = 0;
 
+	/* Walks fetched ahead go last: the walker is on its way there. */
 	for (k = 0; k < QC_WALK_DIRS && w->dirs[k]; k++)
-		if (w->dirs[k]->used_ns < w->dirs[victim]->used_ns)
+		if (w->dirs[victim]->ahead != w->dirs[k]->ahead ?
+		    w->dirs[victim]->ahead :
+		    w->dirs[k]->used_ns < w->dirs[victim]->used_ns)
 			victim = k;
 	if (k == QC_WALK_DIRS) {
 		wdir_retire(fs, w->dirs[victim], g);
@@ -242,101 +165,9 @@ static void wdir_insert(struct qc_fs *fs, struct wdir *wd, struct grave *g)
 	w->dirs[k] = wd;
 }
 
-/* The ents index of `name` in wd, or SIZE_MAX. */
-static size_t find_name(const struct wdir *wd, const char *name)
-{
-	size_t lo = 0, hi = wd->n;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(wd->ents[wd->perm[BY_NAME][mid]].name, name);
 
-		if (c == 0)
-			return wd->perm[BY_NAME][mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return SIZE_MAX;
-}
 
-static const struct qc_dir_walk_ent *sort_base;
-
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(sort_base[*(const uint32_t *)a].name,
-		      sort_base[*(const uint32_t *)b].name);
-}
-
-static int by_ino(const void *a, const void *b)
-{
-	uint64_t x = sort_base[*(const uint32_t *)a].attr.ino;
-	uint64_t y = sort_base[*(const uint32_t *)b].attr.ino;
-
-	return x < y ? -1 : x > y;
-}
-
-/* A walk of `dir` from its leased listing, or NULL. */
-static struct wdir *wdir_new(struct qc_fs *fs, struct qn_node *dir)
-{
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-	const struct qft_cred *cred = qc_call_caller();
-	struct qc_dir_walk_ent *ents;
-	struct wdir *wd;
-	ssize_t n;
-
-	n = qc_dir_walk_list(fs, dir, QC_WALK_LIST_MAX, &ents);
-	if (n <= 0) {
-		qc_dir_walk_free(ents, 0);
-		return NULL;
-	}
-	wd = calloc(1, sizeof(*wd));
-	if (!wd)
-		goto out_free_ents;
-	wd->slots = calloc((size_t)n, sizeof(*wd->slots));
-	if (!wd->slots)
-		goto out_free_wd;
-	for (unsigned o = BY_NAME; o < ORDERS; o++) {
-		wd->perm[o] = calloc((size_t)n, sizeof(uint32_t));
-		wd->rank[o] = calloc((size_t)n, sizeof(uint32_t));
-		if (!wd->perm[o] || !wd->rank[o])
-			goto out_free_wd;
-		for (size_t i = 0; i < (size_t)n; i++)
-			wd->perm[o][i] = (uint32_t)i;
-		/* qsort has no context argument everywhere; sorting is
-		 * rare. */
-		pthread_mutex_lock(&sort_lock);
-		sort_base = ents;
-		qsort(wd->perm[o], (size_t)n, sizeof(uint32_t),
-		      o == BY_NAME ? by_name : by_ino);
-		pthread_mutex_unlock(&sort_lock);
-		for (size_t p = 0; p < (size_t)n; p++)
-			wd->rank[o][wd->perm[o][p]] = (uint32_t)p;
-	}
-	wd->ents = ents;
-	wd->n = (size_t)n;
-	if (cred) {
-		wd->has_cred = true;
-		wd->cred = *cred;
-	}
-	qn_ref(&fs->nodes, dir);
-	wd->dir = dir;
-	wd->refs = 1;
-	wd->credit = QC_WALK_CREDIT;
-	wd->probing = true;
-	return wd;
-out_free_wd:
-	for (unsigned o = 0; o < ORDERS; o++) {
-		free(wd->perm[o]);
-		free(wd->rank[o]);
-	}
-	free(wd->slots);
-	free(wd);
-out_free_ents:
-	qc_dir_walk_free(ents, (size_t)n);
-	return NULL;
-}
 
 /* Whether the calling thread acts for the caller wd's FETCHes read as. */
 static bool same_caller(const struct wdir *wd)
@@ -351,6 +182,87 @@ static bool same_caller(const struct wdir *wd)
 		      c->ngroups * sizeof(c->groups[0])) == 0;
 }
 
+/* Lock held: file i opened after wd->last: a vote for each order in
+ * which it comes right after it. */
+static void vote(struct qc_walk *w, const struct wdir *wd, size_t i)
+{
+	bool halve = false;
+
+	for (unsigned o = 0; o < ORDERS; o++)
+		if (place_in(wd, o, i) == place_in(wd, o, wd->last) + 1 &&
+		    ++w->votes[o] >= QC_WALK_VOTES)
+			halve = true;
+	for (unsigned o = 0; halve && o < ORDERS; o++)
+		w->votes[o] /= 2;
+}
+
+/* Lock held: the order the walkers follow in a tree, by their votes:
+ * one that has more than every other, else wd's own. */
+static enum order tree_order(const struct qc_walk *w, const struct wdir *wd)
+{
+	enum order best = wd->order;
+	bool alone = false;
+
+	for (unsigned o = 0; o < ORDERS; o++) {
+		if (w->votes[o] > w->votes[best]) {
+			best = o;
+			alone = true;
+		} else if (o != best && w->votes[o] == w->votes[best]) {
+			alone = false;
+		}
+	}
+	return alone ? best : wd->order;
+}
+
+/* The cache's name (QC_DIR_WALK_*) of an order. */
+static int dir_order(enum order o)
+{
+	return o == BY_NAME ? QC_DIR_WALK_NAME :
+	       o == BY_INO ? QC_DIR_WALK_INO : QC_DIR_WALK_LISTING;
+}
+
+/*
+ * The walker entered directory `dir` (its first file there is opened or
+ * read).  Where it comes from in dir's parent tells apart orders that
+ * the opens of files cannot: in a tree made in name order, names and
+ * inode numbers agree file by file, but cp -r, which follows inode
+ * numbers, takes a directory's files made before its subdirectories
+ * first, which by name it would not.  A vote for each order in which the
+ * file it opened last in the parent comes before `dir`.  No lock held.
+ */
+static void vote_entry(struct qc_fs *fs, struct qn_node *dir)
+{
+	char name[QFT_MAX_NAME + 1], last[QFT_MAX_NAME + 1] = "";
+	struct qc_walk *w = fs->walk;
+	struct grave g = { .n = 0 };
+	bool before[ORDERS], halve = false;
+	struct qn_node *parent;
+	struct wdir *pw;
+
+	if (qn_parent_ref(&fs->nodes, dir, &parent, name) < 0)
+		return;
+	pthread_mutex_lock(&w->lock);
+	pw = wdir_find(fs, parent, qc_now_ns(), &g);
+	if (pw && pw->pos > 0 && same_caller(pw))
+		snprintf(last, sizeof(last), "%s", pw->ents[pw->last].name);
+	pthread_mutex_unlock(&w->lock);
+	grave_empty(fs, &g);
+	if (!last[0])
+		goto out_unref;
+	for (unsigned o = 0; o < ORDERS; o++)
+		before[o] = qc_dir_walk_cmp(fs, parent, last, name,
+					    dir_order(o)) == 1;
+	pthread_mutex_lock(&w->lock);
+	for (unsigned o = 0; o < ORDERS; o++)
+		if (before[o] && ++w->votes[o] >= QC_WALK_VOTES)
+			halve = true;
+	for (unsigned o = 0; halve && o < ORDERS; o++)
+		w->votes[o] /= 2;
+	pthread_mutex_unlock(&w->lock);
+out_unref:
+	qn_unref(&fs->nodes, parent);
+}
+
 /*
  * Lock held: file i (ents index) is opened or read now.  Follows the
  * order the walker shows (the one followed while i comes next in it,
@@ -359,10 +271,24 @@ static bool same_caller(const struct wdir *wd)
  */
 static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 {
-	bool first = wd->pos == 0 && wd->ask == 0;
+	bool first = wd->pos == 0 && wd->ask == 0, was_ahead = wd->ahead;
 	size_t p;
 
-	if (!first && place(wd, i) != place(wd, wd->last) + 1) {
+	if (wd->ahead) {
+		/* The walker's first file here: the order it follows is
+		 * one in which that file comes first. */
+		wd->ahead = false;
+		for (unsigned o = 0; o < ORDERS; o++)
+			if (place_in(wd, o, i) == 0) {
+				wd->order = o;
+				break;
+			}
+		wd->pos = place(wd, i);
+	}
+	if (!first && !was_ahead)
+		vote(fs->walk, wd, i);
+	if (!first && !was_ahead &&
+	    place(wd, i) != place(wd, wd->last) + 1) {
 		for (unsigned o = 0; o < ORDERS; o++) {
 			if (place_in(wd, o, i) !=
 			    place_in(wd, o, wd->last) + 1)
@@ -453,33 +379,55 @@ static bool batch_add(struct qc_fs *fs, struct wdir *wd, struct batch *b,
  * PROBE files in each order, since one file does not tell which the
  * walker follows.
  */
-static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
+/* Lock held: what asking for all of wd's small files would hold, or 0
+ * when they are too many, more than `limit` bytes, or none. */
+static uint64_t whole_bytes(struct qc_fs *fs, struct wdir *wd,
+			    uint64_t limit)
 {
-	struct batch *b = NULL;
 	uint64_t bytes = 0;
 	size_t count = 0;
 
-	wd->probing = false;
-	/* A small directory is fetched whole: whatever the order, the
-	 * walker finds its files here. */
 	for (size_t i = 0; i < wd->n && count <= QC_WALK_WHOLE_FILES; i++)
 		if (may_ask(fs, wd, i)) {
 			count++;
 			bytes += wd->ents[i].attr.size + 1;
 		}
-	if (count && count <= QC_WALK_WHOLE_FILES &&
-	    bytes <= QC_WALK_WHOLE_BYTES &&
-	    fs->walk->held + bytes <= fs->walkahead) {
-		if (!(b = batch_new(fs, wd, out)))
-			return;
-		for (size_t i = 0; i < wd->n; i++)
-			if (may_ask(fs, wd, i) && !batch_add(fs, wd, b, i))
-				return;
-		if (wd->credit < bytes)
-			wd->credit = bytes;
-		wd->ask = wd->n;
+	if (!count || count > QC_WALK_WHOLE_FILES || bytes > limit)
+		return 0;
+	return bytes;
+}
+
+/* Lock held: asks for all of wd's small files, when they are few and
+ * small and the budget has room for them and `slack` more; false if
+ * not. */
+static bool fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
+			uint64_t slack, struct batch **out)
+{
+	struct batch *b;
+	uint64_t bytes = whole_bytes(fs, wd, limit);
+
+	if (!bytes || fs->walk->held + bytes + slack > fs->walkahead)
+		return false;
+	if (wd->credit < bytes)
+		wd->credit = bytes;
+	wd->ask = wd->n;
+	if (!(b = batch_new(fs, wd, out)))
+		return true;
+	for (size_t i = 0; i < wd->n; i++)
+		if (may_ask(fs, wd, i) && !batch_add(fs, wd, b, i))
+			break;
+	return true;
+}
+
+static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
+{
+	struct batch *b = NULL;
+
+	wd->probing = false;
+	/* A small directory is fetched whole: whatever the order, the
+	 * walker finds its files here. */
+	if (fetch_whole(fs, wd, QC_WALK_WHOLE_BYTES, 0, out))
 		return;
-	}
 	for (unsigned o = 0; o < ORDERS; o++) {
 		size_t q = place_in(wd, o, wd->last) + 1;
 
@@ -520,7 +468,7 @@ static void top_up(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 
 		for (unsigned k = 0; k < QC_WALK_DIRS; k++)
 			if (w->dirs[k] && w->dirs[k] != wd &&
-			    w->dirs[k]->held &&
+			    w->dirs[k]->held && !w->dirs[k]->ahead &&
 			    (!old || w->dirs[k]->used_ns < old->used_ns))
 				old = w->dirs[k];
 		if (!old)
@@ -650,7 +598,7 @@ static void batch_done(void *ctx, int err, struct qc_reply *rep)
 	dead = wdir_put(b->wd);
 	pthread_mutex_unlock(&w->lock);
 	if (dead)
-		wdir_free(fs, b->wd);
+		qc_walk_free(fs, b->wd);
 	free(b);
 }
 
@@ -707,6 +655,217 @@ static bool walking_elsewhere(struct qc_fs *fs, struct qn_node *dir,
 	return false;
 }
 
+/* Where the walker goes on from: the directory whose files are all
+ * asked for, the order it follows, and the file it is at ("" if none). */
+struct next_step {
+	struct qn_node *dir;    /* holds a reference */
+	int order;              /* QC_DIR_WALK_* */
+	char after[QFT_MAX_NAME + 1];
+};
+
+/* Lock held: whether the walk of wd's directory is all asked for, so the
+ * directories after it may be (once).  Takes a reference on its node
+ * into *dir. */
+static bool next_due(struct qc_fs *fs, struct wdir *wd, struct next_step *ns)
+{
+	if (wd->next_done || wd->gone || wd->probing || wd->ask < wd->n ||
+	    !same_caller(wd))
+		return false;
+	wd->next_done = true;
+	qn_ref(&fs->nodes, wd->dir);
+	ns->dir = wd->dir;
+	ns->order = dir_order(tree_order(fs->walk, wd));
+	ns->after[0] = '\0';
+	if (wd->pos > 0)
+		snprintf(ns->after, sizeof(ns->after), "%s",
+			 wd->ents[wd->last].name);
+	return true;
+}
+
+/* Lock held: walks fetched ahead of the walker not reached yet, and
+ * whether the table has a free place or one whose walk holds nothing
+ * (the walker passed it: the least recently used goes, into g). */
+static unsigned ahead_count(struct qc_fs *fs, bool *room, struct grave *g)
+{
+	struct wdir *old = NULL;
+	unsigned c = 0;
+
+	*room = false;
+	for (unsigned k = 0; k < QC_WALK_DIRS; k++) {
+		struct wdir *wd = fs->walk->dirs[k];
+
+		if (!wd)
+			*room = true;
+		else if (wd->ahead)
+			c++;
+		else if (!wd->held && (!old || wd->used_ns < old->used_ns))
+			old = wd;
+	}
+	if (!*room && old && g && c < QC_WALK_NEXT_DIRS) {
+		wdir_retire(fs, old, g);
+		*room = true;
+	}
+	return c;
+}
+
+/*
+ * Walks fetched ahead that the walker, now in `cur` and following
+ * `order`, has passed for good (qc_dir_walk_passed) are given up: their
+ * places are the next directories'.  (A prediction names directories
+ * from where the walker is: cp -r enters subdirectories in the middle
+ * of its directory, so some it named may be behind the walker by the
+ * next, and kept, those would hold the places until they idled out.)
+ * No lock held.
+ */
+static void ahead_prune(struct qc_fs *fs, struct qn_node *cur, int order)
+{
+	struct wdir *ahead[QC_WALK_DIRS];
+	bool behind[QC_WALK_DIRS];
+	struct qc_walk *w = fs->walk;
+	struct grave g = { .n = 0 };
+	unsigned n = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (unsigned k = 0; k < QC_WALK_DIRS; k++)
+		if (w->dirs[k] && w->dirs[k]->ahead) {
+			ahead[n++] = w->dirs[k];
+			w->dirs[k]->refs++;
+		}
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned k = 0; k < n; k++)
+		behind[k] = qc_dir_walk_passed(fs, ahead[k]->dir, cur, order);
+	pthread_mutex_lock(&w->lock);
+	for (unsigned k = 0; k < n; k++) {
+		if (behind[k] && ahead[k]->ahead && !ahead[k]->gone) {
+			qft_debug("walk: a directory fetched ahead was passed");
+			wdir_retire(fs, ahead[k], &g);
+		}
+		if (wdir_put(ahead[k]))
+			g.w[g.n++] = ahead[k];
+	}
+	pthread_mutex_unlock(&w->lock);
+	grave_empty(fs, &g);
+}
+
+/*
+ * Lock held: whether a place is free for the walk of the directory a
+ * prediction names after `nearer` (n directories, in the order the
+ * walker will go to them).  When as many directories as may be are
+ * fetched ahead, one that is not among those nearer ones gives its place
+ * up, the least recently used: the walker gets to this directory before
+ * it (it comes later, or the walker left it behind); likewise while the
+ * budget lacks the `need` bytes it would ask for.  False when all are
+ * nearer.
+ */
+static bool ahead_room(struct qc_fs *fs, struct qn_node *const *nearer,
+		       size_t n, uint64_t need, struct grave *g)
+{
+	struct qc_walk *w = fs->walk;
+	bool room;
+
+	while (ahead_count(fs, &room, NULL) >= QC_WALK_NEXT_DIRS ||
+	       w->held + need + QC_WALK_HEADROOM > fs->walkahead) {
+		struct wdir *old = NULL;
+
+		for (unsigned k = 0; k < QC_WALK_DIRS; k++) {
+			struct wdir *wd = w->dirs[k];
+			bool near = false;
+
+			if (!wd || !wd->ahead)
+				continue;
+			for (size_t q = 0; q < n && !near; q++)
+				near = nearer[q] == wd->dir;
+			if (!near && (!old || wd->used_ns < old->used_ns))
+				old = wd;
+		}
+		if (!old)
+			return false;
+		wdir_retire(fs, old, g);
+	}
+	return true;
+}
+
+/* Lock held: puts the walk of a directory the walker has not reached in
+ * the table and asks for all its files, when it is small enough to be
+ * fetched whole and the budget and the table have room; false if not. */
+static bool ahead_insert(struct qc_fs *fs, struct wdir *wd,
+			 struct batch **out, struct grave *g)
+{
+	struct qc_walk *w = fs->walk;
+	unsigned c;
+	bool room;
+
+	if (wdir_find(fs, wd->dir, qc_now_ns(), g))
+		return false;
+	c = ahead_count(fs, &room, g);
+	if (c >= QC_WALK_NEXT_DIRS || !room ||
+	    !fetch_whole(fs, wd, QC_WALK_AHEAD_BYTES, QC_WALK_HEADROOM, out)) {
+		qft_debug("walk: not ahead: %u ahead, room %d, held %llu",
+			  c, room, (unsigned long long)w->held);
+		return false;
+	}
+	for (unsigned k = 0; k < QC_WALK_DIRS; k++)
+		if (!w->dirs[k]) {
+			w->dirs[k] = wd;
+			break;
+		}
+	wd->ahead = true;
+	wd->probing = false;
+	wd->used_ns = qc_now_ns();
+	return true;
+}
+
+/*
+ * The walker's files of `dir` are all asked for: the next directories it
+ * goes to (dir's subdirectories, then its parent's after it) have their
+ * small files asked for now, so that the walk does not wait a round
+ * trip or two at each directory.  No lock held; drops the reference on
+ * dir.
+ */
+static void walk_next(struct qc_fs *fs, struct next_step *ns)
+{
+	struct qn_node *next[2 * QC_WALK_NEXT_DIRS];
+	struct qn_node *dir = ns->dir;
+	struct qc_walk *w = fs->walk;
+	int order = ns->order;
+	size_t n = qc_dir_walk_next(fs, dir, order,
+				    ns->after[0] ? ns->after : NULL, next,
+				    2 * QC_WALK_NEXT_DIRS);
+
+	ahead_prune(fs, dir, order);
+	for (size_t k = 0; k < n; k++) {
+		struct grave g = { .n = 0 };
+		struct batch *list = NULL;
+		struct wdir *fresh;
+		uint64_t need;
+		bool taken;
+
+		pthread_mutex_lock(&w->lock);
+		taken = wdir_find(fs, next[k], qc_now_ns(), &g) != NULL;
+		pthread_mutex_unlock(&w->lock);
+		fresh = taken ? NULL : qc_walk_new(fs, next[k]);
+		if (!fresh) {
+			grave_empty(fs, &g);
+			continue;
+		}
+		pthread_mutex_lock(&w->lock);
+		/* One too big to be fetched whole costs no other its place;
+		 * nor does it take one from itself, or from one the walker
+		 * reaches first. */
+		need = whole_bytes(fs, fresh, QC_WALK_AHEAD_BYTES);
+		taken = need && ahead_room(fs, next, k + 1, need, &g) &&
+			ahead_insert(fs, fresh, &list, &g);
+		pthread_mutex_unlock(&w->lock);
+		send_batches(fs, list);
+		if (!taken)
+			qc_walk_free(fs, fresh);
+		grave_empty(fs, &g);
+	}
+	for (size_t k = 0; k < n; k++)
+		qn_unref(&fs->nodes, next[k]);
+	qn_unref(&fs->nodes, dir);
+}
+
 /*
  * The walk of n's directory begins (or goes on): at the first read of a
  * file of it, or with `at_open` already at the read-only open of one,
@@ -722,6 +881,8 @@ static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 	struct batch *list = NULL;
 	struct grave g = { .n = 0 };
 	struct qn_node *parent;
+	struct next_step ns;
+	bool next = false;
 	size_t i;
 
 	if (!w || qn_parent_ref(&fs->nodes, n, &parent, name) < 0)
@@ -730,17 +891,21 @@ static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 	wd = wdir_find(fs, parent, qc_now_ns(), &g);
 	if (wd) {
 		/* Its open advanced the walk already. */
-		if (same_caller(wd) && !at_open)
+		if (same_caller(wd) && !at_open) {
 			top_up(fs, wd, &list);
+			next = next_due(fs, wd, &ns);
+		}
 		goto out_unlock;
 	}
 	if (at_open && !walking_elsewhere(fs, parent, qc_now_ns()))
 		goto out_unlock;
 	pthread_mutex_unlock(&w->lock);
-	fresh = wdir_new(fs, parent);
+	fresh = qc_walk_new(fs, parent);
 	if (!fresh)
 		goto out_unref;
-	i = find_name(fresh, name);
+	i = qc_walk_find_name(fresh, name);
+	/* Before the walk's first prediction. */
+	vote_entry(fs, parent);
 	pthread_mutex_lock(&w->lock);
 	if (i == SIZE_MAX || wdir_find(fs, parent, qc_now_ns(), &g))
 		goto out_unlock;
@@ -749,11 +914,14 @@ static void walk_begin(struct qc_fs *fs, struct qn_node *n, bool at_open)
 	fresh = NULL;
 	advance(fs, wd, i);
 	top_up(fs, wd, &list);
+	next = next_due(fs, wd, &ns);
 out_unlock:
 	pthread_mutex_unlock(&w->lock);
 	send_batches(fs, list);
 	if (fresh)
-		wdir_free(fs, fresh);
+		qc_walk_free(fs, fresh);
+	if (next)
+		walk_next(fs, &ns);
 out_unref:
 	grave_empty(fs, &g);
 	qn_unref(&fs->nodes, parent);
@@ -786,11 +954,13 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 	struct grave g = { .n = 0 };
 	struct batch *list = NULL;
 	struct qn_node *parent;
+	struct next_step ns;
 	struct qft_attr a;
 	struct wdir *wd;
 	uint8_t *data = NULL;
 	uint32_t len = 0;
 	bool took = false, caller = false, ok = false, begin = false;
+	bool next = false, entered = false;
 	size_t i;
 
 	if (!w || (flags & O_ACCMODE) != O_RDONLY ||
@@ -800,7 +970,7 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 	pthread_mutex_lock(&w->lock);
 	wd = wdir_find(fs, parent, qc_now_ns(), &g);
 	begin = !wd;
-	if (!wd || (i = find_name(wd, name)) == SIZE_MAX)
+	if (!wd || (i = qc_walk_find_name(wd, name)) == SIZE_MAX)
 		goto out_unlock;
 	if (wd->slots[i] == &passed) {
 		/* Opened again: a new pass over the directory, which the
@@ -809,6 +979,7 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 		goto out_unlock;
 	}
 	wd->refs++;
+	entered = wd->ahead;
 	if (wd->slots[i] && wd->slots[i] != &passed && !wd->slots[i]->ready)
 		/* A round trip on the walker's path, as a request's wait. */
 		qc_stat_inc(&fs->stats, QC_STAT_WALK_WAITS);
@@ -829,14 +1000,20 @@ bool qc_walk_open(struct qc_fs *fs, struct qn_node *n, int flags,
 		}
 		advance(fs, wd, i);
 		caller = same_caller(wd);
-		if (caller)
+		if (caller) {
 			top_up(fs, wd, &list);
+			next = next_due(fs, wd, &ns);
+		}
 	}
 	if (wdir_put(wd))
 		g.w[g.n++] = wd;
 out_unlock:
 	pthread_mutex_unlock(&w->lock);
 	send_batches(fs, list);
+	if (entered)
+		vote_entry(fs, parent);
+	if (next)
+		walk_next(fs, &ns);
 	if (took) {
 		uint64_t rino = qn_rino(&fs->nodes, n);
 

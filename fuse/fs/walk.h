@@ -18,7 +18,12 @@
  * fetches nothing.  A walker that moves on to the next directory (a
  * read-only open there by a caller that read another directory's files
  * within QC_WALK_NEXT_NS) has its walk begin with that open, so that the
- * first FETCH there travels beside the first file's OPEN.
+ * first FETCH there travels beside the first file's OPEN.  Once the
+ * walker's files of a directory are all asked for, the small files of the
+ * directories it goes to next (qc_dir_walk_next: its subdirectories, then
+ * those after it, in the walker's order) are asked for whole, at most
+ * QC_WALK_NEXT_DIRS directories not reached yet, within the same budget:
+ * a tree of many small directories does not wait at each directory.
  *
  * Coherence.  Contents are used only while the directory's listing is
  * under a lease on the live link, its entry for the name unchanged since
@@ -35,7 +40,8 @@
  * Memory: the bytes asked for and held, over all directories, never
  * exceed -o walkahead=SIZE (0 turns walk-ahead off); at most
  * QC_WALK_DIRS directories are followed at once (least recently used
- * goes), and one untouched for QC_WALK_IDLE_NS is given up.
+ * goes; those fetched ahead take the place of walks passed through), and
+ * one untouched for QC_WALK_IDLE_NS is given up.
  *
  * Locks: the walk lock is the innermost: nothing else is taken, no
  * request sent and no reply waited for while holding it, except waiting
@@ -75,18 +81,28 @@ struct qc_walk;
 /* What a walk may hold at first: one read of a file asks for little;
  * each open that follows the order doubles it, up to the budget. */
 #define QC_WALK_CREDIT    ((uint64_t)32 << 10)
-/* Directories followed at once, and how long an untouched one is kept. */
-#define QC_WALK_DIRS      4u
+/* Directories followed at once (those fetched ahead of the walker
+ * included), and how long an untouched one is kept. */
+#define QC_WALK_DIRS      16u
+/* Directories whose files are fetched ahead of the walker, before it
+ * gets there, at most. */
+#define QC_WALK_NEXT_DIRS 8u
 #define QC_WALK_IDLE_NS   (10ull * 1000000000u)
 /* A read-only open in a new directory by a caller that read another
  * directory's files this recently begins its walk at once. */
 #define QC_WALK_NEXT_NS   (2ull * 1000000000u)
 /* A directory with at most this many small files of at most this many
  * bytes in all is fetched whole by its walk's first FETCH. */
-#define QC_WALK_WHOLE_FILES 64u
+#define QC_WALK_WHOLE_FILES 128u
 #define QC_WALK_WHOLE_BYTES ((uint64_t)256 << 10)
+/* The same bound for a directory fetched before the walker gets there
+ * (a tree walk is under way, so more may be asked for at once; one
+ * FETCH answers at most QFT_MAX_DATA). */
+#define QC_WALK_AHEAD_BYTES ((uint64_t)768 << 10)
 /* Room a walk wants free in the budget before it takes from others. */
 #define QC_WALK_HEADROOM  ((uint64_t)256 << 10)
+/* Votes for an order (walk_int.h) at which all are halved. */
+#define QC_WALK_VOTES     1024u
 /* Names of a directory a walk considers: a bigger one is not followed. */
 #define QC_WALK_LIST_MAX  100000u
 

@@ -5,6 +5,8 @@
  * belong to the file its name holds now.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +111,277 @@ bool qc_dir_walk_fresh(struct qc_fs *fs, struct qn_node *dir,
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
+}
+
+/* Levels qc_dir_walk_next climbs, and the biggest listing it reads. */
+#define QC_DIR_WALK_UP      4u
+#define QC_DIR_WALK_SUBDIRS 100000u
+
+/* A subdirectory of a listing, for qc_dir_walk_next. */
+struct sub {
+	char name[QFT_MAX_NAME + 1];
+	uint64_t ino;
+	size_t slot;
+};
+
+static int sub_by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct sub *)a)->name,
+		      ((const struct sub *)b)->name);
+}
+
+static int sub_by_ino(const void *a, const void *b)
+{
+	uint64_t x = ((const struct sub *)a)->ino;
+	uint64_t y = ((const struct sub *)b)->ino;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The subdirectories of dir's leased listing in `order`, at most `max`
+ * (malloc'd in *out), only those after `after` in it when that is not
+ * NULL (the file the walker is at); their number, or 0. */
+static size_t subdirs(struct qc_fs *fs, struct qn_node *dir, int order,
+		      const char *after, size_t max, struct sub **out)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct sub *s = NULL, at = { .slot = 0 };
+	bool have_at = false;
+	struct listing *l;
+	size_t n = 0, k = 0;
+
+	*out = NULL;
+	pthread_mutex_lock(&dc->lock);
+	l = leased(fs, dir, qc_now_ns());
+	if (!l || l->live > max)
+		goto out_unlock;
+	s = calloc(l->live ? l->live : 1, sizeof(*s));
+	if (!s)
+		goto out_unlock;
+	for (size_t i = 0; i < l->nslots; i++) {
+		struct dent *d = l->slots[i];
+
+		if (!d)
+			continue;
+		if (after && strcmp(d->name, after) == 0) {
+			snprintf(at.name, sizeof(at.name), "%s", d->name);
+			at.ino = d->attr.ino;
+			at.slot = i;
+			have_at = true;
+		}
+		if ((d->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
+		    qc_dir_is_stale(l, d->name))
+			continue;
+		snprintf(s[n].name, sizeof(s[n].name), "%s", d->name);
+		s[n].ino = d->attr.ino;
+		s[n].slot = i;
+		n++;
+	}
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
+	if (order == QC_DIR_WALK_NAME)
+		qsort(s, n, sizeof(*s), sub_by_name);
+	else if (order == QC_DIR_WALK_INO)
+		qsort(s, n, sizeof(*s), sub_by_ino);
+	/* The walker goes into the directories after the file it is at,
+	 * having been in those before it (cp -r takes the files and the
+	 * directories of a directory in one order). */
+	for (size_t i = 0; i < n; i++)
+		if (!have_at ||
+		    (order == QC_DIR_WALK_NAME ? sub_by_name(&s[i], &at) :
+		     order == QC_DIR_WALK_INO ? sub_by_ino(&s[i], &at) :
+		     (s[i].slot > at.slot) - (s[i].slot < at.slot)) > 0)
+			s[k++] = s[i];
+	*out = s;
+	return k;
+}
+
+/*
+ * Appends to out[] (from k, up to max) the directories a depth-first
+ * walker visits below `dir` once it is past `after` there (NULL: all of
+ * them): each leased subdirectory in `order`, followed by its own.  The
+ * new k.
+ */
+static size_t take_below(struct qc_fs *fs, struct qn_node *dir, int order,
+			 const char *after, struct qn_node **out, size_t k,
+			 size_t max)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct sub *s;
+	size_t n = subdirs(fs, dir, order, after, QC_DIR_WALK_SUBDIRS, &s);
+
+	for (size_t i = 0; i < n && k < max; i++) {
+		struct qn_node *c = qn_find_ref(&fs->nodes, dir, s[i].name);
+		bool ok;
+
+		if (!c)
+			continue;
+		pthread_mutex_lock(&dc->lock);
+		ok = leased(fs, c, qc_now_ns()) != NULL;
+		pthread_mutex_unlock(&dc->lock);
+		if (!ok) {
+			/* Its own subdirectories are not known either. */
+			qn_unref(&fs->nodes, c);
+			continue;
+		}
+		out[k++] = c;
+		/* Bounded: every level down adds one to out[]. */
+		k = take_below(fs, c, order, NULL, out, k, max);
+	}
+	free(s);
+	return k;
+}
+
+size_t qc_dir_walk_next(struct qc_fs *fs, struct qn_node *dir, int order,
+			const char *after, struct qn_node **out, size_t max)
+{
+	char name[QFT_MAX_NAME + 1];
+	struct qn_node *cur, *parent;
+	size_t k;
+
+	if (!qc_dir_cache_on(fs) || max == 0)
+		return 0;
+	k = take_below(fs, dir, order, after, out, 0, max);
+	/* Then the directories after it, and after its parent's, and so
+	 * on up: where a depth-first walker goes once it is done here. */
+	qn_ref(&fs->nodes, dir);
+	cur = dir;
+	for (unsigned up = 0; up < QC_DIR_WALK_UP && k < max; up++) {
+		if (qn_parent_ref(&fs->nodes, cur, &parent, name) < 0)
+			break;
+		k = take_below(fs, parent, order, name, out, k, max);
+		qn_unref(&fs->nodes, cur);
+		cur = parent;
+	}
+	qn_unref(&fs->nodes, cur);
+	return k;
+}
+
+/* Directories qc_dir_walk_passed follows up to the root, at most. */
+#define QC_DIR_WALK_DEPTH 64u
+
+/* `n` and its ancestors up to the root, each with a reference, into
+ * out[]; their number, or 0 when deeper than `max` or cut off. */
+static size_t chain(struct qc_fs *fs, struct qn_node *n,
+		    struct qn_node **out, size_t max)
+{
+	char name[QFT_MAX_NAME + 1];
+	size_t k = 0;
+
+	qn_ref(&fs->nodes, n);
+	out[k++] = n;
+	while (out[k - 1] != &fs->nodes.root) {
+		if (k == max ||
+		    qn_parent_ref(&fs->nodes, out[k - 1], &out[k], name) < 0) {
+			while (k > 0)
+				qn_unref(&fs->nodes, out[--k]);
+			return 0;
+		}
+		k++;
+	}
+	return k;
+}
+
+/* Where `name` comes in listing `l` in `order` (listing lock held):
+ * false when it is not there. */
+static bool rank_of(const struct listing *l, const char *name, int order,
+		    uint64_t *rank)
+{
+	struct dent *e = qc_dir_dent_find(l, name, qc_dir_name_hash(name));
+
+	if (!e)
+		return false;
+	if (order == QC_DIR_WALK_INO) {
+		*rank = e->attr.ino;
+		return true;
+	}
+	for (size_t i = 0; i < l->nslots; i++)
+		if (l->slots[i] == e) {
+			*rank = i;
+			return true;
+		}
+	return false;
+}
+
+bool qc_dir_walk_passed(struct qc_fs *fs, struct qn_node *a,
+			struct qn_node *cur, int order)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct qn_node *ca[QC_DIR_WALK_DEPTH], *cc[QC_DIR_WALK_DEPTH];
+	char na[QFT_MAX_NAME + 1], nc[QFT_MAX_NAME + 1];
+	size_t la, lc, i, j;
+	struct qn_node *p;
+	struct listing *l;
+	uint64_t ra, rc;
+	bool passed = false;
+
+	if (!qc_dir_cache_on(fs))
+		return false;
+	la = chain(fs, a, ca, QC_DIR_WALK_DEPTH);
+	if (!la)
+		return false;
+	lc = chain(fs, cur, cc, QC_DIR_WALK_DEPTH);
+	if (!lc)
+		goto out_unref_a;
+	/* Down from the root while both paths agree. */
+	i = la - 1;
+	j = lc - 1;
+	while (i > 0 && j > 0 && ca[i - 1] == cc[j - 1]) {
+		i--;
+		j--;
+	}
+	/* One is the other's ancestor: a walker in `cur` comes back to
+	 * `a`'s files, or goes down to them. */
+	if (i == 0 || j == 0)
+		goto out_unref;
+	/* Their branches under the common ancestor ca[i]: which the
+	 * walker takes first. */
+	if (qn_parent_ref(&fs->nodes, ca[i - 1], &p, na) < 0)
+		goto out_unref;
+	qn_unref(&fs->nodes, p);
+	if (qn_parent_ref(&fs->nodes, cc[j - 1], &p, nc) < 0)
+		goto out_unref;
+	qn_unref(&fs->nodes, p);
+	pthread_mutex_lock(&dc->lock);
+	l = leased(fs, ca[i], qc_now_ns());
+	if (l && order == QC_DIR_WALK_NAME)
+		passed = qc_dir_dent_find(l, na, qc_dir_name_hash(na)) &&
+			 strcmp(na, nc) < 0;
+	else if (l)
+		passed = rank_of(l, na, order, &ra) &&
+			 rank_of(l, nc, order, &rc) && ra < rc;
+	pthread_mutex_unlock(&dc->lock);
+out_unref:
+	while (lc > 0)
+		qn_unref(&fs->nodes, cc[--lc]);
+out_unref_a:
+	while (la > 0)
+		qn_unref(&fs->nodes, ca[--la]);
+	return passed;
+}
+
+int qc_dir_walk_cmp(struct qc_fs *fs, struct qn_node *dir, const char *a,
+		    const char *b, int order)
+{
+	struct qc_dircache *dc = qc_dir_of(fs);
+	struct listing *l;
+	uint64_t ra, rb;
+	int r = -ENOENT;
+
+	if (!qc_dir_cache_on(fs))
+		return -EAGAIN;
+	pthread_mutex_lock(&dc->lock);
+	l = leased(fs, dir, qc_now_ns());
+	if (!l) {
+		r = -EAGAIN;
+	} else if (!qc_dir_dent_find(l, a, qc_dir_name_hash(a)) ||
+		   !qc_dir_dent_find(l, b, qc_dir_name_hash(b))) {
+		r = -ENOENT;
+	} else if (order == QC_DIR_WALK_NAME) {
+		r = strcmp(a, b) < 0 ? 1 : 0;
+	} else if (rank_of(l, a, order, &ra) && rank_of(l, b, order, &rb)) {
+		r = ra < rb ? 1 : 0;
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return r;
 }

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Walk-ahead's own (fs/walk.h): the walks' state, shared by walk.c and
+ * walk_list.c (a walk made from a listing).  No other module includes
+ * it.
+ */
+#ifndef QC_WALK_INT_H
+#define QC_WALK_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fs/dircache.h"
+#include "fs/walk.h"
+
+/*
+ * Orders of a walker's opens: the directory's (find, tar, grep -r), its
+ * names' (rsync, ls), its inode numbers' (cp, which sorts by inode on
+ * file systems where that reads faster).
+ */
+enum order { BY_LISTING, BY_NAME, BY_INO, ORDERS };
+
+/* A file of a followed directory the walk asked for.  Walk lock. */
+struct slot {
+	bool ready;             /* the contents are in (else asked) */
+	bool unwanted;          /* asked, then given up: dropped on arrival */
+	uint64_t charge;        /* its part of qc_walk.held */
+	struct qft_attr attr;   /* ready: what the bytes came with */
+	uint8_t *data;          /* ready: the whole file (malloc, or NULL) */
+	uint32_t len;
+};
+
+/* A directory being walked. */
+struct wdir {
+	/* Immutable once in the table. */
+	struct qn_node *dir;    /* holds a node reference */
+	struct qc_dir_walk_ent *ents; /* listing order */
+	size_t n;
+	/* The orders a walker may follow: ents indexes in that order, and
+	 * rank[o][i] the place of ents index i in it (NULL for listing
+	 * order, where both are i). */
+	uint32_t *perm[ORDERS];
+	uint32_t *rank[ORDERS];
+	bool has_cred;          /* the caller the FETCHes read as */
+	struct qft_cred cred;
+	/* Walk lock. */
+	enum order order;       /* the order followed */
+	bool probing;           /* the first FETCH asks for the next files in
+				 * every order; the next open tells which */
+	size_t last;            /* ents index of the file opened last */
+	size_t pos;             /* place (in the order followed) after it */
+	size_t ask;             /* place of the next file to ask for */
+	struct slot **slots;    /* by ents index: NULL, &passed, or one */
+	uint64_t used_ns;
+	uint64_t held;          /* its part of qc_walk.held */
+	uint64_t credit;        /* how much it may hold: grows as the walker
+				 * opens files in the order followed */
+	unsigned batches;       /* FETCHes sent: each may ask for more */
+	bool ahead;             /* fetched before the walker got here: no
+				 * file of it opened yet */
+	bool next_done;         /* the directories after it were asked */
+	unsigned refs;          /* the table's, FETCHes', waiters' */
+	bool gone;              /* out of the table */
+};
+
+struct qc_walk {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;    /* with the lock: a FETCH was answered */
+	struct wdir *dirs[QC_WALK_DIRS];  /* lock */
+	uint64_t held;          /* lock: bytes asked for or held, all dirs */
+	/* Lock: for each order, how many of the walkers' opens came right
+	 * after the one before in it (halved now and then): which order
+	 * a tree's walker follows, where one directory's few opens cannot
+	 * tell (they come in every order at once). */
+	unsigned votes[ORDERS];
+};
+
+/* Walks retired under the lock, freed after it (wdir_free). */
+struct grave {
+	struct wdir *w[QC_WALK_DIRS + 2];
+	unsigned n;
+};
+
+/* One FETCH in flight; the completion's. */
+struct batch {
+	struct qc_fs *fs;
+	struct wdir *wd;        /* holds a reference */
+	struct batch *next;     /* the sender's list, until sent */
+	uint64_t seq;           /* the cache's event count before sending */
+	size_t n;
+	uint32_t idx[QC_WALK_NAMES];
+};
+
+/* walk_list.c.  A walk of `dir` from its leased listing (a reference
+ * on dir), or NULL; no lock held. */
+struct wdir *qc_walk_new(struct qc_fs *fs, struct qn_node *dir);
+void qc_walk_free(struct qc_fs *fs, struct wdir *wd);
+/* The ents index of `name` in wd, or SIZE_MAX. */
+size_t qc_walk_find_name(const struct wdir *wd, const char *name);
+
+#endif /* QC_WALK_INT_H */
