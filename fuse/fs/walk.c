@@ -668,15 +668,21 @@ struct next_step {
  * into *dir. */
 static bool next_due(struct qc_fs *fs, struct wdir *wd, struct next_step *ns)
 {
+	enum order o;
+
 	if (wd->next_done || wd->gone || wd->probing || wd->ask < wd->n ||
 	    !same_caller(wd))
 		return false;
 	wd->next_done = true;
 	qn_ref(&fs->nodes, wd->dir);
 	ns->dir = wd->dir;
-	ns->order = dir_order(tree_order(fs->walk, wd));
+	o = tree_order(fs->walk, wd);
+	ns->order = dir_order(o);
 	ns->after[0] = '\0';
-	if (wd->pos > 0)
+	/* cp -r, tar and grep -r take a directory's files and directories
+	 * as they come in their order; rsync, in names' order, takes its
+	 * files first and its directories after (incremental recursion). */
+	if (wd->pos > 0 && o != BY_NAME)
 		snprintf(ns->after, sizeof(ns->after), "%s",
 			 wd->ents[wd->last].name);
 	return true;

@@ -84,7 +84,8 @@ DATA_WORKLOADS = {"big": ["copy-up", "copy-down", "randread"],
                   "json": ["copy-up", "copy-down"],
                   "tree": ["copy-up", "copy-down", "rsync-up", "tar-x",
                            "rsync-down", "tar-c", "grep-r"],
-                  "bigtree": ["copy-up", "find", "du", "copy-down", "tar-c"],
+                  "bigtree": ["copy-up", "find", "du", "copy-down", "tar-c",
+                              "rsync-down", "grep-r"],
                   "repo": ["git-status", "git-log-p"]}
 # the two tree data sets: a small-files tree and a big one (scans, and the
 # copy on an unlimited link)

@@ -208,8 +208,11 @@ static size_t take_below(struct qc_fs *fs, struct qn_node *dir, int order,
 {
 	struct qc_dircache *dc = qc_dir_of(fs);
 	struct sub *s;
-	size_t n = subdirs(fs, dir, order, after, QC_DIR_WALK_SUBDIRS, &s);
+	size_t n;
 
+	if (k >= max)
+		return k;
+	n = subdirs(fs, dir, order, after, QC_DIR_WALK_SUBDIRS, &s);
 	for (size_t i = 0; i < n && k < max; i++) {
 		struct qn_node *c = qn_find_ref(&fs->nodes, dir, s[i].name);
 		bool ok;
