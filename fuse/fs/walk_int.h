@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Walk-ahead's own (fs/walk.h): the walks' state, shared by walk.c and
+ * Walk-ahead's own (fs/walk.h): the walks' state, shared by its files,
+ * each calling only those below it: walk.c (a walker's opens and reads)
+ * over walk_ahead.c (the order of a tree and the directories fetched
+ * ahead) over walk_fetch.c (the table of walks and their FETCHes) over
  * walk_list.c (a walk made from a listing).  No other module includes
  * it.
  */
@@ -98,5 +101,69 @@ struct wdir *qc_walk_new(struct qc_fs *fs, struct qn_node *dir);
 void qc_walk_free(struct qc_fs *fs, struct wdir *wd);
 /* The ents index of `name` in wd, or SIZE_MAX. */
 size_t qc_walk_find_name(const struct wdir *wd, const char *name);
+
+/* walk_fetch.c: the table and the FETCHes; the walk lock held unless
+ * said. */
+/* What a slot holds once its file was opened or passed: never asked
+ * again. */
+extern struct slot qc_walk_passed;
+/* Slot s of wd no longer counts against the budgets. */
+void qc_walk_uncharge(struct qc_fs *fs, struct wdir *wd, struct slot *s);
+/* Gives slot i of wd up; its bytes, if any, were never read. */
+void qc_walk_slot_drop(struct qc_fs *fs, struct wdir *wd, size_t i);
+/* The walk of `dir` in the table, or NULL; walks idle too long retire
+ * into g on the way. */
+struct wdir *qc_walk_find(struct qc_fs *fs, struct qn_node *dir,
+			  uint64_t now, struct grave *g);
+/* Puts a new walk in the table, retiring the least recently used one
+ * (a walk fetched ahead last) when it is full. */
+void qc_walk_insert(struct qc_fs *fs, struct wdir *wd, struct grave *g);
+/* Takes wd out of the table and drops what it holds (into g when its
+ * last reference goes). */
+void qc_walk_retire(struct qc_fs *fs, struct wdir *wd, struct grave *g);
+/* Drops a reference; true when the caller must free wd (qc_walk_bury). */
+bool qc_walk_put(struct wdir *wd);
+/* Frees the walks in g; no lock held. */
+void qc_walk_bury(struct qc_fs *fs, struct grave *g);
+/* Whether the calling thread's caller is the one wd's FETCHes read as. */
+bool qc_walk_same_caller(const struct wdir *wd);
+/* Whether file i of wd may be asked for now. */
+bool qc_walk_may_ask(struct qc_fs *fs, struct wdir *wd, size_t i);
+/* A new FETCH of wd, prepended to *out; NULL without memory. */
+struct batch *qc_walk_batch_new(struct qc_fs *fs, struct wdir *wd,
+				struct batch **out);
+/* File i of wd goes into FETCH b, charged; false without memory. */
+bool qc_walk_batch_add(struct qc_fs *fs, struct wdir *wd, struct batch *b,
+		       size_t i);
+/* What asking for all of wd's small files would hold, or 0 when they are
+ * too many, more than `limit` bytes, or none. */
+uint64_t qc_walk_whole_bytes(struct qc_fs *fs, struct wdir *wd,
+			     uint64_t limit);
+/* Asks for all of wd's small files when qc_walk_whole_bytes allows and
+ * the budget has room for them and `slack` more: false if not. */
+bool qc_walk_fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
+			 uint64_t slack, struct batch **out);
+/* Sends the FETCHes of `list`; no lock held. */
+void qc_walk_send(struct qc_fs *fs, struct batch *list);
+
+/* walk_ahead.c. */
+/* Where the walker goes on from: the directory whose files are all
+ * asked for, the order it follows, and the file it is at ("" if none). */
+struct next_step {
+	struct qn_node *dir;    /* holds a reference */
+	int order;              /* QC_DIR_WALK_* */
+	char after[QFT_MAX_NAME + 1];
+};
+/* Lock held: whether the walk of wd's directory is all asked for, so the
+ * directories after it may be (once); if so fills *ns (a reference on
+ * the directory's node). */
+bool qc_walk_next_due(struct qc_fs *fs, struct wdir *wd,
+		      struct next_step *ns);
+/* The directories after ns's fetched ahead; no lock held; drops ns's
+ * reference. */
+void qc_walk_next(struct qc_fs *fs, struct next_step *ns);
+/* The walker entered directory `dir`: votes for the orders in which it
+ * came from its parent as a depth-first walker would; no lock held. */
+void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir);
 
 #endif /* QC_WALK_INT_H */

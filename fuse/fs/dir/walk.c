@@ -179,9 +179,9 @@ static size_t subdirs(struct qc_fs *fs, struct qn_node *dir, int order,
 	}
 out_unlock:
 	pthread_mutex_unlock(&dc->lock);
-	if (order == QC_DIR_WALK_NAME)
+	if (n > 1 && order == QC_DIR_WALK_NAME)
 		qsort(s, n, sizeof(*s), sub_by_name);
-	else if (order == QC_DIR_WALK_INO)
+	else if (n > 1 && order == QC_DIR_WALK_INO)
 		qsort(s, n, sizeof(*s), sub_by_ino);
 	/* The walker goes into the directories after the file it is at,
 	 * having been in those before it (cp -r takes the files and the
