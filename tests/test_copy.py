@@ -318,6 +318,33 @@ def test_seek_data_and_hole_equal_the_servers(mount):
     assert seen == seek_answers(P(src, 's'), offsets + [4 * GiB - 1])
 
 
+def test_seek_in_a_file_without_holes_asks_nobody(mount):
+    """grep asks SEEK_HOLE of every file it reads, to skip holes: where
+    the file's attributes show blocks for every byte, there is no hole to
+    find, and the client answers (the size) without a round trip -- equal
+    to the server's own answers; a sparse file is still asked about."""
+    src, mnt = mount
+    sizes = {'one': 1, 'page': 4096, 'odd': 100003, 'big': 3 * MiB + 17}
+    for name, size in sizes.items():
+        with open(P(src, name), 'wb') as f:
+            f.write(os.urandom(size))
+    os.listdir(mnt)
+    before = stats(mnt)
+    for name, size in sizes.items():
+        offsets = [0, 1, size // 2, size - 1, size, size + 1, size + 4096]
+        assert seek_answers(P(mnt, name), offsets) == \
+            seek_answers(P(src, name), offsets), name
+    s = stats(mnt)
+    assert s['seeks_on_server'] == before['seeks_on_server'], s
+    assert s['seeks_local'] > before['seeks_local'], s
+    if holes_supported(P(src, 'x')):
+        make_sparse(P(src, 's'), 64 * MiB, [(MiB, 4096)])
+        offsets = [0, MiB, MiB + 4096, 64 * MiB - 1]
+        assert seek_answers(P(mnt, 's'), offsets) == \
+            seek_answers(P(src, 's'), offsets)
+        assert stats(mnt)['seeks_on_server'] > s['seeks_on_server']
+
+
 def test_seek_data_far_beyond_a_large_hole(mount):
     """The ext4 difference of issue 19: SEEK_DATA from the start of a
     file whose only data lies 12 GiB in finds it (FUSE's default answer

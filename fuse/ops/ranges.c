@@ -5,10 +5,12 @@
  * SEEK_HOLE (fs/copy.h; see internal.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
 
 #include "fs/copy.h"
+#include "fs/stats.h"
 #include "ops/internal.h"
 #include "protocol.h"
 
@@ -43,6 +45,30 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/*
+ * SEEK_DATA or SEEK_HOLE of a file whose current attributes (qc_ops_
+ * current_attr) show blocks for every byte: it has no hole the server
+ * could report, so the size answers, as on a file system without holes
+ * -- grep asks SEEK_HOLE of every file it reads (to skip holes), a round
+ * trip each.  0 with *res, -ENXIO past the end, or 1 when the server
+ * must be asked (a sparse file, or its size not known now).
+ */
+static int seek_solid(struct qc_fs *fs, fuse_ino_t ino, uint64_t off,
+		      bool hole, uint64_t *res)
+{
+	struct qft_attr a;
+
+	if (!qc_ops_current_attr(fs, qc_fs_node(fs, ino), &a) ||
+	    (a.mode & QFT_S_IFMT) != QFT_S_IFREG || a.size == 0 ||
+	    a.blocks > UINT64_MAX / 512 || a.blocks * 512 < a.size)
+		return 1;
+	if (off >= a.size)
+		return -ENXIO;
+	*res = hole ? a.size : off;
+	qc_stat_inc(&fs->stats, QC_STAT_SEEKS_LOCAL);
+	return 0;
+}
+
 void qc_ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		  struct fuse_file_info *fi)
 {
@@ -54,8 +80,11 @@ void qc_ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	r = qc_copy_seek(fs_of(req), file_of(fi), (uint64_t)off,
-			 whence == SEEK_HOLE, &res);
+	r = seek_solid(fs_of(req), ino, (uint64_t)off, whence == SEEK_HOLE,
+		       &res);
+	if (r > 0)
+		r = qc_copy_seek(fs_of(req), file_of(fi), (uint64_t)off,
+				 whence == SEEK_HOLE, &res);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
