@@ -63,14 +63,11 @@ static size_t place(const struct wdir *wd, size_t i)
  * which it comes right after it. */
 static void vote(struct qc_walk *w, const struct wdir *wd, size_t i)
 {
-	bool halve = false;
+	bool next[ORDERS];
 
 	for (unsigned o = 0; o < ORDERS; o++)
-		if (place_in(wd, o, i) == place_in(wd, o, wd->last) + 1 &&
-		    ++w->votes[o] >= QC_WALK_VOTES)
-			halve = true;
-	for (unsigned o = 0; halve && o < ORDERS; o++)
-		w->votes[o] /= 2;
+		next[o] = place_in(wd, o, i) == place_in(wd, o, wd->last) + 1;
+	qc_walk_votes_add(w, next);
 }
 
 /*

@@ -40,6 +40,17 @@ static int dir_order(enum order o)
 	       o == BY_INO ? QC_DIR_WALK_INO : QC_DIR_WALK_LISTING;
 }
 
+void qc_walk_votes_add(struct qc_walk *w, const bool for_order[ORDERS])
+{
+	bool halve = false;
+
+	for (unsigned o = 0; o < ORDERS; o++)
+		if (for_order[o] && ++w->votes[o] >= QC_WALK_VOTES)
+			halve = true;
+	for (unsigned o = 0; halve && o < ORDERS; o++)
+		w->votes[o] /= 2;
+}
+
 /*
  * The walker entered directory `dir` (its first file there is opened or
  * read).  Where it comes from in dir's parent tells apart orders that
@@ -54,7 +65,7 @@ void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir)
 	char name[QFT_MAX_NAME + 1], last[QFT_MAX_NAME + 1] = "";
 	struct qc_walk *w = fs->walk;
 	struct grave g = { .n = 0 };
-	bool before[ORDERS], halve = false;
+	bool before[ORDERS];
 	struct qn_node *parent;
 	struct wdir *pw;
 
@@ -72,11 +83,7 @@ void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir)
 		before[o] = qc_dir_walk_cmp(fs, parent, last, name,
 					    dir_order(o)) == 1;
 	pthread_mutex_lock(&w->lock);
-	for (unsigned o = 0; o < ORDERS; o++)
-		if (before[o] && ++w->votes[o] >= QC_WALK_VOTES)
-			halve = true;
-	for (unsigned o = 0; halve && o < ORDERS; o++)
-		w->votes[o] /= 2;
+	qc_walk_votes_add(w, before);
 	pthread_mutex_unlock(&w->lock);
 out_unref:
 	qn_unref(&fs->nodes, parent);

@@ -162,6 +162,9 @@ bool qc_walk_next_due(struct qc_fs *fs, struct wdir *wd,
 /* The directories after ns's fetched ahead; no lock held; drops ns's
  * reference. */
 void qc_walk_next(struct qc_fs *fs, struct next_step *ns);
+/* Lock held: a vote for each order for_order[] names (halving them all
+ * now and then, so that a new walker's order wins in time). */
+void qc_walk_votes_add(struct qc_walk *w, const bool for_order[ORDERS]);
 /* The walker entered directory `dir`: votes for the orders in which it
  * came from its parent as a depth-first walker would; no lock held. */
 void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir);

@@ -309,13 +309,10 @@ static bool rank_of(const struct listing *l, const char *name, int order,
 bool qc_dir_walk_passed(struct qc_fs *fs, struct qn_node *a,
 			struct qn_node *cur, int order)
 {
-	struct qc_dircache *dc = qc_dir_of(fs);
 	struct qn_node *ca[QC_DIR_WALK_DEPTH], *cc[QC_DIR_WALK_DEPTH];
 	char na[QFT_MAX_NAME + 1], nc[QFT_MAX_NAME + 1];
 	size_t la, lc, i, j;
 	struct qn_node *p;
-	struct listing *l;
-	uint64_t ra, rc;
 	bool passed = false;
 
 	if (!qc_dir_cache_on(fs))
@@ -345,15 +342,7 @@ bool qc_dir_walk_passed(struct qc_fs *fs, struct qn_node *a,
 	if (qn_parent_ref(&fs->nodes, cc[j - 1], &p, nc) < 0)
 		goto out_unref;
 	qn_unref(&fs->nodes, p);
-	pthread_mutex_lock(&dc->lock);
-	l = leased(fs, ca[i], qc_now_ns());
-	if (l && order == QC_DIR_WALK_NAME)
-		passed = qc_dir_dent_find(l, na, qc_dir_name_hash(na)) &&
-			 strcmp(na, nc) < 0;
-	else if (l)
-		passed = rank_of(l, na, order, &ra) &&
-			 rank_of(l, nc, order, &rc) && ra < rc;
-	pthread_mutex_unlock(&dc->lock);
+	passed = qc_dir_walk_cmp(fs, ca[i], na, nc, order) == 1;
 out_unref:
 	while (lc > 0)
 		qn_unref(&fs->nodes, cc[--lc]);
