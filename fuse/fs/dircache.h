@@ -306,7 +306,9 @@ struct qc_dir_walk_ent {
 ssize_t qc_dir_walk_list(struct qc_fs *fs, struct qn_node *dir, size_t max,
 			 struct qc_dir_walk_ent **out);
 void qc_dir_walk_free(struct qc_dir_walk_ent *e, size_t n);
-/* Orders of qc_dir_walk_next's directories. */
+/* Orders of qc_dir_walk_next's directories.  By name is as the walkers
+ * that sort names take them (rsync, git): a directory's as if it ended
+ * in '/' ("14.0.6" before "14"). */
 enum { QC_DIR_WALK_LISTING, QC_DIR_WALK_NAME, QC_DIR_WALK_INO };
 /*
  * Up to `max` directories a depth-first walker goes to after the files

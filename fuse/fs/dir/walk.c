@@ -122,12 +122,33 @@ struct sub {
 	char name[QFT_MAX_NAME + 1];
 	uint64_t ino;
 	size_t slot;
+	bool dir;
 };
+
+/*
+ * Names in the order of the walkers that sort them (rsync, git): a
+ * directory's as if it ended in '/', so that of "14" and "14.0.6", both
+ * directories, "14.0.6" comes first.  Negative, zero or positive as
+ * strcmp.
+ */
+static int name_cmp(const char *a, bool a_dir, const char *b, bool b_dir)
+{
+	unsigned char ca, cb;
+	size_t i = 0;
+
+	while (a[i] && a[i] == b[i])
+		i++;
+	ca = a[i] ? (unsigned char)a[i] : a_dir ? '/' : 0;
+	cb = b[i] ? (unsigned char)b[i] : b_dir ? '/' : 0;
+	/* Equal here only where both ended, alike: a name holds no '/'. */
+	return ca - cb;
+}
 
 static int sub_by_name(const void *a, const void *b)
 {
-	return strcmp(((const struct sub *)a)->name,
-		      ((const struct sub *)b)->name);
+	const struct sub *x = a, *y = b;
+
+	return name_cmp(x->name, x->dir, y->name, y->dir);
 }
 
 static int sub_by_ino(const void *a, const void *b)
@@ -167,6 +188,7 @@ static size_t subdirs(struct qc_fs *fs, struct qn_node *dir, int order,
 			snprintf(at.name, sizeof(at.name), "%s", d->name);
 			at.ino = d->attr.ino;
 			at.slot = i;
+			at.dir = (d->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR;
 			have_at = true;
 		}
 		if ((d->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
@@ -175,6 +197,7 @@ static size_t subdirs(struct qc_fs *fs, struct qn_node *dir, int order,
 		snprintf(s[n].name, sizeof(s[n].name), "%s", d->name);
 		s[n].ino = d->attr.ino;
 		s[n].slot = i;
+		s[n].dir = true;
 		n++;
 	}
 out_unlock:
@@ -356,6 +379,7 @@ int qc_dir_walk_cmp(struct qc_fs *fs, struct qn_node *dir, const char *a,
 		    const char *b, int order)
 {
 	struct qc_dircache *dc = qc_dir_of(fs);
+	const struct dent *da, *db;
 	struct listing *l;
 	uint64_t ra, rb;
 	int r = -ENOENT;
@@ -366,11 +390,12 @@ int qc_dir_walk_cmp(struct qc_fs *fs, struct qn_node *dir, const char *a,
 	l = leased(fs, dir, qc_now_ns());
 	if (!l) {
 		r = -EAGAIN;
-	} else if (!qc_dir_dent_find(l, a, qc_dir_name_hash(a)) ||
-		   !qc_dir_dent_find(l, b, qc_dir_name_hash(b))) {
+	} else if (!(da = qc_dir_dent_find(l, a, qc_dir_name_hash(a))) ||
+		   !(db = qc_dir_dent_find(l, b, qc_dir_name_hash(b)))) {
 		r = -ENOENT;
 	} else if (order == QC_DIR_WALK_NAME) {
-		r = strcmp(a, b) < 0 ? 1 : 0;
+		r = name_cmp(a, (da->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR,
+			     b, (db->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR) < 0;
 	} else if (rank_of(l, a, order, &ra) && rank_of(l, b, order, &rb)) {
 		r = ra < rb ? 1 : 0;
 	}
