@@ -37,27 +37,6 @@ int qc_walk_init(struct qc_fs *fs)
 }
 
 
-/* The ents index of the file at place p of order o. */
-static size_t at_in(const struct wdir *wd, enum order o, size_t p)
-{
-	return wd->perm[o] ? wd->perm[o][p] : p;
-}
-
-/* The place of ents index i in order o. */
-static size_t place_in(const struct wdir *wd, enum order o, size_t i)
-{
-	return wd->rank[o] ? wd->rank[o][i] : i;
-}
-
-static size_t at(const struct wdir *wd, size_t p)
-{
-	return at_in(wd, wd->order, p);
-}
-
-static size_t place(const struct wdir *wd, size_t i)
-{
-	return place_in(wd, wd->order, i);
-}
 
 /* Lock held: file i opened after wd->last: a vote for each order in
  * which it comes right after it. */
@@ -66,7 +45,7 @@ static void vote(struct qc_walk *w, const struct wdir *wd, size_t i)
 	bool next[ORDERS];
 
 	for (unsigned o = 0; o < ORDERS; o++)
-		next[o] = place_in(wd, o, i) == place_in(wd, o, wd->last) + 1;
+		next[o] = qc_walk_place_in(wd, o, i) == qc_walk_place_in(wd, o, wd->last) + 1;
 	qc_walk_votes_add(w, next);
 }
 
@@ -83,22 +62,22 @@ static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 
 	if (wd->ahead) {
 		/* The walker's first file here: the order it follows is
-		 * one in which that file comes first. */
+		 * one in which that file comes first, the one it was
+		 * fetched in if it is. */
 		wd->ahead = false;
-		for (unsigned o = 0; o < ORDERS; o++)
-			if (place_in(wd, o, i) == 0) {
+		for (unsigned o = 0; o < ORDERS &&
+		     qc_walk_place(wd, i) != 0; o++)
+			if (qc_walk_place_in(wd, o, i) == 0)
 				wd->order = o;
-				break;
-			}
-		wd->pos = place(wd, i);
+		wd->pos = qc_walk_place(wd, i);
 	}
 	if (!first && !was_ahead)
 		vote(fs->walk, wd, i);
 	if (!first && !was_ahead &&
-	    place(wd, i) != place(wd, wd->last) + 1) {
+	    qc_walk_place(wd, i) != qc_walk_place(wd, wd->last) + 1) {
 		for (unsigned o = 0; o < ORDERS; o++) {
-			if (place_in(wd, o, i) !=
-			    place_in(wd, o, wd->last) + 1)
+			if (qc_walk_place_in(wd, o, i) !=
+			    qc_walk_place_in(wd, o, wd->last) + 1)
 				continue;
 			qft_debug("walk: %s: now in %s order",
 				  wd->ents[i].name, order_names[o]);
@@ -106,25 +85,25 @@ static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 			/* What was asked for is kept only where it lies
 			 * ahead in this order. */
 			for (size_t k = 0; k < wd->n; k++) {
-				size_t q = place(wd, k);
+				size_t q = qc_walk_place(wd, k);
 
-				if (q <= place(wd, i) ||
-				    q > place(wd, i) + QC_WALK_AHEAD)
+				if (q <= qc_walk_place(wd, i) ||
+				    q > qc_walk_place(wd, i) + QC_WALK_AHEAD)
 					qc_walk_slot_drop(fs, wd, k);
 			}
-			wd->pos = place(wd, i);
+			wd->pos = qc_walk_place(wd, i);
 			wd->ask = wd->pos;
 			break;
 		}
 	}
-	p = place(wd, i);
+	p = qc_walk_place(wd, i);
 	/* In order: the walker reads the directory through, and may have
 	 * more of it fetched ahead. */
-	if (!first && p == wd->pos && wd->credit < fs->walkahead)
+	if (!first && p == wd->pos && wd->credit < fs->walkahead / 4)
 		wd->credit *= 2;
 	/* Passed without being opened: a walker does not come back. */
 	for (size_t q = wd->pos; q < p && q < wd->ask; q++)
-		qc_walk_slot_drop(fs, wd, at(wd, q));
+		qc_walk_slot_drop(fs, wd, qc_walk_at(wd, q));
 	if (wd->slots[i] != &qc_walk_passed) {
 		qc_walk_slot_drop(fs, wd, i);
 		if (!wd->slots[i])
@@ -152,10 +131,10 @@ static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 	if (qc_walk_fetch_whole(fs, wd, QC_WALK_WHOLE_BYTES, 0, out))
 		return;
 	for (unsigned o = 0; o < ORDERS; o++) {
-		size_t q = place_in(wd, o, wd->last) + 1;
+		size_t q = qc_walk_place_in(wd, o, wd->last) + 1;
 
 		for (unsigned k = 0; k < PROBE && q < wd->n; q++) {
-			size_t i = at_in(wd, o, q);
+			size_t i = qc_walk_at_in(wd, o, q);
 
 			if (!qc_walk_may_ask(fs, wd, i))
 				continue;
@@ -167,6 +146,74 @@ static void probe(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 				return;
 			k++;
 		}
+	}
+}
+
+/* Lock held: whether the walker, in wd's directory, comes back to old's:
+ * a depth-first walker returns to the directories above it. */
+static bool returns_to(const struct wdir *wd, const struct wdir *old)
+{
+	for (unsigned k = 0; k < wd->nup; k++)
+		if (wd->up[k] == old->dir)
+			return true;
+	return false;
+}
+
+/*
+ * Lock held: gives up old's files from the farthest in the order it
+ * follows back, until the walks other than wd's hold at most `others`
+ * bytes; files still in flight count until their answers come.
+ */
+static void trim(struct qc_fs *fs, struct wdir *old, const struct wdir *wd,
+		 uint64_t others)
+{
+	struct qc_walk *w = fs->walk;
+
+	while (old->ask > old->pos && w->held - wd->held > others) {
+		old->ask--;
+		qc_walk_slot_drop(fs, old, qc_walk_at(old, old->ask));
+	}
+}
+
+/*
+ * Lock held: when the budget is spent, walks of other directories give
+ * up what they hold, least recently used first: the walker moved on.  A
+ * directory it left for good gives up all of it.  One above wd's, which
+ * it comes back to (tar and cp -r go down into a subdirectory in the
+ * middle of theirs), gives up only its farthest files, so that the
+ * others hold at most half the budget: what it keeps is read when the
+ * walker is back, where given up it would cross the link twice.
+ */
+static void make_room(struct qc_fs *fs, struct wdir *wd)
+{
+	struct qc_walk *w = fs->walk;
+	bool tried[QC_WALK_DIRS] = { false };
+
+	while (w->held + QC_WALK_HEADROOM > fs->walkahead) {
+		unsigned old = QC_WALK_DIRS;
+
+		for (unsigned k = 0; k < QC_WALK_DIRS; k++) {
+			const struct wdir *c = w->dirs[k];
+
+			if (!c || c == wd || !c->held || c->ahead || tried[k])
+				continue;
+			/* Those left for good first. */
+			if (old == QC_WALK_DIRS ||
+			    (returns_to(wd, w->dirs[old]) != returns_to(wd, c) ?
+			     returns_to(wd, w->dirs[old]) :
+			     c->used_ns < w->dirs[old]->used_ns))
+				old = k;
+		}
+		if (old == QC_WALK_DIRS)
+			break;
+		tried[old] = true;
+		if (returns_to(wd, w->dirs[old])) {
+			trim(fs, w->dirs[old], wd, fs->walkahead / 2);
+			continue;
+		}
+		for (size_t i = 0; i < w->dirs[old]->n; i++)
+			qc_walk_slot_drop(fs, w->dirs[old], i);
+		w->dirs[old]->ask = w->dirs[old]->pos;
 	}
 }
 
@@ -182,32 +229,13 @@ static void top_up(struct qc_fs *fs, struct wdir *wd, struct batch **out)
 	struct batch *b = NULL;
 	uint64_t bytes = 0, limit = QC_WALK_BATCH;
 
-	/* When the budget is spent, what walks of other directories hold is
-	 * given up, least recently used first: the walker moved on (and
-	 * may come back to one: cp -r goes down into a subdirectory in the
-	 * middle of its directory; what it gave up is then asked again). */
-	while (w->held + QC_WALK_HEADROOM > fs->walkahead) {
-		struct wdir *old = NULL;
-
-		for (unsigned k = 0; k < QC_WALK_DIRS; k++)
-			if (w->dirs[k] && w->dirs[k] != wd &&
-			    w->dirs[k]->held && !w->dirs[k]->ahead &&
-			    (!old || w->dirs[k]->used_ns < old->used_ns))
-				old = w->dirs[k];
-		if (!old)
-			break;
-		for (size_t i = 0; i < old->n; i++)
-			qc_walk_slot_drop(fs, old, i);
-		old->ask = old->pos;
-		if (old->held)
-			break; /* its FETCHes in flight: their answers go */
-	}
+	make_room(fs, wd);
 	if (wd->probing) {
 		probe(fs, wd, out);
 		return;
 	}
 	while (wd->ask < wd->n && wd->ask < wd->pos + QC_WALK_AHEAD) {
-		size_t i = at(wd, wd->ask);
+		size_t i = qc_walk_at(wd, wd->ask);
 		uint64_t cost = wd->ents[i].attr.size + 1;
 
 		if (!qc_walk_may_ask(fs, wd, i)) {

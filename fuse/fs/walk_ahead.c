@@ -16,21 +16,17 @@
 #include "protocol.h"
 
 /* Lock held: the order the walkers follow in a tree, by their votes:
- * one that has more than every other, else wd's own. */
+ * wd's own if none has more, else the first of those that have most
+ * (cp -r in a tree made in name order gives names and inode numbers as
+ * many, and either foretells it better than its directory's listing). */
 static enum order tree_order(const struct qc_walk *w, const struct wdir *wd)
 {
 	enum order best = wd->order;
-	bool alone = false;
 
-	for (unsigned o = 0; o < ORDERS; o++) {
-		if (w->votes[o] > w->votes[best]) {
+	for (unsigned o = 0; o < ORDERS; o++)
+		if (w->votes[o] > w->votes[best])
 			best = o;
-			alone = true;
-		} else if (o != best && w->votes[o] == w->votes[best]) {
-			alone = false;
-		}
-	}
-	return alone ? best : wd->order;
+	return best;
 }
 
 /* The cache's name (QC_DIR_WALK_*) of an order. */
@@ -65,7 +61,7 @@ void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir)
 	char name[QFT_MAX_NAME + 1], last[QFT_MAX_NAME + 1] = "";
 	struct qc_walk *w = fs->walk;
 	struct grave g = { .n = 0 };
-	bool before[ORDERS];
+	bool before[ORDERS], files_done = false;
 	struct qn_node *parent;
 	struct wdir *pw;
 
@@ -73,8 +69,11 @@ void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir)
 		return;
 	pthread_mutex_lock(&w->lock);
 	pw = qc_walk_find(fs, parent, qc_now_ns(), &g);
-	if (pw && pw->pos > 0 && qc_walk_same_caller(pw))
+	if (pw && pw->pos > 0 && qc_walk_same_caller(pw)) {
 		snprintf(last, sizeof(last), "%s", pw->ents[pw->last].name);
+		files_done = qc_walk_place_in(pw, BY_NAME, pw->last) ==
+			     pw->n - 1;
+	}
 	pthread_mutex_unlock(&w->lock);
 	qc_walk_bury(fs, &g);
 	if (!last[0])
@@ -82,6 +81,9 @@ void qc_walk_vote_entry(struct qc_fs *fs, struct qn_node *dir)
 	for (unsigned o = 0; o < ORDERS; o++)
 		before[o] = qc_dir_walk_cmp(fs, parent, last, name,
 					    dir_order(o)) == 1;
+	/* A walker in names' order takes a directory's files before its
+	 * subdirectories (rsync): it enters each from the last of them. */
+	before[BY_NAME] = before[BY_NAME] || files_done;
 	pthread_mutex_lock(&w->lock);
 	qc_walk_votes_add(w, before);
 	pthread_mutex_unlock(&w->lock);
@@ -218,8 +220,9 @@ static bool ahead_room(struct qc_fs *fs, struct qn_node *const *nearer,
 }
 
 /* Lock held: puts the walk of a directory the walker has not reached in
- * the table and asks for all its files, when it is small enough to be
- * fetched whole and the budget and the table have room; false if not. */
+ * the table and asks for all its small files, or its first ones when
+ * they are too many, when the budget and the table have room; false if
+ * not. */
 static bool ahead_insert(struct qc_fs *fs, struct wdir *wd,
 			 struct batch **out, struct grave *g)
 {
@@ -231,7 +234,10 @@ static bool ahead_insert(struct qc_fs *fs, struct wdir *wd,
 		return false;
 	c = ahead_count(fs, &room, g);
 	if (c >= QC_WALK_NEXT_DIRS || !room ||
-	    !qc_walk_fetch_whole(fs, wd, QC_WALK_AHEAD_BYTES, QC_WALK_HEADROOM, out)) {
+	    (!qc_walk_fetch_whole(fs, wd, QC_WALK_AHEAD_BYTES,
+				  QC_WALK_HEADROOM, out) &&
+	     !qc_walk_fetch_head(fs, wd, QC_WALK_AHEAD_BYTES,
+				 QC_WALK_HEADROOM, out))) {
 		qft_debug("walk: not ahead: %u ahead, room %d, held %llu",
 			  c, room, (unsigned long long)w->held);
 		return false;
@@ -281,10 +287,14 @@ void qc_walk_next(struct qc_fs *fs, struct next_step *ns)
 			continue;
 		}
 		pthread_mutex_lock(&w->lock);
-		/* One too big to be fetched whole costs no other its place;
-		 * nor does it take one from itself, or from one the walker
-		 * reaches first. */
+		/* One too big to be fetched whole has its first files
+		 * fetched, in the order the walker follows.  None takes
+		 * the place of one the walker reaches first. */
+		fresh->order = tree_order(w, fresh);
 		need = qc_walk_whole_bytes(fs, fresh, QC_WALK_AHEAD_BYTES);
+		if (!need)
+			need = qc_walk_head_bytes(fs, fresh,
+						  QC_WALK_AHEAD_BYTES);
 		taken = need && ahead_room(fs, next, k + 1, need, &g) &&
 			ahead_insert(fs, fresh, &list, &g);
 		pthread_mutex_unlock(&w->lock);

@@ -218,6 +218,62 @@ bool qc_walk_fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
 	return true;
 }
 
+/* Lock held: the bytes of wd's first small files in its order, as many
+ * as a FETCH names up to `limit` bytes, and in *end the place after the
+ * last of them. */
+static uint64_t head(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
+		     size_t *end)
+{
+	uint64_t bytes = 0;
+	size_t count = 0, p;
+
+	for (p = 0; p < wd->n && count < QC_WALK_NAMES; p++) {
+		size_t i = qc_walk_at(wd, p);
+		uint64_t cost = wd->ents[i].attr.size + 1;
+
+		if (!qc_walk_may_ask(fs, wd, i))
+			continue;
+		if (bytes + cost > limit)
+			break;
+		bytes += cost;
+		count++;
+	}
+	*end = p;
+	return bytes;
+}
+
+uint64_t qc_walk_head_bytes(struct qc_fs *fs, struct wdir *wd,
+			    uint64_t limit)
+{
+	size_t end;
+
+	return head(fs, wd, limit, &end);
+}
+
+bool qc_walk_fetch_head(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
+			uint64_t slack, struct batch **out)
+{
+	size_t end;
+	uint64_t bytes = head(fs, wd, limit, &end);
+	struct batch *b;
+
+	if (!bytes || fs->walk->held + bytes + slack > fs->walkahead)
+		return false;
+	if (wd->credit < bytes)
+		wd->credit = bytes;
+	wd->ask = end;
+	if (!(b = qc_walk_batch_new(fs, wd, out)))
+		return true;
+	for (size_t p = 0; p < end; p++) {
+		size_t i = qc_walk_at(wd, p);
+
+		if (qc_walk_may_ask(fs, wd, i) &&
+		    !qc_walk_batch_add(fs, wd, b, i))
+			break;
+	}
+	return true;
+}
+
 /* Lock held: frees the slots of a batch that was never answered. */
 static void batch_fail(struct qc_fs *fs, struct batch *b, size_t from)
 {

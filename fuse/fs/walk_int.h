@@ -17,6 +17,9 @@
 #include "fs/dircache.h"
 #include "fs/walk.h"
 
+/* Directories above a walk's that it knows (wdir.up). */
+#define QC_WALK_UP 16u
+
 /*
  * Orders of a walker's opens: the directory's (find, tar, grep -r), its
  * names' (rsync, ls), its inode numbers' (cp, which sorts by inode on
@@ -47,6 +50,11 @@ struct wdir {
 	uint32_t *rank[ORDERS];
 	bool has_cred;          /* the caller the FETCHes read as */
 	struct qft_cred cred;
+	/* The directories above, nearest first, when the walk was made:
+	 * identities only, no references (names hold their parents, and a
+	 * stale one only misjudges which walk gives its files up). */
+	const struct qn_node *up[QC_WALK_UP];
+	unsigned nup;
 	/* Walk lock. */
 	enum order order;       /* the order followed */
 	bool probing;           /* the first FETCH asks for the next files in
@@ -79,7 +87,32 @@ struct qc_walk {
 	unsigned votes[ORDERS];
 };
 
-/* Walks retired under the lock, freed after it (wdir_free). */
+/* Lock held: the ents index of the file at place p of order o. */
+static inline size_t qc_walk_at_in(const struct wdir *wd, enum order o,
+				   size_t p)
+{
+	return wd->perm[o] ? wd->perm[o][p] : p;
+}
+
+/* Lock held: the place of ents index i in order o. */
+static inline size_t qc_walk_place_in(const struct wdir *wd, enum order o,
+				      size_t i)
+{
+	return wd->rank[o] ? wd->rank[o][i] : i;
+}
+
+/* The same in the order wd follows. */
+static inline size_t qc_walk_at(const struct wdir *wd, size_t p)
+{
+	return qc_walk_at_in(wd, wd->order, p);
+}
+
+static inline size_t qc_walk_place(const struct wdir *wd, size_t i)
+{
+	return qc_walk_place_in(wd, wd->order, i);
+}
+
+/* Walks retired under the lock, freed after it (qc_walk_bury). */
 struct grave {
 	struct wdir *w[QC_WALK_DIRS + 2];
 	unsigned n;
@@ -143,6 +176,15 @@ uint64_t qc_walk_whole_bytes(struct qc_fs *fs, struct wdir *wd,
  * the budget has room for them and `slack` more: false if not. */
 bool qc_walk_fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
 			 uint64_t slack, struct batch **out);
+/* What asking for wd's first small files in the order it follows would
+ * hold: as many as one FETCH names, up to `limit` bytes; 0 if none. */
+uint64_t qc_walk_head_bytes(struct qc_fs *fs, struct wdir *wd,
+			    uint64_t limit);
+/* Asks for those, when the budget has room for them and `slack` more:
+ * a directory too big to be fetched whole, whose first files a walker
+ * that goes there reads first.  False if not. */
+bool qc_walk_fetch_head(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
+			uint64_t slack, struct batch **out);
 /* Sends the FETCHes of `list`; no lock held. */
 void qc_walk_send(struct qc_fs *fs, struct batch *list);
 

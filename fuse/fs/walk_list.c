@@ -3,6 +3,7 @@
  * Walk-ahead: the walk of one directory made from its leased listing,
  * with the orders a walker may follow (walk_int.h).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -106,6 +107,17 @@ struct wdir *qc_walk_new(struct qc_fs *fs, struct qn_node *dir)
 	}
 	qn_ref(&fs->nodes, dir);
 	wd->dir = dir;
+	qn_ref(&fs->nodes, dir);
+	for (struct qn_node *cur = dir, *p;; cur = p) {
+		char name[QFT_MAX_NAME + 1];
+		int err = wd->nup == QC_WALK_UP ? -ERANGE :
+			  qn_parent_ref(&fs->nodes, cur, &p, name);
+
+		qn_unref(&fs->nodes, cur);
+		if (err < 0)
+			break;
+		wd->up[wd->nup++] = p;
+	}
 	wd->refs = 1;
 	wd->credit = QC_WALK_CREDIT;
 	wd->probing = true;
