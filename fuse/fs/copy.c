@@ -106,6 +106,15 @@ int qc_copy_range(struct qc_fs *fs, struct qc_file *in, uint64_t off_in,
 	return 0;
 }
 
+int qc_copy_seek_solid(uint64_t size, uint64_t off, bool hole,
+		       uint64_t *res)
+{
+	if (off >= size)
+		return -ENXIO;
+	*res = hole ? size : off;
+	return 0;
+}
+
 /* What a file system without holes answers, from the server's size. */
 static int seek_by_size(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 			bool hole, uint64_t *res)
@@ -121,10 +130,7 @@ static int seek_by_size(struct qc_fs *fs, struct qc_file *f, uint64_t off,
 		return qc_file_error(f, qc_conn_user_err(r));
 	size = rep.msg.attr.size;
 	qc_reply_free(&rep);
-	if (off >= size)
-		return -ENXIO;
-	*res = hole ? size : off;
-	return 0;
+	return qc_copy_seek_solid(size, off, hole, res);
 }
 
 /* A SEEK_DATA sent after a SEEK_HOLE found a hole at `hole`. */

@@ -44,6 +44,11 @@ int qc_copy_range(struct qc_fs *fs, struct qc_file *in, uint64_t off_in,
 		  struct qc_file *out, uint64_t off_out, uint64_t len,
 		  uint64_t *copied);
 
+/* What SEEK_DATA (`hole` false) or SEEK_HOLE from `off` finds in a file
+ * of `size` bytes without holes: *res, or -ENXIO past its end. */
+int qc_copy_seek_solid(uint64_t size, uint64_t off, bool hole,
+		       uint64_t *res);
+
 /* SEEK_DATA (`hole` false) or SEEK_HOLE from `off` in f: *res, or
  * -ENXIO when there is no such place at or after off. */
 int qc_copy_seek(struct qc_fs *fs, struct qc_file *f, uint64_t off,

@@ -20,10 +20,11 @@
 #include "ops/internal.h"
 #include "protocol.h"
 
-/* Answers a request that created or found `name` in `parent`. */
-/* `passing`: an answer true only for this request (make_entry), which
- * the kernel and the node must not keep.  `agen`: for a LOOKUP's answer,
- * the node's attr_gen before it was sent (qn_note_fetched), else NULL. */
+/* Answers a request that created or found node n (NULL: out of memory)
+ * with attributes a.  `passing`: an answer true only for this request
+ * (make_entry), which the kernel and the node must not keep.  `agen`:
+ * for a LOOKUP's answer, the node's attr_gen before it was sent
+ * (qn_note_fetched), else NULL. */
 static void reply_node(fuse_req_t req, struct qc_fs *fs, struct qn_node *n,
 		       const struct qft_attr *a, uint64_t xgen, bool passing,
 		       const uint64_t *agen)

@@ -62,11 +62,8 @@ static int seek_solid(struct qc_fs *fs, fuse_ino_t ino, uint64_t off,
 	    (a.mode & QFT_S_IFMT) != QFT_S_IFREG || a.size == 0 ||
 	    a.blocks > UINT64_MAX / 512 || a.blocks * 512 < a.size)
 		return 1;
-	if (off >= a.size)
-		return -ENXIO;
-	*res = hole ? a.size : off;
 	qc_stat_inc(&fs->stats, QC_STAT_SEEKS_LOCAL);
-	return 0;
+	return qc_copy_seek_solid(a.size, off, hole, res);
 }
 
 void qc_ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
