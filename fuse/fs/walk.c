@@ -61,6 +61,8 @@ static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 	size_t p;
 
 	if (wd->ahead) {
+		enum order fetched = wd->order;
+
 		/* The walker's first file here: the order it follows is
 		 * one in which that file comes first, the one it was
 		 * fetched in if it is. */
@@ -70,6 +72,11 @@ static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 			if (qc_walk_place_in(wd, o, i) == 0)
 				wd->order = o;
 		wd->pos = qc_walk_place(wd, i);
+		/* What was asked for lies scattered in another order: the
+		 * rest is asked for from here (top_up passes over what
+		 * was). */
+		if (wd->order != fetched)
+			wd->ask = wd->pos;
 	}
 	if (!first && !was_ahead)
 		vote(fs->walk, wd, i);
