@@ -64,13 +64,14 @@ static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 		enum order fetched = wd->order;
 
 		/* The walker's first file here: the order it follows is
-		 * one in which that file comes first, the one it was
-		 * fetched in if it is. */
+		 * one in which that file comes first, one it was fetched
+		 * in if it is. */
 		wd->ahead = false;
-		for (unsigned o = 0; o < ORDERS &&
+		for (unsigned o = 0; o < 2 * ORDERS &&
 		     qc_walk_place(wd, i) != 0; o++)
-			if (qc_walk_place_in(wd, o, i) == 0)
-				wd->order = o;
+			if (qc_walk_place_in(wd, o % ORDERS, i) == 0 &&
+			    (o >= ORDERS || (wd->heads & (1u << o))))
+				wd->order = o % ORDERS;
 		wd->pos = qc_walk_place(wd, i);
 		/* What was asked for lies scattered in another order: the
 		 * rest is asked for from here (top_up passes over what

@@ -29,6 +29,20 @@ static enum order tree_order(const struct qc_walk *w, const struct wdir *wd)
 	return best;
 }
 
+/* Lock held: the orders (bits) with the most votes: where they tie, the
+ * walker may follow any of them. */
+static unsigned tree_orders(const struct qc_walk *w)
+{
+	unsigned most = 0, set = 0;
+
+	for (unsigned o = 0; o < ORDERS; o++)
+		most = w->votes[o] > most ? w->votes[o] : most;
+	for (unsigned o = 0; o < ORDERS; o++)
+		if (w->votes[o] == most)
+			set |= 1u << o;
+	return set;
+}
+
 /* The cache's name (QC_DIR_WALK_*) of an order. */
 static int dir_order(enum order o)
 {
@@ -288,9 +302,12 @@ void qc_walk_next(struct qc_fs *fs, struct next_step *ns)
 		}
 		pthread_mutex_lock(&w->lock);
 		/* One too big to be fetched whole has its first files
-		 * fetched, in the order the walker follows.  None takes
-		 * the place of one the walker reaches first. */
+		 * fetched, in the order the walker follows (in each, while
+		 * orders tie: cp -r in a tree whose names and inode numbers
+		 * agreed so far may meet one where they do not).  None
+		 * takes the place of one the walker reaches first. */
 		fresh->order = tree_order(w, fresh);
+		fresh->heads = tree_orders(w);
 		need = qc_walk_whole_bytes(fs, fresh, QC_WALK_AHEAD_BYTES);
 		if (!need)
 			need = qc_walk_head_bytes(fs, fresh,

@@ -218,59 +218,75 @@ bool qc_walk_fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
 	return true;
 }
 
-/* Lock held: the bytes of wd's first small files in its order, as many
- * as a FETCH names up to `limit` bytes, and in *end the place after the
- * last of them. */
+/* Lock held: whether file i, met at place p of order o, is met before
+ * in another order of wd->heads (at a nearer place, or at the same one
+ * in an order taken before o): it is counted once. */
+static bool met_before(const struct wdir *wd, unsigned o, size_t p, size_t i)
+{
+	for (unsigned q = 0; q < ORDERS; q++) {
+		size_t pq;
+
+		if (q == o || !(wd->heads & (1u << q)))
+			continue;
+		pq = qc_walk_place_in(wd, q, i);
+		if (pq < p || (pq == p && q < o))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Lock held: wd's first small files in each order of wd->heads, place by
+ * place in turn, as many as a FETCH names up to `limit` bytes: their
+ * bytes; with b, each goes into it (until memory runs out).
+ */
 static uint64_t head(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
-		     size_t *end)
+		     struct batch *b)
 {
 	uint64_t bytes = 0;
-	size_t count = 0, p;
+	size_t count = 0;
 
-	for (p = 0; p < wd->n && count < QC_WALK_NAMES; p++) {
-		size_t i = qc_walk_at(wd, p);
-		uint64_t cost = wd->ents[i].attr.size + 1;
+	for (size_t p = 0; p < wd->n; p++) {
+		for (unsigned o = 0; o < ORDERS; o++) {
+			size_t i = qc_walk_at_in(wd, o, p);
+			uint64_t cost = wd->ents[i].attr.size + 1;
 
-		if (!qc_walk_may_ask(fs, wd, i))
-			continue;
-		if (bytes + cost > limit)
-			break;
-		bytes += cost;
-		count++;
+			if (!(wd->heads & (1u << o)) ||
+			    met_before(wd, o, p, i) ||
+			    !qc_walk_may_ask(fs, wd, i))
+				continue;
+			if (count == QC_WALK_NAMES || bytes + cost > limit ||
+			    (b && !qc_walk_batch_add(fs, wd, b, i)))
+				return bytes;
+			bytes += cost;
+			count++;
+		}
 	}
-	*end = p;
 	return bytes;
 }
 
 uint64_t qc_walk_head_bytes(struct qc_fs *fs, struct wdir *wd,
 			    uint64_t limit)
 {
-	size_t end;
-
-	return head(fs, wd, limit, &end);
+	return head(fs, wd, limit, NULL);
 }
 
 bool qc_walk_fetch_head(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
 			uint64_t slack, struct batch **out)
 {
-	size_t end;
-	uint64_t bytes = head(fs, wd, limit, &end);
+	uint64_t bytes = head(fs, wd, limit, NULL);
 	struct batch *b;
 
 	if (!bytes || fs->walk->held + bytes + slack > fs->walkahead)
 		return false;
 	if (wd->credit < bytes)
 		wd->credit = bytes;
-	wd->ask = end;
+	/* Asked for in more orders than the walker follows: the rest is
+	 * asked for from its first file on, passing over these. */
+	wd->ask = 0;
 	if (!(b = qc_walk_batch_new(fs, wd, out)))
 		return true;
-	for (size_t p = 0; p < end; p++) {
-		size_t i = qc_walk_at(wd, p);
-
-		if (qc_walk_may_ask(fs, wd, i) &&
-		    !qc_walk_batch_add(fs, wd, b, i))
-			break;
-	}
+	head(fs, wd, limit, b);
 	return true;
 }
 

@@ -70,6 +70,8 @@ struct wdir {
 	unsigned batches;       /* FETCHes sent: each may ask for more */
 	bool ahead;             /* fetched before the walker got here: no
 				 * file of it opened yet */
+	unsigned heads;         /* ahead, too big to be fetched whole: the
+				 * orders (bits) its first files were in */
 	bool next_done;         /* the directories after it were asked */
 	unsigned refs;          /* the table's, FETCHes', waiters' */
 	bool gone;              /* out of the table */
@@ -176,8 +178,9 @@ uint64_t qc_walk_whole_bytes(struct qc_fs *fs, struct wdir *wd,
  * the budget has room for them and `slack` more: false if not. */
 bool qc_walk_fetch_whole(struct qc_fs *fs, struct wdir *wd, uint64_t limit,
 			 uint64_t slack, struct batch **out);
-/* What asking for wd's first small files in the order it follows would
- * hold: as many as one FETCH names, up to `limit` bytes; 0 if none. */
+/* What asking for wd's first small files in each order of wd->heads
+ * would hold: as many as one FETCH names, up to `limit` bytes; 0 if
+ * none. */
 uint64_t qc_walk_head_bytes(struct qc_fs *fs, struct wdir *wd,
 			    uint64_t limit);
 /* Asks for those, when the budget has room for them and `slack` more:
