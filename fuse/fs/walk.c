@@ -45,8 +45,29 @@ static void vote(struct qc_walk *w, const struct wdir *wd, size_t i)
 	bool next[ORDERS];
 
 	for (unsigned o = 0; o < ORDERS; o++)
-		next[o] = qc_walk_place_in(wd, o, i) == qc_walk_place_in(wd, o, wd->last) + 1;
+		next[o] = qc_walk_place_in(wd, o, i) ==
+			  qc_walk_place_in(wd, o, wd->last) + 1;
 	qc_walk_votes_add(w, next);
+}
+
+/* Lock held: the order a walker whose first file in wd's directory is
+ * file i follows: one in which i comes first -- wd's own, else one its
+ * first files were fetched in, else any -- or wd's own if none. */
+static enum order first_in(const struct wdir *wd, size_t i)
+{
+	int any = -1;
+
+	if (qc_walk_place(wd, i) == 0)
+		return wd->order;
+	for (unsigned o = 0; o < ORDERS; o++) {
+		if (qc_walk_place_in(wd, o, i) != 0)
+			continue;
+		if (wd->heads & (1u << o))
+			return (enum order)o;
+		if (any < 0)
+			any = (int)o;
+	}
+	return any < 0 ? wd->order : (enum order)any;
 }
 
 /*
@@ -63,15 +84,8 @@ static void advance(struct qc_fs *fs, struct wdir *wd, size_t i)
 	if (wd->ahead) {
 		enum order fetched = wd->order;
 
-		/* The walker's first file here: the order it follows is
-		 * one in which that file comes first, one it was fetched
-		 * in if it is. */
 		wd->ahead = false;
-		for (unsigned o = 0; o < 2 * ORDERS &&
-		     qc_walk_place(wd, i) != 0; o++)
-			if (qc_walk_place_in(wd, o % ORDERS, i) == 0 &&
-			    (o >= ORDERS || (wd->heads & (1u << o))))
-				wd->order = o % ORDERS;
+		wd->order = first_in(wd, i);
 		wd->pos = qc_walk_place(wd, i);
 		/* What was asked for lies scattered in another order: the
 		 * rest is asked for from here (top_up passes over what
