@@ -76,6 +76,17 @@ struct listing {
 	uint64_t walked_ns;     /* last served to a readdir (0 = never) */
 	bool scanned;           /* came from a SCAN */
 	uint64_t id;            /* tells a listing from its successor */
+	/* Names added or removed, or a name's type or inode number changed
+	 * in place (store.c): walk.c's sorted subdirectories are redone. */
+	uint64_t changes;
+	/* walk.c's: the slots of its subdirectories in one order (sorted
+	 * when `changes` was `at`), for the walker's next directories. */
+	struct {
+		uint32_t *slot;
+		size_t n;
+		int order;      /* QC_DIR_WALK_* */
+		uint64_t at;
+	} subs;
 	/* The link it was read on: a listing is not trusted on another (a
 	 * lost link ended its lease, and nothing is known of what happened
 	 * meanwhile), nor while there is none. */

@@ -196,6 +196,9 @@ int qc_dir_dent_put(struct qc_dircache *dc, struct listing *l,
 	size_t len;
 
 	if (e) {
+		if (e->attr.ino != a->ino ||
+		    ((e->attr.mode ^ a->mode) & QFT_S_IFMT))
+			l->changes++;
 		e->attr = *a;
 		e->fetched_ns = fetched_ns;
 		return 0;
@@ -225,6 +228,7 @@ int qc_dir_dent_put(struct qc_dircache *dc, struct listing *l,
 		return -ENOMEM;
 	}
 	l->slots[l->nslots++] = e;
+	l->changes++;
 	e->hnext = l->tab[h & (l->tabsize - 1)];
 	l->tab[h & (l->tabsize - 1)] = e;
 	dc->nentries++;
@@ -248,6 +252,7 @@ void qc_dir_dent_del(struct qc_dircache *dc, struct listing *l,
 		l->slots[e->slot] = NULL;
 		free(e);
 		l->live--;
+		l->changes++;
 		dc->nentries--;
 		compact(l);
 		return;
@@ -417,6 +422,7 @@ static void listing_free(struct listing *l)
 		free(l->stale[i]);
 	free(l->slots);
 	free(l->tab);
+	free(l->subs.slot);
 	free(l);
 }
 
@@ -600,6 +606,8 @@ int qc_dir_resolve_predicted(struct qc_fs *fs, struct listing *l)
 
 		if (node && qn_get_attr(&fs->nodes, node, &a) && a.ino &&
 		    (a.mode & QFT_S_IFMT) == (e->attr.mode & QFT_S_IFMT)) {
+			if (e->attr.ino != a.ino)
+				l->changes++;
 			e->attr = a;
 			e->fetched_ns = 0;
 		} else if (node) {

@@ -120,9 +120,6 @@ out_unlock:
 /* A subdirectory of a listing, for qc_dir_walk_next. */
 struct sub {
 	char name[QFT_MAX_NAME + 1];
-	uint64_t ino;
-	size_t slot;
-	bool dir;
 };
 
 /*
@@ -144,77 +141,129 @@ static int name_cmp(const char *a, bool a_dir, const char *b, bool b_dir)
 	return ca - cb;
 }
 
-static int sub_by_name(const void *a, const void *b)
+static bool is_dir(const struct dent *d)
 {
-	const struct sub *x = a, *y = b;
-
-	return name_cmp(x->name, x->dir, y->name, y->dir);
+	return (d->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR;
 }
 
-static int sub_by_ino(const void *a, const void *b)
+/* Where names x and y of one listing come in `order`: negative, zero or
+ * positive as strcmp. */
+static int dent_cmp(const struct dent *x, const struct dent *y, int order)
 {
-	uint64_t x = ((const struct sub *)a)->ino;
-	uint64_t y = ((const struct sub *)b)->ino;
-
-	return x < y ? -1 : x > y;
+	if (order == QC_DIR_WALK_NAME)
+		return name_cmp(x->name, is_dir(x), y->name, is_dir(y));
+	if (order == QC_DIR_WALK_INO)
+		return x->attr.ino < y->attr.ino ? -1 : x->attr.ino > y->attr.ino;
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-/* The subdirectories of dir's leased listing in `order`, at most `max`
+/* The listing and order the sort below compares in (qsort has no
+ * context argument everywhere): set and used under the listing lock. */
+static const struct listing *sort_listing;
+static int sort_order;
+
+static int by_order(const void *a, const void *b)
+{
+	const struct dent *x = sort_listing->slots[*(const uint32_t *)a];
+	const struct dent *y = sort_listing->slots[*(const uint32_t *)b];
+
+	return dent_cmp(x, y, sort_order);
+}
+
+/*
+ * Listing lock held: the slots of l's subdirectories in `order`, sorted
+ * again only once the listing changed (l->subs): a walk through a
+ * directory of thousands of subdirectories asks for its order at each
+ * of them.  Their number in *n; NULL without memory.
+ */
+static const uint32_t *sorted_subs(struct listing *l, int order, size_t *n)
+{
+	uint32_t *slot;
+	size_t k = 0;
+
+	if (l->subs.slot && l->subs.order == order &&
+	    l->subs.at == l->changes) {
+		*n = l->subs.n;
+		return l->subs.slot;
+	}
+	free(l->subs.slot);
+	l->subs.slot = NULL;
+	slot = malloc((l->live ? l->live : 1) * sizeof(*slot));
+	if (!slot)
+		return NULL;
+	for (size_t i = 0; i < l->nslots; i++)
+		if (l->slots[i] && is_dir(l->slots[i]))
+			slot[k++] = (uint32_t)i;
+	if (k > 1 && order != QC_DIR_WALK_LISTING) {
+		sort_listing = l;
+		sort_order = order;
+		qsort(slot, k, sizeof(*slot), by_order);
+	}
+	l->subs.slot = slot;
+	l->subs.n = k;
+	l->subs.order = order;
+	l->subs.at = l->changes;
+	*n = k;
+	return slot;
+}
+
+/* Listing lock held: the place in sorted[] (n subdirectories of l in
+ * `order`) of the first that comes after name `at`. */
+static size_t after_place(const struct listing *l, const uint32_t *sorted,
+			  size_t n, const struct dent *at, int order)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (dent_cmp(l->slots[sorted[mid]], at, order) > 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* At most `limit` subdirectories of dir's leased listing in `order`
  * (malloc'd in *out), only those after `after` in it when that is not
  * NULL (the file the walker is at); their number, or 0. */
 static size_t subdirs(struct qc_fs *fs, struct qn_node *dir, int order,
-		      const char *after, size_t max, struct sub **out)
+		      const char *after, size_t limit, struct sub **out)
 {
 	struct qc_dircache *dc = qc_dir_of(fs);
-	struct sub *s = NULL, at = { .slot = 0 };
-	bool have_at = false;
+	const struct dent *at = NULL;
+	const uint32_t *sorted;
+	struct sub *s = NULL;
 	struct listing *l;
-	size_t n = 0, k = 0;
+	size_t n = 0, k = 0, from = 0;
 
 	*out = NULL;
+	if (limit == 0)
+		return 0;
 	pthread_mutex_lock(&dc->lock);
 	l = leased(fs, dir, qc_now_ns());
-	if (!l || l->live > max)
+	if (!l || l->live > QC_DIR_WALK_SUBDIRS ||
+	    !(sorted = sorted_subs(l, order, &n)) || n == 0)
 		goto out_unlock;
-	s = calloc(l->live ? l->live : 1, sizeof(*s));
-	if (!s)
-		goto out_unlock;
-	for (size_t i = 0; i < l->nslots; i++) {
-		struct dent *d = l->slots[i];
-
-		if (!d)
-			continue;
-		if (after && strcmp(d->name, after) == 0) {
-			snprintf(at.name, sizeof(at.name), "%s", d->name);
-			at.ino = d->attr.ino;
-			at.slot = i;
-			at.dir = (d->attr.mode & QFT_S_IFMT) == QFT_S_IFDIR;
-			have_at = true;
-		}
-		if ((d->attr.mode & QFT_S_IFMT) != QFT_S_IFDIR ||
-		    qc_dir_is_stale(l, d->name))
-			continue;
-		snprintf(s[n].name, sizeof(s[n].name), "%s", d->name);
-		s[n].ino = d->attr.ino;
-		s[n].slot = i;
-		s[n].dir = true;
-		n++;
-	}
-out_unlock:
-	pthread_mutex_unlock(&dc->lock);
-	if (n > 1 && order == QC_DIR_WALK_NAME)
-		qsort(s, n, sizeof(*s), sub_by_name);
-	else if (n > 1 && order == QC_DIR_WALK_INO)
-		qsort(s, n, sizeof(*s), sub_by_ino);
 	/* The walker goes into the directories after the file it is at,
 	 * having been in those before it (cp -r takes the files and the
 	 * directories of a directory in one order). */
-	for (size_t i = 0; i < n; i++)
-		if (!have_at ||
-		    (order == QC_DIR_WALK_NAME ? sub_by_name(&s[i], &at) :
-		     order == QC_DIR_WALK_INO ? sub_by_ino(&s[i], &at) :
-		     (s[i].slot > at.slot) - (s[i].slot < at.slot)) > 0)
-			s[k++] = s[i];
+	if (after && (at = qc_dir_dent_find(l, after, qc_dir_name_hash(after))))
+		from = after_place(l, sorted, n, at, order);
+	s = calloc(limit < n - from ? limit : n - from + 1, sizeof(*s));
+	if (!s)
+		goto out_unlock;
+	for (size_t i = from; i < n && k < limit; i++) {
+		const struct dent *d = l->slots[sorted[i]];
+
+		if (qc_dir_is_stale(l, d->name))
+			continue;
+		snprintf(s[k].name, sizeof(s[k].name), "%s", d->name);
+		k++;
+	}
+out_unlock:
+	pthread_mutex_unlock(&dc->lock);
 	*out = s;
 	return k;
 }
@@ -235,7 +284,8 @@ static size_t take_below(struct qc_fs *fs, struct qn_node *dir, int order,
 
 	if (k >= max)
 		return k;
-	n = subdirs(fs, dir, order, after, QC_DIR_WALK_SUBDIRS, &s);
+	/* A few more than there is room for: some may not be leased. */
+	n = subdirs(fs, dir, order, after, 2 * (max - k) + 8, &s);
 	for (size_t i = 0; i < n && k < max; i++) {
 		struct qn_node *c = qn_find_ref(&fs->nodes, dir, s[i].name);
 		bool ok;
@@ -317,16 +367,8 @@ static bool rank_of(const struct listing *l, const char *name, int order,
 
 	if (!e)
 		return false;
-	if (order == QC_DIR_WALK_INO) {
-		*rank = e->attr.ino;
-		return true;
-	}
-	for (size_t i = 0; i < l->nslots; i++)
-		if (l->slots[i] == e) {
-			*rank = i;
-			return true;
-		}
-	return false;
+	*rank = order == QC_DIR_WALK_INO ? e->attr.ino : e->slot;
+	return true;
 }
 
 bool qc_dir_walk_passed(struct qc_fs *fs, struct qn_node *a,
