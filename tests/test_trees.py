@@ -495,6 +495,71 @@ def test_async_rsync_waits_per_directory_only(mounter, tmp_path):
     assert d['requests_waited'] <= 8 * 3 + 10, d
 
 
+def test_open_after_release_before_setattr_answer_does_not_wait(
+        mounter, tmp_path):
+    """commit=async: rsync closes the file it wrote, sets its times by
+    path and opens it again.  With the file's WRITEs unanswered the
+    SETATTR goes out through its handle, behind them (attrs.c,
+    target_of), and the prediction of what it makes the file went with
+    that handle: once the handle was released, an open before the
+    SETATTR's answer waited for it -- under load 1 to 14 of rsync's 60
+    opens in test_async_rsync_waits_per_directory_only did, and one CI
+    run failed on it.  The server's fault hook stops it before the
+    WRITE's reply, then before the SETATTR's: an open that waited would
+    hang."""
+    wrap, _ = util.fault_server(tmp_path, util.build_dir(),
+                                'QFTFS_FAULT_STOP_REPLY', 'WRITE,SETATTR')
+    m = mounter(opts=['commit=async'], server=wrap)
+    src, mnt = m
+    srv = m.server_pids[0]
+    os.mkdir(P(mnt, 'x'))
+    path = P(mnt, 'x', 'f')
+    failures, seen = [], []
+
+    def stopped():
+        deadline = time.monotonic() + 30 * util.timeout_scale()
+        while not util.proc_stopped(srv):
+            assert time.monotonic() < deadline, 'the server never stopped'
+            time.sleep(0.01)
+
+    def reopen():
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            seen.append(os.fstat(fd).st_mtime_ns)
+            os.close(fd)
+        except BaseException as e:  # reported by the test's thread
+            failures.append(e)
+
+    try:
+        before = stats(mnt)['requests_noreply']
+        with open(path, 'wb') as f:
+            f.write(b'data' * 100)
+        stopped()               # the WRITE done, its reply held
+        os.utime(path, ns=(1_000_000_000, 2_000_000_000))
+        os.kill(srv, signal.SIGCONT)
+        stopped()               # the WRITE answered, the SETATTR's held
+        # The handle released once its WRITEs were answered (its CLOSE
+        # goes out, unanswered by design).
+        deadline = time.monotonic() + 30 * util.timeout_scale()
+        while stats(mnt)['requests_noreply'] == before:
+            assert time.monotonic() < deadline, 'the handle stays'
+            time.sleep(0.01)
+        t = threading.Thread(target=reopen)
+        t.start()
+        t.join(10 * util.timeout_scale())
+        hung = t.is_alive()
+    finally:
+        os.kill(srv, signal.SIGCONT)
+    t.join(60)
+    assert not hung, 'the open waited for the SETATTR\'s answer'
+    assert not failures, failures
+    assert seen == [2_000_000_000], seen
+    r = qftfs_sync(m)
+    assert r.returncode == 0, r.stderr
+    st = os.stat(P(src, 'x', 'f'))
+    assert (st.st_size, st.st_mtime_ns) == (400, 2_000_000_000), st
+
+
 @pytest.mark.parametrize('opts', MODES)
 def test_tar_pattern_fchown_after_futimens_does_not_wait(mounter, opts):
     """tar x restores a file's times, owner and mode through its handle

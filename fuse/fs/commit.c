@@ -285,6 +285,7 @@ static void *closer_main(void *arg)
 		}
 		cm->queue = f->cm.next;
 		pthread_mutex_unlock(&cm->lock);
+		qc_step_release(fs, f);
 		qc_file_release_now(fs, f);
 		pthread_mutex_lock(&f->lock);
 		qc_file_async_done(f);

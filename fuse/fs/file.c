@@ -16,6 +16,7 @@
 #include "fs/node.h"
 #include "protocol.h"
 #include "fs/readahead.h"
+#include "fs/steps.h"
 
 /* Lock held: what was read ahead through the handle went with it. */
 static void file_handle_gone(struct qc_file *f)
@@ -47,8 +48,10 @@ struct qc_file *qc_file_new(struct qc_fs *fs, bool dir, int oflags)
 
 void qc_file_release(struct qc_fs *fs, struct qc_file *f)
 {
-	if (!qc_commit_release(fs, f))
-		qc_file_release_now(fs, f);
+	if (qc_commit_release(fs, f))
+		return;
+	qc_step_release(fs, f);
+	qc_file_release_now(fs, f);
 }
 
 int qc_file_begin(struct qc_fs *fs, bool dir, int oflags,

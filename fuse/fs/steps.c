@@ -190,6 +190,20 @@ bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 	return p.found;
 }
 
+void qc_step_release(struct qc_fs *fs, struct qc_file *f)
+{
+	struct qn_node *n = qn_file_node(&fs->nodes, &f->nf);
+	struct qft_attr a;
+	uint64_t gen;
+
+	if (!n || fs->attr_timeout <= 0)
+		return;
+	/* Taken first: a change after it keeps the prediction out. */
+	gen = qn_attr_gen(&fs->nodes, n);
+	if (qc_step_predicted(fs, n, &a))
+		qn_note_fresh(&fs->nodes, n, &a, gen, qc_fs_attr_until(fs));
+}
+
 static bool file_owner_mode(struct qn_file *nf, void *ctx)
 {
 	struct qc_file *f = (struct qc_file *)nf;

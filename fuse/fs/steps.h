@@ -115,6 +115,16 @@ bool qc_step_predicted(struct qc_fs *fs, struct qn_node *n,
 		       struct qft_attr *out);
 
 /*
+ * f is released (detached from its node) with steps maybe unanswered:
+ * what they make the file stays the node's attributes (qn_note_fresh)
+ * until their answers or a later change replace it, as it was while f
+ * was open -- rsync's open of the file it just wrote and set the times
+ * of, by path, waits for nothing whether the RELEASE came before the
+ * SETATTR's answer or after.  No lock held.
+ */
+void qc_step_release(struct qc_fs *fs, struct qc_file *f);
+
+/*
  * The attributes `n` will have once SETATTR `m` is executed, predicted
  * from f: its pipelined attributes, else the node's last known ones when
  * nothing is in flight through f.  False when they cannot be known (a
