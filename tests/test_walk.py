@@ -115,6 +115,22 @@ def seen(mnt_path, src_path):
         (w.st_size, w.st_mtime_ns, w.st_ctime_ns)
 
 
+def copy_off(tool, mnt, tmp_path):
+    """Copies the mount's `tree` off it with `tool` (cp -r, tar c | tar x,
+    or rsync -a) into tmp_path; the copy's path."""
+    out = str(tmp_path / 'out')
+    if tool == 'cp':
+        util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
+    elif tool == 'tar':
+        util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
+                check=True, timeout=120)
+        out = str(tmp_path / 'tree')
+    else:
+        util.run(['rsync', '-a', P(mnt, 'tree') + '/', out + '/'],
+                 check=True, timeout=120)
+    return out
+
+
 # ---- round trips ----
 
 @pytest.mark.parametrize('tool', ['cp', 'tar', 'rsync', 'grep'])
@@ -122,17 +138,9 @@ def test_tree_read_waits_far_less_than_once_per_file(mount, tmp_path, tool):
     src, mnt = mount
     nfiles = make_tree(P(src, 'tree'))
     ndirs = 4
-    out = str(tmp_path / 'out')
     before = stats(mnt)
-    if tool == 'cp':
-        util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
-    elif tool == 'tar':
-        util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
-                check=True, timeout=120)
-        out = str(tmp_path / 'tree')
-    elif tool == 'rsync':
-        util.run(['rsync', '-a', P(mnt, 'tree') + '/', out + '/'],
-                 check=True, timeout=120)
+    if tool != 'grep':
+        out = copy_off(tool, mnt, tmp_path)
     else:
         r = util.run(['grep', '-r', '-c', 'no such string', P(mnt, 'tree')],
                      timeout=120)
@@ -227,13 +235,7 @@ def test_many_small_directories_wait_far_less_than_once_each(
     # counted is what reading the files costs.
     util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
     before = stats(mnt)
-    out = str(tmp_path / 'out')
-    if tool == 'cp':
-        util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
-    else:
-        util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
-                check=True, timeout=120)
-        out = str(tmp_path / 'tree')
+    out = copy_off(tool, mnt, tmp_path)
     d = delta(before, stats(mnt))
     diff(P(src, 'tree'), out)
     # One directory at a time: a wait or two at each (its first file's
@@ -284,9 +286,7 @@ def test_rsync_takes_directories_in_its_own_order(mount, tmp_path):
     ndirs = make_versioned_dirs(P(src, 'tree'))
     util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
     before = stats(mnt)
-    out = str(tmp_path / 'out')
-    util.run(['rsync', '-a', P(mnt, 'tree') + '/', out + '/'], check=True,
-             timeout=120)
+    out = copy_off('rsync', mnt, tmp_path)
     d = delta(before, stats(mnt))
     diff(P(src, 'tree'), out)
     # Measured on an idle machine: 3 waits, an eighth of what was fetched
@@ -312,16 +312,7 @@ def test_big_directories_ahead_begin_with_their_first_files(
         make_dir(P(src, 'tree', 'd%02d' % k), 200, size=200)
     util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
     before = stats(mnt)
-    out = str(tmp_path / 'out')
-    if tool == 'cp':
-        util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
-    elif tool == 'rsync':
-        util.run(['rsync', '-a', P(mnt, 'tree') + '/', out + '/'],
-                 check=True, timeout=120)
-    else:
-        util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
-                check=True, timeout=120)
-        out = str(tmp_path / 'tree')
+    out = copy_off(tool, mnt, tmp_path)
     d = delta(before, stats(mnt))
     diff(P(src, 'tree'), out)
     # Measured on an idle machine: 3 (cp), 4 (tar), 2 (rsync); when only
@@ -350,8 +341,7 @@ def test_big_directories_ahead_while_orders_tie(mount, tmp_path):
                 f.write(os.urandom(200 + i))
     util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
     before = stats(mnt)
-    out = str(tmp_path / 'out')
-    util.run(['cp', '-r', P(mnt, 'tree'), out], check=True, timeout=120)
+    out = copy_off('cp', mnt, tmp_path)
     d = delta(before, stats(mnt))
     diff(P(src, 'tree'), out)
     # Measured on an idle machine: 2 waits; with the first files
@@ -401,10 +391,9 @@ def test_directory_left_for_a_subdirectory_keeps_what_it_fetched(
         make_dir(P(top, 'sub%d' % k), 60, size=6000)
     util.run(['find', P(mnt, 'tree')], check=True, timeout=60)
     before = stats(mnt)
-    util.sh('tar cf - -C %s tree | tar xf - -C %s' % (mnt, tmp_path),
-            check=True, timeout=120)
+    out = copy_off('tar', mnt, tmp_path)
     d = delta(before, stats(mnt))
-    diff(top, str(tmp_path / 'tree'))
+    diff(top, out)
     # Measured on an idle machine: nothing fetched for nothing; when the
     # directory left gave up all it held, 2.6 MB of 5.7 fetched.
     assert d['walk_waste_bytes'] <= d['walk_fetched_bytes'] // 10, d

@@ -15,20 +15,6 @@
 #include "log.h"
 #include "protocol.h"
 
-/* Lock held: the order the walkers follow in a tree, by their votes:
- * wd's own if none has more, else the first of those that have most
- * (cp -r in a tree made in name order gives names and inode numbers as
- * many, and either foretells it better than its directory's listing). */
-static enum order tree_order(const struct qc_walk *w, const struct wdir *wd)
-{
-	enum order best = wd->order;
-
-	for (unsigned o = 0; o < ORDERS; o++)
-		if (w->votes[o] > w->votes[best])
-			best = o;
-	return best;
-}
-
 /* Lock held: the orders (bits) with the most votes: where they tie, the
  * walker may follow any of them. */
 static unsigned tree_orders(const struct qc_walk *w)
@@ -41,6 +27,19 @@ static unsigned tree_orders(const struct qc_walk *w)
 		if (w->votes[o] == most)
 			set |= 1u << o;
 	return set;
+}
+
+/* Lock held: the order the walkers follow in a tree, by their votes:
+ * wd's own if none has more, else the first of those that have most
+ * (cp -r in a tree made in name order gives names and inode numbers as
+ * many, and either foretells it better than its directory's listing). */
+static enum order tree_order(const struct qc_walk *w, const struct wdir *wd)
+{
+	unsigned most = tree_orders(w);
+
+	if (most & (1u << wd->order))
+		return wd->order;
+	return (enum order)__builtin_ctz(most);
 }
 
 /* The cache's name (QC_DIR_WALK_*) of an order. */
